@@ -1,0 +1,133 @@
+// Tape autograd: accumulation into .grad, shared subexpressions, retain_graph, NoGradGuard,
+// detach, deterministic replay order, and the in-place-modification error.
+#include <catch2/catch.hpp>
+
+#include "autograd/ops.h"
+
+using namespace define;
+using Catch::Contains;
+
+namespace {
+Tensor vec(std::vector<double> v) { return from_vector(v); }
+std::vector<double> g(const Tensor& t) { return t.grad().to_vector<double>(); }
+}  // namespace
+
+TEST_CASE("autograd: gradients accumulate across backward calls and uses", "[autograd]") {
+  Tensor x = vec({1, 2, 3}).set_requires_grad();
+  CHECK(x.is_leaf());
+  Tensor y = sum(mul(x, x));  // d/dx = 2x
+  CHECK(y.requires_grad());
+  CHECK_FALSE(y.is_leaf());
+  backward(y);
+  CHECK(g(x) == std::vector<double>{2, 4, 6});
+  backward(sum(mul(x, 3.0)));  // accumulates: + 3
+  CHECK(g(x) == std::vector<double>{5, 7, 9});
+  // x used twice in one graph: both paths add up.
+  x.set_grad(Tensor());
+  backward(sum(add(mul(x, x), x)));
+  CHECK(g(x) == std::vector<double>{3, 5, 7});
+}
+
+TEST_CASE("autograd: a gradient shared by two leaves is not aliased", "[autograd]") {
+  Tensor a = vec({1, 2}).set_requires_grad();
+  Tensor b = vec({3, 4}).set_requires_grad();
+  backward(sum(add(a, b)));
+  CHECK(g(a) == std::vector<double>{1, 1});
+  CHECK(g(b) == std::vector<double>{1, 1});
+  CHECK_FALSE(a.grad().shares_storage_with(b.grad()));
+  backward(sum(mul(a, 2.0)));  // only a's gradient moves
+  CHECK(g(a) == std::vector<double>{3, 3});
+  CHECK(g(b) == std::vector<double>{1, 1});
+}
+
+TEST_CASE("autograd: retain_graph allows a second backward, otherwise a clear error", "[autograd]") {
+  Tensor x = vec({0.5, -1}).set_requires_grad();
+  Tensor y = sum(exp(x));
+  backward(y, Tensor(), {.retain_graph = true});
+  backward(y);
+  const auto gx = g(x);
+  CHECK(gx[0] == Approx(2 * std::exp(0.5)));
+  CHECK(gx[1] == Approx(2 * std::exp(-1.0)));
+  REQUIRE_THROWS_WITH(backward(y), Contains("already freed") && Contains("retain_graph=true"));
+}
+
+TEST_CASE("autograd: NoGradGuard records nothing and detach cuts the tape", "[autograd]") {
+  Tensor x = vec({1, 2}).set_requires_grad();
+  {
+    NoGradGuard guard;
+    CHECK_FALSE(GradMode::enabled());
+    Tensor y = mul(x, x);
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.grad_fn() == nullptr);
+    {
+      NoGradGuard nested;
+    }
+    CHECK_FALSE(GradMode::enabled());
+  }
+  CHECK(GradMode::enabled());
+  Tensor d = detach(x);
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.shares_storage_with(x));
+  Tensor z = sum(mul(d, x));  // only the x factor is differentiated
+  backward(z);
+  CHECK(g(x) == std::vector<double>{1, 2});
+  REQUIRE_THROWS_WITH(backward(sum(d)), Contains("backward: the tensor does not require grad"));
+}
+
+TEST_CASE("autograd: modifying a saved tensor in place is detected", "[autograd]") {
+  Tensor x = vec({1, 2}).set_requires_grad();
+  Tensor w = vec({3, 4});  // no grad, saved by mul for x's gradient
+  Tensor y = sum(mul(x, w));
+  mul_(w, 2.0);
+  REQUIRE_THROWS_WITH(backward(y), Contains("mul backward: a tensor saved for backward") &&
+                                       Contains("modified in place") && Contains("version 0 at save, now 1"));
+
+  Tensor e = exp(x);  // exp saves its output
+  Tensor s = sum(e);
+  {
+    NoGradGuard guard;  // in-place on a tensor that requires grad needs grad mode off
+    add_(e, ones({2}, {DType::Float64}));
+  }
+  REQUIRE_THROWS_WITH(backward(s), Contains("exp backward") && Contains("modified in place"));
+  REQUIRE_THROWS_WITH(mul_(x, 2.0), Contains("mul_: in-place operation on a tensor that requires grad"));
+}
+
+TEST_CASE("autograd: non-scalar roots need a gradient; shapes are checked", "[autograd]") {
+  Tensor x = vec({1, 2, 3}).set_requires_grad();
+  Tensor y = mul(x, 2.0);
+  REQUIRE_THROWS_WITH(backward(y), Contains("backward: a gradient must be given for a root of shape [3]"));
+  REQUIRE_THROWS_WITH(backward(y, ones({2}, {DType::Float64})), Contains("backward: gradient shape [2] does not match root shape [3]"));
+  backward(y, vec({1, 10, 100}));
+  CHECK(g(x) == std::vector<double>{2, 20, 200});
+  REQUIRE_THROWS_WITH(arange(3).set_requires_grad(), Contains("requires_grad: only floating-point tensors"));
+  REQUIRE_THROWS_WITH(y.set_requires_grad(), Contains("requires_grad: can only be set on leaf tensors"));
+}
+
+TEST_CASE("autograd: the tape replays in reverse recording order", "[autograd]") {
+  // A diamond: y = a*b + a*c with a = exp(x). The node for `a` must run after both products.
+  Tensor x = vec({0.3}).set_requires_grad();
+  Tensor a = exp(x);
+  Tensor b = vec({2}), c = vec({5});
+  Tensor y = sum(add(mul(a, b), mul(a, c)));
+  CHECK(y.grad_fn()->seq() > a.grad_fn()->seq());
+  backward(y);
+  CHECK(g(x)[0] == Approx(7 * std::exp(0.3)));
+}
+
+TEST_CASE("autograd: grad() returns gradients without touching .grad", "[autograd]") {
+  Tensor x = vec({1, 2}).set_requires_grad();
+  Tensor y = sum(mul(mul(x, x), x));  // 3x^2
+  std::vector<Tensor> gs = define::grad(y, {x});
+  CHECK(gs[0].to_vector<double>() == std::vector<double>{3, 12});
+  CHECK_FALSE(x.grad().defined());
+}
+
+TEST_CASE("autograd: gradients through views", "[autograd][views]") {
+  Tensor x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
+  Tensor t = transpose(x, 0, 1);                    // [3,2]
+  Tensor n = narrow(t, 0, 1, 2);                    // rows 1..2 of the transpose
+  Tensor e = expand(unsqueeze(select(n, 1, 0), 0), {4, 2});  // column 0, repeated 4 times
+  backward(sum(mul(reshape(e, {8}), 1.0)));
+  // Each of x[0][1], x[0][2] is read 4 times; everything else not at all.
+  CHECK(g(x) == std::vector<double>{0, 4, 4, 0, 0, 0});
+}

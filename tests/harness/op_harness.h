@@ -1,0 +1,57 @@
+// The op test harness. Each op is declared once as an OpCase (inputs, forward, tolerances) and
+// checked in modes:
+//   cpu   float32 forward and backward on the fast CPU path against the reference path
+//   grad  float64: the full Jacobian from backward() against central differences
+//   cuda  float32 on the CUDA device (a GPU, or the emulator when it is registered as the device)
+//         against the reference path; reported as skipped when no CUDA device is available
+// DEFINE_TEST_MODES (comma list, default "cpu,grad,cuda") selects modes. Every check prints the
+// max abs error and the share of the allowed error it used.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+
+namespace define::test {
+
+struct InputSpec {
+  Shape shape;
+  enum class Fill { Uniform, Positive, Index, Fixed } fill = Fill::Uniform;
+  double lo = -1.0, hi = 1.0;        // Uniform range; Positive draws from [0.5, 2]
+  std::int64_t index_high = 0;       // Index: integer values in [0, index_high)
+  DType index_dtype = DType::Int64;  // dtype of Index inputs (and of integral Fixed inputs)
+  bool grad = true;                  // differentiable input (float inputs only)
+  bool non_contiguous = false;       // hand the op a non-contiguous view with the same shape/values
+  std::vector<double> values;        // Fixed: explicit values, row-major
+  // Fixed inputs are integer (index_dtype) when grad is false and every value is integral,
+  // floating otherwise; `dtype` overrides that choice.
+  std::optional<DType> dtype;
+};
+
+struct OpCase {
+  std::string name;
+  std::vector<InputSpec> inputs;
+  std::function<Tensor(const std::vector<Tensor>&)> forward;
+  double atol = 1e-5, rtol = 1e-5;            // float32 fast/device vs reference
+  double grad_atol = 1e-6, grad_rtol = 1e-5;  // float64 analytic vs numeric Jacobian
+  double fd_eps = 1e-6;
+  bool gradcheck = true;
+};
+
+void run_op_cases(const std::vector<OpCase>& cases);
+
+// Building blocks, exposed for tests that need them directly.
+std::vector<Tensor> make_inputs(const OpCase& c, DType float_dtype, Device device, bool track_grad);
+
+struct Comparison {
+  double max_abs_err = 0;
+  double max_share = 0;  // max over elements of |err| / (atol + rtol*|ref|)
+  std::int64_t worst = -1;
+};
+Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol, double rtol);
+std::vector<double> to_doubles(const Tensor& t);
+
+}  // namespace define::test

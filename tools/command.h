@@ -1,0 +1,18 @@
+// The `define` command line: one entry per subcommand. Later issues add train, eval, generate,
+// params, export-cache and corrmap by adding a file and a line to the table in main.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace define::cli {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+int run_demo(const std::vector<std::string>& args);
+
+}  // namespace define::cli

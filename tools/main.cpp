@@ -1,0 +1,61 @@
+// define: command-line entry point. `define --help` lists the subcommands.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "tools/command.h"
+
+namespace {
+
+using define::cli::Command;
+
+int run_version(const std::vector<std::string>&) {
+  fmt::print("define 0.1.0\n");
+  return 0;
+}
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"demo", "train a small network on a synthetic task with autograd and print the loss curve",
+       define::cli::run_demo},
+      {"version", "print the version", run_version},
+  };
+  return table;
+}
+
+void print_help() {
+  fmt::print(
+      "define: deep factorized token representations (DeFINE, DExTra) and the sequence models\n"
+      "built on them.\n\nusage: define <command> [options]\n\ncommands:\n");
+  for (const Command& c : commands()) fmt::print("  {:<10} {}\n", c.name, c.summary);
+  fmt::print("\n`define <command> --help` describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    print_help();
+    return argc < 2 ? 1 : 0;
+  }
+  const std::string name = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const Command& c : commands()) {
+    if (name != c.name) continue;
+    try {
+      return c.run(args);
+    } catch (const define::Error& e) {
+      fmt::print(stderr, "define {}: error: {}\n", name, e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "define {}: internal error: {}\n", name, e.what());
+      return 3;
+    }
+  }
+  fmt::print(stderr, "define: unknown command '{}' (see `define --help`)\n", name);
+  return 1;
+}
