@@ -113,10 +113,12 @@ std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs, 
                          BackwardOptions opt) {
   std::unordered_map<Node*, Tensor> capture;
   std::vector<Node*> keys;
+  std::vector<std::shared_ptr<Node>> keep_alive;  // a leaf's accumulator must outlive this call
   for (const Tensor& t : inputs) {
     if (!t.requires_grad()) fail("grad", "an input does not require grad");
     if (!t.is_leaf()) fail("grad", "inputs must be leaf tensors");
-    Node* n = gradient_edge(t).node.get();
+    keep_alive.push_back(gradient_edge(t).node);
+    Node* n = keep_alive.back().get();
     capture[n] = Tensor();
     keys.push_back(n);
   }

@@ -99,7 +99,7 @@ TEST_CASE("autograd: non-scalar roots need a gradient; shapes are checked", "[au
   REQUIRE_THROWS_WITH(backward(y, ones({2}, {DType::Float64})), Contains("backward: gradient shape [2] does not match root shape [3]"));
   backward(y, vec({1, 10, 100}));
   CHECK(g(x) == std::vector<double>{2, 20, 200});
-  REQUIRE_THROWS_WITH(arange(3).set_requires_grad(), Contains("requires_grad: only floating-point tensors"));
+  REQUIRE_THROWS_WITH(arange(3, {DType::Int64}).set_requires_grad(), Contains("requires_grad: only floating-point tensors"));
   REQUIRE_THROWS_WITH(y.set_requires_grad(), Contains("requires_grad: can only be set on leaf tensors"));
 }
 

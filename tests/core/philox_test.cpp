@@ -62,7 +62,7 @@ TEST_CASE("philox: distribution moments", "[core][rng]") {
   CHECK(std::abs(mn - 2) < 0.03);
   CHECK(std::abs(std::sqrt(vn) - 3) < 0.03);
   for (double v : u) REQUIRE((v >= -1 && v < 1));
-  const auto k = rand_int({10000}, 7, {}, g).to_vector<std::int64_t>();
+  const auto k = rand_int({10000}, 7, {.dtype = DType::Int64}, g).to_vector<std::int64_t>();
   std::vector<int> counts(7, 0);
   for (auto v : k) {
     REQUIRE((v >= 0 && v < 7));

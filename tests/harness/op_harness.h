@@ -25,10 +25,10 @@ struct InputSpec {
   DType index_dtype = DType::Int64;  // dtype of Index inputs (and of integral Fixed inputs)
   bool grad = true;                  // differentiable input (float inputs only)
   bool non_contiguous = false;       // hand the op a non-contiguous view with the same shape/values
-  std::vector<double> values;        // Fixed: explicit values, row-major
+  std::vector<double> values{};      // Fixed: explicit values, row-major
   // Fixed inputs are integer (index_dtype) when grad is false and every value is integral,
   // floating otherwise; `dtype` overrides that choice.
-  std::optional<DType> dtype;
+  std::optional<DType> dtype{};
 };
 
 struct OpCase {

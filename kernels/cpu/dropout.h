@@ -1,0 +1,13 @@
+// Fast CPU dropout kernel: one Philox block per four elements, OpenMP over blocks.
+// Called by kernels/dropout.cpp with a contiguous input and a preallocated contiguous output.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace define::kernels::cpu {
+
+void dropout_apply(const Tensor& x, const Tensor& y, double p, std::uint64_t seed, std::uint64_t offset);
+
+}  // namespace define::kernels::cpu

@@ -1,0 +1,192 @@
+// Fast CPU GEMM through Eigen. Every operand is wrapped in an Eigen::Map whose storage order
+// matches its strides (row-major when columns are unit-stride, column-major when rows are), so
+// transposed views and trans flags cost nothing: Eigen's packing reads either order. Only an
+// operand with no unit stride in its last two dims is copied to contiguous memory first.
+//
+// Threading: Eigen parallelises one GEMM over OpenMP itself, and runs serially when called
+// inside an active OpenMP region. The batch loop picks one of the two levels:
+//   - batch-parallel (each GEMM on one thread) when the GEMMs are small, or when there are at
+//     least two GEMMs per thread: no synchronisation inside a GEMM, and the threads stay busy;
+//   - one GEMM after the other with Eigen's threading inside, for one or a few big GEMMs.
+// Measured on the 2-core AVX-512 build machine (float32, bench/gemm_bench.cpp, best of 5, in
+// moments when both cores were otherwise idle):
+//   1024^3 single GEMM:   Eigen on 2 threads ~140-160 GFLOP/s vs ~75-83 on 1 thread (1.8-1.9x):
+//                         big single GEMMs keep Eigen's own threading;
+//   64 x (32x32x32):      batch-parallel ~90-115 GFLOP/s vs ~50-60 for the serial loop (Eigen
+//                         never threads GEMMs this small: its minimum task is 50k multiply-adds);
+//   sweep 16..1024 (one-off, ~128 MFLOP per batch): batch-parallel was ahead of one-at-a-time
+//                         with Eigen threads at every size once each thread had GEMMs of its own.
+// On a loaded machine (other processes on the cores) Eigen's in-GEMM threading degrades far
+// more than the batch loop, because it synchronises per block. See bench/gemm_bench.cpp.
+
+// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsic headers when Eigen's
+// GEMM kernels are inlined (the intrinsics start from _mm512_undefined_*, on purpose). The
+// warning is a known false positive and says nothing about this file, so it is silenced here,
+// ahead of every include, for this translation unit only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+
+#include <Eigen/Core>
+#include <omp.h>
+
+#include "core/factory.h"
+#include "kernels/copy.h"
+#include "kernels/matmul.h"
+
+namespace define::kernels::cpu {
+namespace {
+
+// m * n * k below which one GEMM is "small": the batch loop runs in parallel instead of
+// leaving the threads to Eigen (which would not split it much anyway).
+constexpr std::int64_t kSmallGemmWork = std::int64_t{128} * 128 * 128;
+constexpr std::int64_t kParallelGrain = 1 << 15;
+
+enum class Order { Row, Col };
+
+// How a strided matrix maps onto Eigen: a storage order plus the outer stride.
+struct EigenLayout {
+  bool mappable = false;
+  Order order = Order::Row;
+  std::int64_t outer = 0;
+};
+
+EigenLayout eigen_layout(const BatchedMatrix& m) {
+  // A dim of size 1 may carry any stride, so it never stops a layout from applying.
+  if (m.col_stride == 1 || m.cols == 1) {
+    const std::int64_t outer = m.rows == 1 ? m.cols : m.row_stride;
+    if (outer >= m.cols) return {true, Order::Row, outer};
+  }
+  if (m.row_stride == 1 || m.rows == 1) {
+    const std::int64_t outer = m.cols == 1 ? m.rows : m.col_stride;
+    if (outer >= m.rows) return {true, Order::Col, outer};
+  }
+  return {};
+}
+
+template <typename T, Order O>
+using ConstMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic,
+                                                O == Order::Row ? Eigen::RowMajor : Eigen::ColMajor>,
+                            Eigen::Unaligned, Eigen::OuterStride<>>;
+template <typename T, Order O>
+using MutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic,
+                                        O == Order::Row ? Eigen::RowMajor : Eigen::ColMajor>,
+                          Eigen::Unaligned, Eigen::OuterStride<>>;
+
+template <typename T>
+struct GemmPlan {
+  const T* a;
+  const T* b;
+  T* c;
+  BatchedMatrix ma, mb, mc;
+  EigenLayout la, lb, lc;
+  T alpha, beta;
+};
+
+template <typename T, Order OA, Order OB, Order OC>
+void run_batch(const GemmPlan<T>& p) {
+  const auto count = static_cast<std::int64_t>(p.mc.batch_offsets.size());
+  const std::int64_t k = p.ma.cols;
+  const bool batch_parallel =
+      count > 1 && (p.mc.rows * p.mc.cols * k < kSmallGemmWork || count >= 2 * omp_get_max_threads());
+#pragma omp parallel for if (batch_parallel) schedule(static)
+  for (std::int64_t n = 0; n < count; ++n) {
+    MutMap<T, OC> C(p.c + p.mc.batch_offsets[n], p.mc.rows, p.mc.cols, Eigen::OuterStride<>(p.lc.outer));
+    if (k == 0) {  // empty inner dim: the product is zero (Eigen asserts on empty reductions)
+      if (p.beta == T(0)) C.setZero();
+      else C *= p.beta;
+      continue;
+    }
+    ConstMap<T, OA> A(p.a + p.ma.batch_offsets[n], p.ma.rows, k, Eigen::OuterStride<>(p.la.outer));
+    ConstMap<T, OB> B(p.b + p.mb.batch_offsets[n], k, p.mb.cols, Eigen::OuterStride<>(p.lb.outer));
+    if (p.beta == T(0)) {
+      // Plain assignment: C's old contents (possibly NaN garbage) are never read.
+      if (p.alpha == T(1)) C.noalias() = A * B;
+      else C.noalias() = p.alpha * A * B;
+    } else {
+      if (p.beta != T(1)) C *= p.beta;
+      C.noalias() += p.alpha * A * B;
+    }
+  }
+}
+
+// Turns the three runtime storage orders into template arguments (8 instantiations per type).
+template <typename T, Order OA, Order OB>
+void pick_c(const GemmPlan<T>& p) {
+  if (p.lc.order == Order::Row) run_batch<T, OA, OB, Order::Row>(p);
+  else run_batch<T, OA, OB, Order::Col>(p);
+}
+template <typename T, Order OA>
+void pick_b(const GemmPlan<T>& p) {
+  if (p.lb.order == Order::Row) pick_c<T, OA, Order::Row>(p);
+  else pick_c<T, OA, Order::Col>(p);
+}
+template <typename T>
+void pick_a(const GemmPlan<T>& p) {
+  if (p.la.order == Order::Row) pick_b<T, Order::Row>(p);
+  else pick_b<T, Order::Col>(p);
+}
+
+// An operand Eigen can map directly, or a contiguous copy of it (then always mappable).
+Tensor mappable(const Tensor& t, bool trans, const Shape& batch) {
+  if (eigen_layout(batched_matrix(t, trans, batch)).mappable) return t;
+  return kernels::contiguous(t);
+}
+
+template <typename T>
+void gemm_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool trans_a, bool trans_b,
+                double alpha, double beta) {
+  const Shape batch(out.shape().begin(), out.shape().end() - 2);
+  const Tensor a = mappable(a_in, trans_a, batch);
+  const Tensor b = mappable(b_in, trans_b, batch);
+  // An unmappable destination: compute into a contiguous scratch (holding out's values when
+  // beta needs them) and copy back.
+  const bool out_mappable = eigen_layout(batched_matrix(out, false, batch)).mappable;
+  Tensor c = out_mappable ? out : (beta == 0.0 ? empty_like(out) : kernels::cast(out, out.dtype()));
+
+  GemmPlan<T> p{a.data<T>(), b.data<T>(), c.data<T>(),
+                batched_matrix(a, trans_a, batch), batched_matrix(b, trans_b, batch), batched_matrix(c, false, batch),
+                {}, {}, {}, static_cast<T>(alpha), static_cast<T>(beta)};
+  p.la = eigen_layout(p.ma);
+  p.lb = eigen_layout(p.mb);
+  p.lc = eigen_layout(p.mc);
+  pick_a(p);
+  if (!out_mappable) kernels::copy_into(out, c);
+}
+
+// Rows are summed in order for every column, so the result does not depend on threading.
+template <typename T>
+void column_sum_rows(const Tensor& x, const Tensor& out) {
+  const std::int64_t rows = x.shape()[0], cols = x.shape()[1], row_stride = x.strides()[0];
+  const T* px = x.data<T>();
+  T* po = out.data<T>();                // fresh and contiguous (entry point)
+  constexpr std::int64_t kBlock = 256;  // columns per task: a vectorisable run that stays in L1
+  const std::int64_t blocks = (cols + kBlock - 1) / kBlock;
+#pragma omp parallel for if (rows * cols > kParallelGrain && blocks > 1) schedule(static)
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t j0 = blk * kBlock, j1 = std::min(cols, j0 + kBlock);
+    for (std::int64_t j = j0; j < j1; ++j) po[j] = 0;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const T* row = px + i * row_stride;
+      for (std::int64_t j = j0; j < j1; ++j) po[j] += row[j];
+    }
+  }
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, double alpha,
+          double beta) {
+  DEFINE_DISPATCH_FLOAT(out.dtype(), "gemm", [&] { gemm_typed<scalar_t>(a, b, out, trans_a, trans_b, alpha, beta); });
+}
+
+void column_sum(const Tensor& x_in, const Tensor& out) {
+  const Tensor x = (x_in.strides()[1] == 1 || x_in.shape()[1] == 1) ? x_in : kernels::contiguous(x_in);
+  DEFINE_DISPATCH_FLOAT(x.dtype(), "column_sum", [&] { column_sum_rows<scalar_t>(x, out); });
+}
+
+}  // namespace define::kernels::cpu

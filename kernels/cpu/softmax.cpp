@@ -1,0 +1,378 @@
+// Fast CPU softmax-family kernels.
+//
+// Rows along the last dim (inner == 1, the common case: attention scores, vocabulary logits) are
+// processed one row per OpenMP iteration with kLanes independent accumulators, so max/sum loops
+// vectorise without -ffast-math. Softmax over an inner dim works on blocks of adjacent columns,
+// vectorising across the columns instead. float32 uses a polynomial exp (exp_fast below) that the
+// compiler vectorises: std::exp is a scalar libm call without -ffast-math and would dominate the
+// cost of a 50k-wide softmax. float64 is the checking dtype and keeps std::exp.
+#include "kernels/cpu/softmax.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/softmax.h"
+
+namespace define::kernels::cpu {
+namespace {
+
+constexpr std::int64_t kParallelGrain = 1 << 15;  // elements; below this, threads cost more than they save
+constexpr int kLanes = 16;                         // independent accumulators per reduction (one AVX-512 vector)
+constexpr std::int64_t kColumnBlock = 64;          // columns per task when the softmax dim is not the last
+
+// exp(x) for float32, accurate to a few ulp. x = n*ln2 + r with |r| <= ln2/2, exp(r) by its
+// degree-7 Taylor polynomial (truncation error < 1e-8 relative on that interval), 2^n put
+// straight into the exponent bits. Inputs below -87 (where the result leaves the normal range)
+// give exactly 0, so masked (-inf) logits get zero probability; NaN stays NaN.
+inline float exp_fast(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;            // few mantissa bits: n * kLn2Hi is exact
+  constexpr float kLn2Lo = -2.12194440054690583e-4f;  // ln2 - kLn2Hi
+  constexpr float kRound = 12582912.0f;             // 1.5 * 2^23: adding it rounds to an integer
+  const float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const float t = xc * kLog2e + kRound;
+  const float n = t - kRound;
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  // The low mantissa bits of t hold n (two's complement); bias it into an exponent field.
+  const std::uint32_t ni = std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRound);
+  const float scale = std::bit_cast<float>((ni + 127u) << 23);
+  return x < -87.0f ? 0.0f : p * scale;
+}
+inline double exp_fast(double x) { return std::exp(x); }
+
+template <typename T>
+T max_of(T a, T b) {
+  return b > a ? b : a;  // the shape the compiler maps onto vector max instructions
+}
+
+template <typename T>
+T row_max(const T* x, std::int64_t n) {
+  T acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<T>::infinity();
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] = max_of(acc[l], x[j + l]);
+  T m = -std::numeric_limits<T>::infinity();
+  for (; j < n; ++j) m = max_of(m, x[j]);
+  for (int l = 0; l < kLanes; ++l) m = max_of(m, acc[l]);
+  return m;
+}
+
+template <typename T>
+double lane_total(const T* acc) {
+  double s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+
+// sum_j exp(x_j - shift); also stores the exponentials in y when y is not null.
+template <typename T>
+double row_sum_exp(const T* x, T* y, std::int64_t n, T shift) {
+  T acc[kLanes] = {};
+  std::int64_t j = 0;
+  if (y) {
+    for (; j + kLanes <= n; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        const T e = exp_fast(x[j + l] - shift);
+        y[j + l] = e;
+        acc[l] += e;
+      }
+  } else {
+    for (; j + kLanes <= n; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += exp_fast(x[j + l] - shift);
+  }
+  double s = lane_total(acc);
+  for (; j < n; ++j) {
+    const T e = exp_fast(x[j] - shift);
+    if (y) y[j] = e;
+    s += e;
+  }
+  return s;
+}
+
+// sum_j a_j * b_j (b == nullptr: sum_j a_j).
+template <typename T>
+double row_dot(const T* a, const T* b, std::int64_t n) {
+  T acc[kLanes] = {};
+  std::int64_t j = 0;
+  double s = 0;
+  if (b) {
+    for (; j + kLanes <= n; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
+    for (; j < n; ++j) s += double(a[j]) * b[j];
+  } else {
+    for (; j + kLanes <= n; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l];
+    for (; j < n; ++j) s += a[j];
+  }
+  return s + lane_total(acc);
+}
+
+// Runs row_fn(offset of row start, n) over every contiguous row (softmax over the last dim), or
+// block_fn(offset of block start, n, inner, width) over blocks of adjacent columns otherwise.
+template <typename RowFn, typename BlockFn>
+void for_rows(const Shape& shape, int dim, RowFn row_fn, BlockFn block_fn) {
+  const SoftmaxLayout l = softmax_layout(shape, dim);
+  const std::int64_t total = l.outer * l.n * l.inner;
+  if (l.inner == 1) {
+#pragma omp parallel for if (total > kParallelGrain) schedule(static)
+    for (std::int64_t r = 0; r < l.outer; ++r) row_fn(r * l.n, l.n);
+    return;
+  }
+  const std::int64_t blocks = (l.inner + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for if (total > kParallelGrain) schedule(static)
+  for (std::int64_t task = 0; task < l.outer * blocks; ++task) {
+    const std::int64_t o = task / blocks, c0 = (task % blocks) * kColumnBlock;
+    block_fn(o * l.n * l.inner + c0, l.n, l.inner, std::min(kColumnBlock, l.inner - c0));
+  }
+}
+
+// Column-block helpers: `w` columns starting at x, rows `inner` apart.
+template <typename T>
+void block_max(const T* x, std::int64_t n, std::int64_t inner, std::int64_t w, T* m) {
+  for (std::int64_t c = 0; c < w; ++c) m[c] = -std::numeric_limits<T>::infinity();
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t c = 0; c < w; ++c) m[c] = max_of(m[c], x[j * inner + c]);
+}
+
+template <typename T>
+void softmax_typed(const Tensor& x, const Tensor& y, int dim, bool log) {
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
+  for_rows(
+      x.shape(), dim,
+      [&](std::int64_t off, std::int64_t n) {
+        const T* xr = xp + off;
+        T* yr = yp + off;
+        const T m = row_max(xr, n);
+        if (log) {
+          // (x - max) - log(sum), not x - lse: lse is rounded at the magnitude of x, which would
+          // cost the log-probabilities of large logits their low bits.
+          const T log_sum = static_cast<T>(std::log(row_sum_exp<T>(xr, nullptr, n, m)));
+          for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - log_sum;
+        } else {
+          const T inv = static_cast<T>(1.0 / row_sum_exp(xr, yr, n, m));
+          for (std::int64_t j = 0; j < n; ++j) yr[j] *= inv;
+        }
+      },
+      [&](std::int64_t off, std::int64_t n, std::int64_t inner, std::int64_t w) {
+        const T* xb = xp + off;
+        T* yb = yp + off;
+        T m[kColumnBlock], s[kColumnBlock] = {};
+        block_max(xb, n, inner, w, m);
+        for (std::int64_t j = 0; j < n; ++j)
+          for (std::int64_t c = 0; c < w; ++c) {
+            const T e = exp_fast(xb[j * inner + c] - m[c]);
+            if (!log) yb[j * inner + c] = e;
+            s[c] += e;
+          }
+        for (std::int64_t c = 0; c < w; ++c) s[c] = log ? std::log(s[c]) : T(1) / s[c];
+        for (std::int64_t j = 0; j < n; ++j)
+          for (std::int64_t c = 0; c < w; ++c) {
+            T& out = yb[j * inner + c];
+            out = log ? (xb[j * inner + c] - m[c]) - s[c] : out * s[c];
+          }
+      });
+}
+
+template <typename T>
+void softmax_backward_typed(const Tensor& y, const Tensor& dy, const Tensor& dx, int dim, bool log) {
+  const T* yp = y.data<T>();
+  const T* gp = dy.data<T>();
+  T* dp = dx.data<T>();
+  for_rows(
+      y.shape(), dim,
+      [&](std::int64_t off, std::int64_t n) {
+        const T* yr = yp + off;
+        const T* gr = gp + off;
+        T* dr = dp + off;
+        if (log) {  // dx = dy - exp(y) * sum(dy)
+          const T s = static_cast<T>(row_dot<T>(gr, nullptr, n));
+          for (std::int64_t j = 0; j < n; ++j) dr[j] = gr[j] - exp_fast(yr[j]) * s;
+        } else {  // dx = y * (dy - sum(dy * y))
+          const T dot = static_cast<T>(row_dot(gr, yr, n));
+          for (std::int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - dot);
+        }
+      },
+      [&](std::int64_t off, std::int64_t n, std::int64_t inner, std::int64_t w) {
+        const T* yb = yp + off;
+        const T* gb = gp + off;
+        T* db = dp + off;
+        T s[kColumnBlock] = {};
+        for (std::int64_t j = 0; j < n; ++j)
+          for (std::int64_t c = 0; c < w; ++c) s[c] += log ? gb[j * inner + c] : gb[j * inner + c] * yb[j * inner + c];
+        for (std::int64_t j = 0; j < n; ++j)
+          for (std::int64_t c = 0; c < w; ++c) {
+            const std::int64_t k = j * inner + c;
+            db[k] = log ? gb[k] - exp_fast(yb[k]) * s[c] : yb[k] * (gb[k] - s[c]);
+          }
+      });
+}
+
+template <typename I>
+bool ignored(I t, std::int64_t ignore_index) {
+  return static_cast<std::int64_t>(t) == ignore_index;
+}
+
+template <typename T, typename I>
+void cross_entropy_rows_typed(const Tensor& logits, const Tensor& target, const Tensor& loss, const Tensor& lse,
+                              std::int64_t ignore_index, double label_smoothing) {
+  const std::int64_t rows = logits.size(0), classes = logits.size(1);
+  const T* x = logits.data<T>();
+  const I* t = target.data<I>();
+  T* lp = loss.data<T>();
+  T* lsep = lse.data<T>();
+#pragma omp parallel for if (rows * classes > kParallelGrain) schedule(static)
+  for (std::int64_t i = 0; i < rows; ++i) {
+    if (ignored(t[i], ignore_index)) {
+      lp[i] = 0;
+      lsep[i] = 0;
+      continue;
+    }
+    // One pass for the max, one for sum(exp): the log-softmax itself is never stored.
+    const T* xr = x + i * classes;
+    const T m = row_max(xr, classes);
+    const double row_lse = double(m) + std::log(row_sum_exp<T>(xr, nullptr, classes, m));
+    const double mean_x = label_smoothing > 0 ? row_dot<T>(xr, nullptr, classes) / double(classes) : 0.0;
+    lp[i] = static_cast<T>((1.0 - label_smoothing) * (row_lse - double(xr[t[i]])) +
+                           label_smoothing * (row_lse - mean_x));
+    lsep[i] = static_cast<T>(row_lse);
+  }
+}
+
+template <typename T, typename I>
+void cross_entropy_backward_typed(const Tensor& logits, const Tensor& lse, const Tensor& target,
+                                  const Tensor& grad_loss, const Tensor& total_weight, const Tensor& grad_logits,
+                                  std::int64_t ignore_index, double label_smoothing) {
+  const std::int64_t rows = logits.size(0), classes = logits.size(1);
+  const bool per_row = grad_loss.numel() != 1;
+  const T* x = logits.data<T>();
+  const T* l = lse.data<T>();
+  const T* g = grad_loss.data<T>();
+  const I* t = target.data<I>();
+  const double w = total_weight.data<T>()[0];
+  T* dx = grad_logits.data<T>();
+#pragma omp parallel for if (rows * classes > kParallelGrain) schedule(static)
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const T* xr = x + i * classes;
+    T* dr = dx + i * classes;
+    if (ignored(t[i], ignore_index)) {
+      for (std::int64_t c = 0; c < classes; ++c) dr[c] = 0;
+      continue;
+    }
+    // scale * (softmax - eps / C) everywhere, then the target's (1 - eps) one-hot share.
+    const double scale = double(g[per_row ? i : 0]) / w;
+    const T s = static_cast<T>(scale), lse_i = l[i];
+    const T smooth = static_cast<T>(scale * label_smoothing / double(classes));
+    for (std::int64_t c = 0; c < classes; ++c) dr[c] = s * exp_fast(xr[c] - lse_i) - smooth;
+    dr[t[i]] = static_cast<T>(double(dr[t[i]]) - scale * (1.0 - label_smoothing));
+  }
+}
+
+template <typename T, typename I>
+void nll_backward_typed(const Tensor& target, const Tensor& grad_loss, const Tensor& total_weight,
+                        const Tensor& grad_log_probs, std::int64_t ignore_index) {
+  const std::int64_t rows = grad_log_probs.size(0), classes = grad_log_probs.size(1), n = rows * classes;
+  const bool per_row = grad_loss.numel() != 1;
+  const T* g = grad_loss.data<T>();
+  const I* t = target.data<I>();
+  const double w = total_weight.data<T>()[0];
+  T* dx = grad_log_probs.data<T>();
+#pragma omp parallel for if (n > kParallelGrain) schedule(static)
+  for (std::int64_t k = 0; k < n; ++k) dx[k] = 0;
+  for (std::int64_t i = 0; i < rows; ++i)
+    if (!ignored(t[i], ignore_index)) dx[i * classes + t[i]] = static_cast<T>(-double(g[per_row ? i : 0]) / w);
+}
+
+}  // namespace
+
+void softmax(const Tensor& x, const Tensor& y, int dim) {
+  DEFINE_DISPATCH_FLOAT(x.dtype(), "softmax", [&] { softmax_typed<scalar_t>(x, y, dim, false); });
+}
+
+void log_softmax(const Tensor& x, const Tensor& y, int dim) {
+  DEFINE_DISPATCH_FLOAT(x.dtype(), "log_softmax", [&] { softmax_typed<scalar_t>(x, y, dim, true); });
+}
+
+void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int dim) {
+  DEFINE_DISPATCH_FLOAT(y.dtype(), "softmax_backward", [&] { softmax_backward_typed<scalar_t>(y, dy, dx, dim, false); });
+}
+
+void log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int dim) {
+  DEFINE_DISPATCH_FLOAT(y.dtype(), "log_softmax_backward",
+                        [&] { softmax_backward_typed<scalar_t>(y, dy, dx, dim, true); });
+}
+
+// Dispatches on (float dtype, index dtype) to fn.template operator()<T, I>().
+template <typename Fn>
+void dispatch_loss(const char* op, DType values, DType target, Fn&& fn) {
+  DEFINE_DISPATCH_FLOAT(values, op, [&] {
+    using T = scalar_t;
+    DEFINE_DISPATCH_INDEX(target, op, [&] { fn.template operator()<T, scalar_t>(); });
+  });
+}
+
+void cross_entropy_rows(const Tensor& logits, const Tensor& target, const Tensor& loss, const Tensor& lse,
+                        std::int64_t ignore_index, double label_smoothing) {
+  dispatch_loss("cross_entropy", logits.dtype(), target.dtype(), [&]<typename T, typename I>() {
+    cross_entropy_rows_typed<T, I>(logits, target, loss, lse, ignore_index, label_smoothing);
+  });
+}
+
+void nll_rows(const Tensor& log_probs, const Tensor& target, const Tensor& loss, std::int64_t ignore_index) {
+  dispatch_loss("nll_loss", log_probs.dtype(), target.dtype(), [&]<typename T, typename I>() {
+    const std::int64_t rows = log_probs.size(0), classes = log_probs.size(1);
+    const T* x = log_probs.data<T>();
+    const I* t = target.data<I>();
+    T* lp = loss.data<T>();
+    for (std::int64_t i = 0; i < rows; ++i) lp[i] = ignored(t[i], ignore_index) ? T(0) : -x[i * classes + t[i]];
+  });
+}
+
+void reduce_loss_rows(const Tensor& rows, const Tensor& target, const Tensor& loss, const Tensor& total_weight,
+                      std::int64_t ignore_index, bool mean) {
+  // One sequential double sum: O(rows) next to the O(rows * classes) loss kernels, and it keeps
+  // the loss bit-identical whatever the thread count.
+  dispatch_loss("reduce_loss_rows", rows.dtype(), target.dtype(), [&]<typename T, typename I>() {
+    const T* r = rows.data<T>();
+    const I* t = target.data<I>();
+    double sum = 0;
+    std::int64_t count = 0;
+    for (std::int64_t i = 0; i < rows.numel(); ++i) {
+      if (ignored(t[i], ignore_index)) continue;
+      sum += r[i];
+      ++count;
+    }
+    const double w = mean ? double(count) : 1.0;
+    loss.data<T>()[0] = static_cast<T>(w > 0 ? sum / w : 0.0);
+    total_weight.data<T>()[0] = static_cast<T>(w);
+  });
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& lse, const Tensor& target, const Tensor& grad_loss,
+                            const Tensor& total_weight, const Tensor& grad_logits, std::int64_t ignore_index,
+                            double label_smoothing) {
+  dispatch_loss("cross_entropy_backward", logits.dtype(), target.dtype(), [&]<typename T, typename I>() {
+    cross_entropy_backward_typed<T, I>(logits, lse, target, grad_loss, total_weight, grad_logits, ignore_index,
+                                       label_smoothing);
+  });
+}
+
+void nll_backward(const Tensor& target, const Tensor& grad_loss, const Tensor& total_weight,
+                  const Tensor& grad_log_probs, std::int64_t ignore_index) {
+  dispatch_loss("nll_loss_backward", grad_log_probs.dtype(), target.dtype(), [&]<typename T, typename I>() {
+    nll_backward_typed<T, I>(target, grad_loss, total_weight, grad_log_probs, ignore_index);
+  });
+}
+
+}  // namespace define::kernels::cpu

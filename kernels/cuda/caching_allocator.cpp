@@ -1,0 +1,206 @@
+#include "kernels/cuda/caching_allocator.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "core/error.h"
+
+namespace define::cuda {
+
+bool CachingDeviceAllocator::BlockOrder::operator()(const Block* a, const Block* b) const {
+  // std::less gives a total order on unrelated pointers (the stream ids and block addresses).
+  if (a->stream != b->stream) return std::less<StreamId>()(a->stream, b->stream);
+  if (a->size != b->size) return a->size < b->size;
+  return std::less<char*>()(a->ptr, b->ptr);
+}
+
+CachingDeviceAllocator::CachingDeviceAllocator(RawDeviceMemory& raw) : raw_(raw) {}
+
+CachingDeviceAllocator::~CachingDeviceAllocator() {
+  for (Block* head : segments_) {
+    raw_.raw_free(head->ptr);
+    for (Block* b = head; b;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+  }
+}
+
+std::size_t CachingDeviceAllocator::round_size(std::size_t nbytes) {
+  if (nbytes < kMinBlockSize) return kMinBlockSize;
+  return (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+std::size_t CachingDeviceAllocator::segment_size(std::size_t rounded) {
+  if (rounded <= kSmallRequest) return kSmallSegment;
+  if (rounded < kMediumRequest) return kLargeSegment;
+  return rounded;
+}
+
+void* CachingDeviceAllocator::allocate(std::size_t nbytes, StreamId stream) {
+  const std::size_t size = round_size(nbytes);
+  const bool small = size <= kSmallRequest;
+  std::lock_guard<std::mutex> lock(mu_);
+  FreePool& pool = pool_for(small);
+  Block* block = find_free_block(pool, stream, size);
+  if (block) {
+    pool.erase(block);
+  } else {
+    block = create_segment(segment_size(size), small, stream, nbytes);
+  }
+  // Keep the remainder as a free block of its own when it can serve a later request; in the
+  // large pool only when it is big enough not to fragment the pool into slivers.
+  const std::size_t remainder = block->size - size;
+  if (small ? remainder >= kMinBlockSize : remainder > kMinLargeRemainder) split_block(block, size);
+
+  block->allocated = true;
+  active_.emplace(block->ptr, block);
+  stats_.active_bytes += block->size;
+  ++stats_.alloc_count;
+  note_active_change();
+  return block->ptr;
+}
+
+void CachingDeviceAllocator::deallocate(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = active_.find(ptr);
+  if (it == active_.end())
+    fail("cuda allocator", "free of pointer {} that is not an allocated block (double free?)", ptr);
+  Block* block = it->second;
+  active_.erase(it);
+  block->allocated = false;
+  stats_.active_bytes -= block->size;
+  note_active_change();
+
+  FreePool& pool = pool_for(block->small_pool);
+  // Merge with free neighbours: the lower block absorbs the upper one, so a segment's head
+  // block stays its head.
+  if (Block* next = block->next; next && !next->allocated) {
+    pool.erase(next);
+    block->size += next->size;
+    block->next = next->next;
+    if (block->next) block->next->prev = block;
+    delete next;
+  }
+  if (Block* prev = block->prev; prev && !prev->allocated) {
+    pool.erase(prev);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (prev->next) prev->next->prev = prev;
+    delete block;
+    block = prev;
+  }
+  pool.insert(block);
+}
+
+CachingDeviceAllocator::Block* CachingDeviceAllocator::find_free_block(FreePool& pool, StreamId stream,
+                                                                       std::size_t size) {
+  Block key;
+  key.stream = stream;
+  key.size = size;
+  key.ptr = nullptr;  // lowest address of that (stream, size): the first candidate
+  auto it = pool.lower_bound(&key);
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  return *it;
+}
+
+CachingDeviceAllocator::Block* CachingDeviceAllocator::create_segment(std::size_t size, bool small,
+                                                                      StreamId stream, std::size_t request) {
+  void* p = raw_.raw_malloc(size);
+  if (!p) {
+    // Cached segments of any stream may be what stands in the way: give them back, retry once.
+    ++stats_.oom_retries;
+    release_free_segments();
+    p = raw_.raw_malloc(size);
+  }
+  if (!p)
+    fail("cuda allocator", "out of memory allocating {} bytes (active {}, cached {})", request,
+         stats_.active_bytes, stats_.cached_bytes);
+  Block* b = new Block;
+  b->ptr = static_cast<char*>(p);
+  b->size = size;
+  b->stream = stream;
+  b->small_pool = small;
+  segments_.push_back(b);
+  ++stats_.raw_mallocs;
+  ++stats_.segments;
+  stats_.reserved_bytes += size;
+  stats_.cached_bytes = stats_.reserved_bytes - stats_.active_bytes;
+  return b;
+}
+
+void CachingDeviceAllocator::split_block(Block* block, std::size_t size) {
+  Block* rest = new Block;
+  rest->ptr = block->ptr + size;
+  rest->size = block->size - size;
+  rest->stream = block->stream;
+  rest->small_pool = block->small_pool;
+  rest->prev = block;
+  rest->next = block->next;
+  if (rest->next) rest->next->prev = rest;
+  block->next = rest;
+  block->size = size;
+  pool_for(rest->small_pool).insert(rest);
+}
+
+void CachingDeviceAllocator::release_free_segments() {
+  // A segment is fully free when its head block is free and has no neighbour (coalescing on
+  // free guarantees a free segment is always one block).
+  auto fully_free = [](const Block* head) { return !head->allocated && !head->next; };
+  for (Block*& head : segments_) {
+    if (!fully_free(head)) continue;
+    pool_for(head->small_pool).erase(head);
+    raw_.raw_free(head->ptr);
+    ++stats_.raw_frees;
+    --stats_.segments;
+    stats_.reserved_bytes -= head->size;
+    delete head;
+    head = nullptr;
+  }
+  std::erase_if(segments_, [](const Block* head) { return head == nullptr; });
+  stats_.cached_bytes = stats_.reserved_bytes - stats_.active_bytes;
+}
+
+void CachingDeviceAllocator::note_active_change() {
+  stats_.peak_active_bytes = std::max(stats_.peak_active_bytes, stats_.active_bytes);
+  stats_.cached_bytes = stats_.reserved_bytes - stats_.active_bytes;
+}
+
+DeviceAllocatorStats CachingDeviceAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void CachingDeviceAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_active_bytes = stats_.active_bytes;
+}
+
+void CachingDeviceAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_free_segments();
+}
+
+std::vector<SegmentInfo> CachingDeviceAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SegmentInfo> out;
+  out.reserve(segments_.size());
+  for (const Block* head : segments_) {
+    SegmentInfo seg;
+    seg.base = head->ptr;
+    seg.stream = head->stream;
+    seg.small_pool = head->small_pool;
+    for (const Block* b = head; b; b = b->next) {
+      seg.blocks.push_back({static_cast<std::size_t>(b->ptr - head->ptr), b->size, b->allocated});
+      seg.size += b->size;
+    }
+    out.push_back(std::move(seg));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SegmentInfo& a, const SegmentInfo& b) { return std::less<const void*>()(a.base, b.base); });
+  return out;
+}
+
+}  // namespace define::cuda

@@ -1,0 +1,147 @@
+// Caching allocator for device memory. cudaMalloc and cudaFree are slow (cudaFree also
+// synchronises the whole device), and training allocates and frees the same few sizes
+// thousands of times per step, so device memory is taken from the driver in large segments
+// and handed out as blocks carved from them; freed blocks go back to a pool, not to the driver.
+//
+// Pure C++ (no CUDA header): the raw memory source is an interface, so the whole policy is
+// unit-tested on the CPU with a fake, and device.cpp plugs in cudaMalloc/cudaFree.
+//
+// Policy (a reduced version of the well-known PyTorch design):
+//  * Requests are rounded up to a multiple of 512 bytes (0 bytes counts as 512, so every
+//    allocation is a distinct, valid pointer).
+//  * Small pool: rounded requests <= 1 MiB are carved from 2 MiB segments, so many tiny
+//    tensors share one driver allocation.
+//  * Large pool: requests of 1-10 MiB are carved from 20 MiB segments; bigger requests get a
+//    segment of exactly their rounded size.
+//  * A request takes the smallest cached block of its pool and stream that fits (best fit). The
+//    block is split when the remainder is worth keeping: >= 512 bytes in the small pool (any
+//    remainder can serve a future small request), > 1 MiB in the large pool (smaller slivers
+//    would only fragment it; they stay attached to the block handed out).
+//  * A freed block merges with free neighbours of its segment, so splitting does not
+//    fragment memory for good.
+//  * Streams: a block belongs to the stream its segment was allocated for and is reused only
+//    for requests on that stream. Work on one stream runs in order, so a block freed by the
+//    host while a kernel on that stream may still be using it is safe to hand to the next
+//    request on the same stream, but not to another stream.
+//  * When the raw source is out of memory, every fully free cached segment is released and
+//    the raw allocation retried once; if it fails again define::Error is thrown:
+//    "cuda allocator: out of memory allocating N bytes (active A, cached C)".
+//
+// Statistics are exact byte counts: `active` = sizes of the blocks handed out (after rounding,
+// including an unsplit remainder), `reserved` = sizes of the segments held from the raw
+// source, `cached` = reserved - active. All public methods are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+namespace define::cuda {
+
+// Where segments come from: cudaMalloc/cudaFree in the real backend, host memory in tests.
+struct RawDeviceMemory {
+  virtual ~RawDeviceMemory() = default;
+  // Returns nullptr when out of memory (any other failure may throw).
+  virtual void* raw_malloc(std::size_t nbytes) = 0;
+  virtual void raw_free(void* ptr) = 0;
+};
+
+// Opaque stream identity (a cudaStream_t converts implicitly); nullptr = the default stream.
+using StreamId = void*;
+
+struct DeviceAllocatorStats {
+  std::size_t active_bytes = 0;       // bytes in blocks handed out and not yet freed
+  std::size_t peak_active_bytes = 0;  // high-water mark of active_bytes since reset_peak()
+  std::size_t reserved_bytes = 0;     // bytes of segments held from the raw source
+  std::size_t cached_bytes = 0;       // reserved_bytes - active_bytes
+  std::size_t segments = 0;           // segments held from the raw source
+  std::uint64_t alloc_count = 0;      // successful allocate() calls
+  std::uint64_t raw_mallocs = 0;      // successful raw_malloc calls (segments created)
+  std::uint64_t raw_frees = 0;        // raw_free calls (segments released)
+  std::uint64_t oom_retries = 0;      // raw out-of-memory events answered by releasing the cache
+};
+
+// Read-only picture of the segments and their blocks, in address order (tests, debugging).
+struct BlockInfo {
+  std::size_t offset = 0;  // from the segment's base
+  std::size_t size = 0;
+  bool allocated = false;
+};
+struct SegmentInfo {
+  const void* base = nullptr;
+  std::size_t size = 0;
+  StreamId stream = nullptr;
+  bool small_pool = false;
+  std::vector<BlockInfo> blocks;
+};
+
+class CachingDeviceAllocator {
+ public:
+  static constexpr std::size_t kMinBlockSize = 512;              // rounding unit
+  static constexpr std::size_t kSmallRequest = 1 << 20;          // small pool: requests <= 1 MiB
+  static constexpr std::size_t kSmallSegment = 2 << 20;          // small pool segment size
+  static constexpr std::size_t kMediumRequest = 10 << 20;        // below: carved from 20 MiB
+  static constexpr std::size_t kLargeSegment = 20 << 20;         // segment for 1-10 MiB requests
+  static constexpr std::size_t kMinLargeRemainder = 1 << 20;     // split large blocks above this
+
+  // `raw` must outlive the allocator.
+  explicit CachingDeviceAllocator(RawDeviceMemory& raw);
+  // Returns every segment to the raw source, including segments with blocks still in use
+  // (nobody can free those blocks through this allocator any more).
+  ~CachingDeviceAllocator();
+  CachingDeviceAllocator(const CachingDeviceAllocator&) = delete;
+  CachingDeviceAllocator& operator=(const CachingDeviceAllocator&) = delete;
+
+  // A block of at least `nbytes` usable on `stream`; throws define::Error when out of memory.
+  void* allocate(std::size_t nbytes, StreamId stream = nullptr);
+  // Returns a block from allocate() to the cache (nullptr is ignored). Throws define::Error
+  // for a pointer this allocator did not hand out (double free, foreign pointer).
+  void deallocate(void* ptr);
+
+  DeviceAllocatorStats stats() const;
+  void reset_peak();
+  // Releases every fully free segment to the raw source: afterwards reserved_bytes covers
+  // only segments with blocks in use.
+  void empty_cache();
+  std::vector<SegmentInfo> snapshot() const;
+
+  static std::size_t round_size(std::size_t nbytes);
+  // Size of the segment created for a rounded request that no cached block can serve.
+  static std::size_t segment_size(std::size_t rounded);
+
+ private:
+  struct Block {
+    char* ptr = nullptr;
+    std::size_t size = 0;
+    StreamId stream = nullptr;
+    bool small_pool = false;
+    bool allocated = false;
+    Block* prev = nullptr;  // neighbours inside the same segment, in address order
+    Block* next = nullptr;
+  };
+  // Free blocks ordered by (stream, size, address): lower_bound finds the best fit.
+  struct BlockOrder {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using FreePool = std::set<Block*, BlockOrder>;
+
+  FreePool& pool_for(bool small) { return small ? small_free_ : large_free_; }
+  Block* find_free_block(FreePool& pool, StreamId stream, std::size_t size);
+  Block* create_segment(std::size_t size, bool small, StreamId stream, std::size_t request);
+  void split_block(Block* block, std::size_t size);
+  void release_free_segments();
+  void note_active_change();
+
+  RawDeviceMemory& raw_;
+  mutable std::mutex mu_;
+  FreePool small_free_;
+  FreePool large_free_;
+  std::unordered_map<void*, Block*> active_;  // block pointer -> block handed out
+  std::vector<Block*> segments_;              // first block of every segment held
+  DeviceAllocatorStats stats_;
+};
+
+}  // namespace define::cuda

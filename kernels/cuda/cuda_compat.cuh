@@ -1,0 +1,43 @@
+// The one project header a kernel .cu file includes (after its standard headers). It makes the same
+// file compile twice:
+//   * by nvcc (__CUDACC__): real CUDA; launch() is a thin wrapper over <<<>>>;
+//   * by g++ as C++20: against the CPU emulator (kernels/emu/cuda_emu.hpp), for unit tests.
+//
+// What a kernel file may use in both builds:
+//   launch(kernel, grid, block, smem_bytes, stream, args...)   instead of kernel<<<...>>>(args...)
+//   EMU_DYNAMIC_SHARED(T, name);                                instead of extern __shared__ T name[];
+// plus ordinary CUDA device code: __global__/__device__/__shared__, threadIdx etc., __syncthreads*,
+// *_sync warp intrinsics, atomics, __ldg, fences, the usual math intrinsics.
+//
+// Host-only C++ that just needs the runtime API (cudaMalloc, cudaError_t, ...) may include it too. In
+// the emulator build the CUDA keywords become macros (__shared__ -> thread_local, __noinline__ ->
+// __attribute__((noinline)), ...); a header included afterwards that spells
+// __attribute__((__noinline__)) then fails to compile. Such files should include this header after
+// their standard headers, or `#define CUDA_EMU_NO_KEYWORDS` before including it.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+
+#if defined(__CUDACC__)
+
+#include <cuda_runtime.h>
+
+template <typename... P, typename... A>
+inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream,
+                   A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "launch(): wrong number of kernel arguments");
+  kernel<<<grid, block, smem_bytes, stream>>>(std::forward<A>(args)...);
+}
+
+// A raw byte array plus a cast: avoids nvcc's "declared with different types" error when several
+// template instantiations declare their dynamic shared memory with different element types.
+#define EMU_DYNAMIC_SHARED(T, name)                                 \
+  extern __shared__ __align__(16) unsigned char name##_emu_raw_[]; \
+  T* name = reinterpret_cast<T*>(name##_emu_raw_)
+
+#else
+
+#include "kernels/emu/cuda_emu.hpp"
+
+#endif

@@ -1,0 +1,180 @@
+#include "kernels/cuda/device.h"
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "kernels/cuda/check.h"
+
+namespace define::cuda {
+namespace {
+
+int query_device_count() {
+  int n = 0;
+  // Without a driver or a GPU this returns an error (cudaErrorNoDevice,
+  // cudaErrorInsufficientDriver, ...): that simply means "no CUDA devices".
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // do not leave the failure behind for a later error check
+    return 0;
+  }
+  return n;
+}
+
+void check_index(int index) {
+  const int n = device_count();
+  DEFINE_CHECK(index >= 0 && index < n, "cuda", "device {} out of range ({} devices)", index, n);
+}
+
+// Makes `index` current for the guard's lifetime, so a segment is allocated on (and freed
+// from) the device it belongs to, whatever device the calling thread has selected.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index) {
+    DEFINE_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != index) DEFINE_CUDA_CHECK(cudaSetDevice(index));
+  }
+  ~DeviceGuard() {
+    int now = previous_;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// Segments for one device come straight from cudaMalloc.
+class CudaRawMemory final : public RawDeviceMemory {
+ public:
+  explicit CudaRawMemory(int index) : index_(index) {}
+
+  void* raw_malloc(std::size_t nbytes) override {
+    DeviceGuard guard(index_);
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, nbytes);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // out of memory is an answer, not a pending error
+      return nullptr;
+    }
+    DEFINE_CUDA_CHECK(err);
+    return p;
+  }
+
+  void raw_free(void* ptr) override {
+    DeviceGuard guard(index_);
+    DEFINE_CUDA_CHECK(cudaFree(ptr));
+  }
+
+ private:
+  int index_;
+};
+
+// One raw source and one caching allocator per device, created on first use and never
+// destroyed: tensors held by static objects may release their storage after main returns.
+struct DeviceState {
+  std::unique_ptr<CudaRawMemory> raw;
+  std::unique_ptr<CachingDeviceAllocator> allocator;
+};
+
+std::vector<DeviceState>& device_states() {
+  static auto* states = [] {
+    auto* v = new std::vector<DeviceState>(static_cast<std::size_t>(device_count()));
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      (*v)[i].raw = std::make_unique<CudaRawMemory>(static_cast<int>(i));
+      (*v)[i].allocator = std::make_unique<CachingDeviceAllocator>(*(*v)[i].raw);
+    }
+    return v;
+  }();
+  return *states;
+}
+
+struct CudaInterface final : DeviceInterface {
+  // Storage carries no stream: all of it is allocated for, and used on, the default stream.
+  void* allocate(std::size_t nbytes, int index) override { return allocator(index).allocate(nbytes, nullptr); }
+  void deallocate(void* ptr, std::size_t, int index) override { allocator(index).deallocate(ptr); }
+
+  void copy_to_host(void* host_dst, const void* dev_src, std::size_t n) override {
+    if (n) DEFINE_CUDA_CHECK(cudaMemcpy(host_dst, dev_src, n, cudaMemcpyDeviceToHost));
+  }
+  void copy_from_host(void* dev_dst, const void* host_src, std::size_t n) override {
+    if (n) DEFINE_CUDA_CHECK(cudaMemcpy(dev_dst, host_src, n, cudaMemcpyHostToDevice));
+  }
+  void copy_device(void* dev_dst, const void* dev_src, std::size_t n) override {
+    if (!n || dev_dst == dev_src) return;
+    const auto* d = static_cast<const char*>(dev_dst);
+    const auto* s = static_cast<const char*>(dev_src);
+    const std::less<const char*> before;
+    const bool overlap = before(d, s + n) && before(s, d + n);
+    if (!overlap) {
+      DEFINE_CUDA_CHECK(cudaMemcpy(dev_dst, dev_src, n, cudaMemcpyDeviceToDevice));
+      return;
+    }
+    // cudaMemcpy leaves overlapping ranges undefined, but core expects memmove semantics
+    // (like the CPU interface): go through a scratch block on the same device.
+    int index = 0;
+    DEFINE_CUDA_CHECK(cudaGetDevice(&index));
+    CachingDeviceAllocator& alloc = allocator(index);
+    void* scratch = alloc.allocate(n, nullptr);
+    try {
+      DEFINE_CUDA_CHECK(cudaMemcpy(scratch, dev_src, n, cudaMemcpyDeviceToDevice));
+      DEFINE_CUDA_CHECK(cudaMemcpy(dev_dst, scratch, n, cudaMemcpyDeviceToDevice));
+    } catch (...) {
+      alloc.deallocate(scratch);
+      throw;
+    }
+    alloc.deallocate(scratch);  // stream-ordered reuse: safe before the copies finish
+  }
+  void memset_zero(void* dev_dst, std::size_t n) override {
+    if (n) DEFINE_CUDA_CHECK(cudaMemset(dev_dst, 0, n));
+  }
+  void synchronize() override { cuda::synchronize(); }
+};
+
+}  // namespace
+
+int device_count() {
+  static const int count = query_device_count();  // the set of devices is fixed per process
+  return count;
+}
+
+void set_device(int index) {
+  check_index(index);
+  DEFINE_CUDA_CHECK(cudaSetDevice(index));
+}
+
+int current_device() {
+  int index = 0;
+  DEFINE_CUDA_CHECK(cudaGetDevice(&index));
+  return index;
+}
+
+std::string device_name(int index) {
+  check_index(index);
+  cudaDeviceProp prop{};
+  DEFINE_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return prop.name;
+}
+
+void synchronize() { DEFINE_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+CachingDeviceAllocator& allocator(int index) {
+  check_index(index);
+  return *device_states()[static_cast<std::size_t>(index)].allocator;
+}
+
+bool register_backend() {
+  if (device_count() == 0) return false;
+  static CudaInterface* iface = [] {
+    auto* i = new CudaInterface();  // leaked: storage may be freed after main returns
+    register_device_interface(DeviceType::CUDA, i);
+    return i;
+  }();
+  (void)iface;
+  return true;
+}
+
+}  // namespace define::cuda

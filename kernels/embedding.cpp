@@ -1,0 +1,60 @@
+#include "kernels/embedding.h"
+
+#include <algorithm>
+
+#include "core/factory.h"
+#include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/index.h"
+#include "kernels/ref/embedding.h"
+
+namespace define::kernels {
+namespace {
+
+// Indices as a contiguous 1-d tensor of N values.
+Tensor flat_indices(const Tensor& indices) {
+  const Tensor c = contiguous(indices);
+  return c.as_strided({c.numel()}, {1}, c.offset());
+}
+
+}  // namespace
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  const char* op = "embedding";
+  check_same_device(op, {weight, indices});
+  check_floating(op, weight);
+  if (weight.dim() != 2) fail(op, "weight must be 2-d [rows, dim], got {}", shape_str(weight.shape()));
+  check_index(op, indices);
+  const std::int64_t rows = weight.shape()[0], width = weight.shape()[1];
+  check_index_range(op, indices, rows, fmt::format("{} rows", rows));
+  Shape shape = indices.shape();
+  shape.push_back(width);
+  Tensor out = empty(shape, {weight.dtype(), weight.device()});
+  if (out.numel() == 0) return out;
+  const Tensor out2d = out.as_strided({indices.numel(), width}, {width, 1}, 0);
+  DEFINE_BACKEND_CALL(op, weight, embedding, weight, flat_indices(indices), out2d);
+  return out;
+}
+
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, std::int64_t num_rows,
+                          std::int64_t padding_idx) {
+  const char* op = "embedding_backward";
+  check_same_device(op, {grad_out, indices});
+  check_floating(op, grad_out);
+  check_index(op, indices);
+  if (grad_out.dim() != indices.dim() + 1 ||
+      !std::equal(indices.shape().begin(), indices.shape().end(), grad_out.shape().begin()))
+    fail(op, "grad_out {} does not match indices {} plus one trailing dim", shape_str(grad_out.shape()),
+         shape_str(indices.shape()));
+  const std::int64_t width = grad_out.shape().back(), n = indices.numel();
+  check_index_range(op, indices, num_rows, fmt::format("{} rows", num_rows));
+  Tensor grad_weight = empty({num_rows, width}, {grad_out.dtype(), grad_out.device()});
+  if (grad_weight.numel() == 0) return grad_weight;
+  const Tensor g = contiguous(grad_out);
+  const Tensor g2d = g.as_strided({n, width}, {width, 1}, g.offset());
+  DEFINE_BACKEND_CALL(op, grad_out, embedding_backward, g2d, flat_indices(indices), grad_weight, padding_idx);
+  return grad_weight;
+}
+
+}  // namespace define::kernels

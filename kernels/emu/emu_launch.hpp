@@ -1,0 +1,211 @@
+// CUDA execution emulator, part 4 of 6: the block pool and launch(). Blocks of a launch are claimed
+// through an atomic counter by the calling thread plus up to config().threads - 1 persistent worker
+// threads, each with its own Runner. Launches are synchronous and serialised (several host threads
+// may launch; they take turns).
+//
+// fork(): a child process has none of the parent's worker threads, so the pool notices the changed
+// pid and runs the child's launches on the calling thread alone, never touching (or joining) the
+// parent's workers. The pool is deliberately leaked: workers sleep in it until the process exits,
+// and no static destructor has to stop them.
+#pragma once
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernels/emu/emu_runner.hpp"
+#include "kernels/emu/emu_types.hpp"
+
+namespace cuda_emu::detail {
+
+inline Runner& this_thread_runner() {
+  thread_local std::unique_ptr<Runner> runner;
+  if (!runner) runner = std::make_unique<Runner>();
+  return *runner;
+}
+
+class Pool {
+ public:
+  static Pool& instance() {
+    static Pool* pool = new Pool();  // leaked on purpose, see above
+    return *pool;
+  }
+
+  struct Failure {
+    bool failed = false;
+    uint3 block{0, 0, 0};
+    long long linear = -1;
+    std::string message;
+  };
+
+  void run(const LaunchJob& job, Failure& failure) {
+    const std::uint64_t nblocks = std::uint64_t(job.grid.x) * job.grid.y * job.grid.z;
+    if (getpid() != pid_) {  // forked child: single-threaded, the parent's workers do not exist here
+      setup(job, nblocks, failure);
+      work();
+      return;
+    }
+    std::lock_guard<std::mutex> serial(launch_mutex_);
+    setup(job, nblocks, failure);
+    const unsigned threads = job.config.threads ? job.config.threads : 1u;
+    const unsigned helpers = unsigned(std::min<std::uint64_t>(threads, nblocks)) - 1u;
+    if (helpers > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (workers_.size() < helpers) {
+        const unsigned index = unsigned(workers_.size());
+        workers_.emplace_back([this, index] { worker(index); });
+      }
+      wanted_ = helpers;
+      active_ = helpers;
+      ++generation_;
+    }
+    if (helpers > 0) wake_.notify_all();
+    work();
+    if (helpers > 0) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, [this] { return active_ == 0; });
+    }
+  }
+
+ private:
+  Pool() : pid_(getpid()) {}
+
+  void setup(const LaunchJob& job, std::uint64_t nblocks, Failure& failure) {
+    job_ = &job;
+    nblocks_ = nblocks;
+    failure_ = &failure;
+    next_.store(0, std::memory_order_relaxed);
+    failed_.store(false, std::memory_order_relaxed);
+  }
+
+  // Claims and runs blocks until none are left or one failed.
+  void work() {
+    Runner& runner = this_thread_runner();
+    std::string error;
+    for (;;) {
+      if (failed_.load(std::memory_order_relaxed)) return;
+      const std::uint64_t b = next_.fetch_add(1, std::memory_order_relaxed);
+      if (b >= nblocks_) return;
+      const std::uint64_t gx = job_->grid.x, gy = job_->grid.y;
+      const uint3 index{unsigned(b % gx), unsigned(b / gx % gy), unsigned(b / (gx * gy))};
+      bool ok = false;
+      try {
+        ok = runner.run_block(*job_, index, b, error);
+      } catch (const std::exception& e) {  // e.g. no memory for a fiber stack
+        error = e.what();
+      }
+      if (!ok) {
+        std::lock_guard<std::mutex> lock(failure_mutex_);
+        if (!failure_->failed) {
+          failure_->failed = true;
+          failure_->block = index;
+          failure_->linear = (long long)b;
+          failure_->message = error;
+        }
+        failed_.store(true, std::memory_order_relaxed);
+        return;
+      }
+    }
+  }
+
+  void worker(unsigned index) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return generation_ != seen; });
+        seen = generation_;
+        if (index >= wanted_) continue;  // not needed for this launch
+      }
+      work();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--active_ == 0) done_.notify_all();
+    }
+  }
+
+  const pid_t pid_;
+  std::mutex launch_mutex_;  // one launch at a time
+  std::mutex mutex_;         // guards the fields below and wakes workers
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  std::uint64_t generation_ = 0;
+  unsigned wanted_ = 0, active_ = 0;
+
+  const LaunchJob* job_ = nullptr;
+  std::uint64_t nblocks_ = 0;
+  std::atomic<std::uint64_t> next_{0};
+  std::atomic<bool> failed_{false};
+  std::mutex failure_mutex_;
+  Failure* failure_ = nullptr;
+};
+
+// Checks the launch configuration against CUDA's limits; returns an error message or "".
+inline std::string check_launch(dim3 grid, dim3 block, std::size_t smem) {
+  const auto dims = [](dim3 d) { return format_index(uint3(d)); };
+  const std::uint64_t threads = std::uint64_t(block.x) * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cat("invalid configuration: empty grid ", dims(grid));
+  if (block.x == 0 || block.y == 0 || block.z == 0) return cat("invalid configuration: empty block ", dims(block));
+  if (threads > std::uint64_t(kMaxBlockThreads) || block.x > 1024 || block.y > 1024 || block.z > 64)
+    return cat("invalid configuration: block ", dims(block), " (at most 1024 threads, z at most 64)");
+  if (grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
+    return cat("invalid configuration: grid ", dims(grid), " (y and z at most 65535)");
+  if (smem > kMaxDynamicSmem)
+    return cat("invalid configuration: ", smem, " bytes of dynamic shared memory (at most 227 KiB)");
+  return {};
+}
+
+inline void run_launch(LaunchJob& job) {
+  if (tls_runner) {
+    throw std::logic_error("launch() inside a kernel: dynamic parallelism is not supported by the emulator");
+  }
+  if (std::string bad = check_launch(job.grid, job.block, job.smem); !bad.empty()) {
+    set_last_error(cudaErrorInvalidConfiguration);
+    throw kernel_error(bad, uint3{0, 0, 0}, -1);
+  }
+  job.config = config();
+  Pool::Failure failure;
+  Pool::instance().run(job, failure);
+  if (failure.failed) {
+    set_last_error(cudaErrorLaunchFailure);
+    throw kernel_error(failure.message, failure.block, failure.linear);
+  }
+}
+
+}  // namespace cuda_emu::detail
+
+// launch(kernel, grid, block, dynamic_smem_bytes, stream, args...): the emulator's `<<<>>>`.
+// Same signature as the nvcc adapter in cuda_compat.cuh. Arguments are converted to the kernel's
+// parameter types once; every CUDA thread receives its own copy, as with real kernel parameters.
+// Runs synchronously; throws cuda_emu::kernel_error if a block fails or the configuration is invalid.
+template <typename... P, typename... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream, A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "launch(): wrong number of kernel arguments");
+  (void)stream;
+  struct Bound {
+    void (*kernel)(P...);
+    std::tuple<std::decay_t<P>...> params;
+  };
+  const Bound bound{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
+  cuda_emu::detail::LaunchJob job;
+  job.invoke = [](const void* b) {
+    const Bound& self = *static_cast<const Bound*>(b);
+    std::apply(self.kernel, self.params);
+  };
+  job.bound = &bound;
+  job.grid = grid;
+  job.block = block;
+  job.smem = smem_bytes;
+  cuda_emu::detail::run_launch(job);
+}

@@ -1,0 +1,249 @@
+// CUDA execution emulator, part 1 of 6: CUDA's value types (dim3, uint3, float4, ...), the built-in
+// index variables, the runtime's enums, the emulator's configuration and its error type.
+// Include "kernels/emu/cuda_emu.hpp" (or, from a kernel file, "kernels/cuda/cuda_compat.cuh"), not this.
+#pragma once
+
+#include <cstddef>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+
+// ---------------------------------------------------------------------------------------------
+// Vector types. Same layout and alignment as CUDA's vector_types.h, so kernels may reinterpret
+// global memory as float4 etc. exactly as on the GPU.
+
+struct uint3 {
+  unsigned int x, y, z;
+};
+
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+#define CUDA_EMU_VEC2(T, name, align)                                     \
+  struct alignas(align) name {                                            \
+    T x, y;                                                               \
+  };                                                                      \
+  inline constexpr name make_##name(T x, T y) { return name{x, y}; }
+#define CUDA_EMU_VEC3(T, name)                                            \
+  struct name {                                                           \
+    T x, y, z;                                                            \
+  };                                                                      \
+  inline constexpr name make_##name(T x, T y, T z) { return name{x, y, z}; }
+#define CUDA_EMU_VEC4(T, name, align)                                     \
+  struct alignas(align) name {                                            \
+    T x, y, z, w;                                                         \
+  };                                                                      \
+  inline constexpr name make_##name(T x, T y, T z, T w) { return name{x, y, z, w}; }
+
+CUDA_EMU_VEC2(signed char, char2, 2)
+CUDA_EMU_VEC2(unsigned char, uchar2, 2)
+CUDA_EMU_VEC4(signed char, char4, 4)
+CUDA_EMU_VEC4(unsigned char, uchar4, 4)
+CUDA_EMU_VEC2(short, short2, 4)
+CUDA_EMU_VEC2(unsigned short, ushort2, 4)
+CUDA_EMU_VEC4(short, short4, 8)
+CUDA_EMU_VEC4(unsigned short, ushort4, 8)
+CUDA_EMU_VEC2(int, int2, 8)
+CUDA_EMU_VEC3(int, int3)
+CUDA_EMU_VEC4(int, int4, 16)
+CUDA_EMU_VEC2(unsigned int, uint2, 8)
+CUDA_EMU_VEC4(unsigned int, uint4, 16)
+CUDA_EMU_VEC2(long long, longlong2, 16)
+CUDA_EMU_VEC2(unsigned long long, ulonglong2, 16)
+CUDA_EMU_VEC2(float, float2, 8)
+CUDA_EMU_VEC3(float, float3)
+CUDA_EMU_VEC4(float, float4, 16)
+CUDA_EMU_VEC2(double, double2, 16)
+CUDA_EMU_VEC3(double, double3)
+
+#undef CUDA_EMU_VEC2
+#undef CUDA_EMU_VEC3
+#undef CUDA_EMU_VEC4
+
+inline constexpr uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z) { return uint3{x, y, z}; }
+
+// ---------------------------------------------------------------------------------------------
+// Built-in variables. thread_local because a block runs start to finish on one OS thread; the
+// scheduler rewrites threadIdx on every fiber switch. Constant-initialised, so reading threadIdx.x
+// is a single %fs-relative load in an executable.
+
+inline thread_local uint3 threadIdx{0, 0, 0};
+inline thread_local uint3 blockIdx{0, 0, 0};
+inline thread_local dim3 blockDim{1, 1, 1};
+inline thread_local dim3 gridDim{1, 1, 1};
+inline constexpr int warpSize = 32;
+
+// ---------------------------------------------------------------------------------------------
+// Runtime enums and handles (values as in the CUDA runtime, so printed codes mean the same).
+
+enum cudaError {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInitializationError = 3,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
+  cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorNotSupported = 801,
+  cudaErrorUnknown = 999,
+};
+typedef enum cudaError cudaError_t;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+
+// Same spelling as the CUDA runtime's typedefs, so a plain C++ header can forward-declare
+// `struct CUstream_st; typedef CUstream_st* cudaStream_t;` and work with both builds.
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
+struct CUevent_st;
+typedef struct CUevent_st* cudaEvent_t;
+
+namespace cuda_emu {
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: read from the environment on first use, then changeable by tests between launches
+// (each launch takes a snapshot).
+//   CUDA_EMU_SCHEDULE = forward | reverse | random[:seed]   thread order between barriers
+//   CUDA_EMU_DEBUG    = 1   fill dynamic shared memory with 0xFF (NaN) before each block
+//   CUDA_EMU_STRICT   = 1   threads that returned before a __syncthreads() are an error
+//   CUDA_EMU_THREADS  = N   OS threads running blocks (default: hardware concurrency)
+//   CUDA_EMU_STACK_KB = N   fiber stack size (default 64, 256 under AddressSanitizer)
+
+enum class Schedule { forward, reverse, random };
+
+struct Config {
+  Schedule schedule = Schedule::forward;
+  std::uint64_t seed = 0;  // random schedule: blocks are shuffled by (seed, block index)
+  bool debug = false;
+  bool strict = false;
+  unsigned threads = 1;
+#if defined(__SANITIZE_ADDRESS__)
+  std::size_t stack_kb = 256;
+#else
+  std::size_t stack_kb = 64;
+#endif
+};
+
+// Parses "forward", "reverse", "random" or "random:<seed>". A random schedule without a seed gets
+// a fresh one, printed to stderr so a failing run can be repeated.
+inline bool parse_schedule(std::string_view text, Schedule& schedule, std::uint64_t& seed) {
+  if (text == "forward") {
+    schedule = Schedule::forward;
+  } else if (text == "reverse") {
+    schedule = Schedule::reverse;
+  } else if (text.substr(0, 6) == "random" && (text.size() == 6 || text[6] == ':')) {
+    schedule = Schedule::random;
+    if (text.size() > 7) {
+      seed = std::strtoull(std::string(text.substr(7)).c_str(), nullptr, 10);
+    } else {
+      seed = std::uint64_t(std::chrono::system_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
+      seed ^= seed >> 29;
+      std::fprintf(stderr, "cuda_emu: random schedule, seed %llu (repeat with CUDA_EMU_SCHEDULE=random:%llu)\n",
+                   static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+inline Config config_from_env() {
+  Config c;
+  unsigned hw = std::thread::hardware_concurrency();
+  c.threads = hw ? hw : 1;
+  auto flag = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v && std::string_view(v) != "0";
+  };
+  if (const char* s = std::getenv("CUDA_EMU_SCHEDULE"); s && *s) {
+    if (!parse_schedule(s, c.schedule, c.seed))
+      std::fprintf(stderr, "cuda_emu: ignoring CUDA_EMU_SCHEDULE=%s (want forward, reverse, random[:seed])\n", s);
+  }
+  c.debug = flag("CUDA_EMU_DEBUG");
+  c.strict = flag("CUDA_EMU_STRICT");
+  if (const char* t = std::getenv("CUDA_EMU_THREADS"); t && std::atoi(t) > 0) c.threads = unsigned(std::atoi(t));
+  if (const char* k = std::getenv("CUDA_EMU_STACK_KB"); k && std::atoi(k) >= 16) c.stack_kb = std::size_t(std::atoi(k));
+  return c;
+}
+
+// The process-wide configuration. Not synchronised: change it only while no launch is running.
+inline Config& config() {
+  static Config c = config_from_env();
+  return c;
+}
+
+namespace detail {
+// Builds a message by appending pieces (strings, C strings, integers). Appending only, instead of
+// "literal" + std::string, also sidesteps a GCC 12 -Wrestrict false positive at -O3.
+inline void append_piece(std::string& out, std::string_view piece) { out.append(piece); }
+inline void append_piece(std::string& out, const char* piece) { out.append(piece ? piece : "(null)"); }
+template <typename I>
+  requires std::is_integral_v<I>
+inline void append_piece(std::string& out, I value) {
+  out.append(std::to_string(value));
+}
+template <typename... Pieces>
+std::string cat(const Pieces&... pieces) {
+  std::string out;
+  (append_piece(out, pieces), ...);
+  return out;
+}
+inline std::string format_index(uint3 v) { return cat("(", v.x, ",", v.y, ",", v.z, ")"); }
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Errors. A failure inside a kernel (an exception, __trap(), a divergent barrier, a warp deadlock)
+// aborts its block and comes out of launch() as kernel_error; so does an invalid launch
+// configuration (block_linear == -1 then).
+
+class kernel_error : public std::runtime_error {
+ public:
+  kernel_error(const std::string& message, uint3 block_index, long long linear_block)
+      : std::runtime_error(linear_block >= 0 ? detail::cat("cuda_emu: kernel failed in block ",
+                                                           detail::format_index(block_index), ": ", message)
+                                             : detail::cat("cuda_emu: ", message)),
+        block(block_index),
+        block_linear(linear_block),
+        detail(message) {}
+
+  uint3 block;             // blockIdx of the failing block
+  long long block_linear;  // its linear index, or -1 for errors before any block ran
+  std::string detail;      // the message without the block prefix
+};
+
+// Thrown by __trap() in emulated device code.
+class device_trap : public std::runtime_error {
+ public:
+  device_trap() : std::runtime_error("__trap() called") {}
+};
+
+namespace detail {
+// cudaGetLastError() state: per host thread, as in CUDA.
+inline thread_local cudaError_t last_error = cudaSuccess;
+inline void set_last_error(cudaError_t e) {
+  if (e != cudaSuccess) last_error = e;
+}
+}  // namespace detail
+
+}  // namespace cuda_emu

@@ -1,0 +1,110 @@
+// The CUDA runtime shim of the emulator: memory, errors, devices, streams and events.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "emu_test_support.hpp"
+
+TEST_CASE("emu runtime: malloc memcpy memset and free", "[emu][runtime]") {
+  (void)cudaGetLastError();  // errors left by other tests
+  float* d = nullptr;
+  REQUIRE(cudaMalloc(&d, 1000 * sizeof(float)) == cudaSuccess);
+  REQUIRE(d != nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(d) % 256 == 0);
+  std::vector<float> h(1000), back(1000);
+  for (int i = 0; i < 1000; ++i) h[i] = float(i) * 0.5f;
+  CHECK(cudaMemcpy(d, h.data(), 4000, cudaMemcpyHostToDevice) == cudaSuccess);
+  float* e = nullptr;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&e), 4000) == cudaSuccess);
+  CHECK(cudaMemcpyAsync(e, d, 4000, cudaMemcpyDeviceToDevice, nullptr) == cudaSuccess);
+  CHECK(cudaMemcpy(back.data(), e, 4000, cudaMemcpyDefault) == cudaSuccess);
+  CHECK(back == h);
+  CHECK(cudaMemset(e, 0, 4000) == cudaSuccess);
+  CHECK(cudaMemsetAsync(e, 0xFF, 8, nullptr) == cudaSuccess);
+  CHECK(cudaMemcpy(back.data(), e, 4000, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(std::isnan(back[0]));
+  CHECK(std::isnan(back[1]));
+  CHECK(back[2] == 0.f);
+  CHECK(cudaFree(d) == cudaSuccess);
+  CHECK(cudaFree(e) == cudaSuccess);
+  CHECK(cudaFree(nullptr) == cudaSuccess);
+
+  void* z = reinterpret_cast<void*>(1);
+  CHECK(cudaMalloc(&z, 0) == cudaSuccess);
+  CHECK(z == nullptr);
+  CHECK(cudaMemcpy(nullptr, nullptr, 0, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("emu runtime: errors are recorded and cleared by cudaGetLastError", "[emu][runtime]") {
+  (void)cudaGetLastError();
+  CHECK(cudaSetDevice(1) == cudaErrorInvalidDevice);
+  CHECK(cudaPeekAtLastError() == cudaErrorInvalidDevice);
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  int src = 0;
+  CHECK(cudaMemcpy(nullptr, &src, 4, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  CHECK(std::string(cudaGetErrorString(cudaSuccess)) == "no error");
+  CHECK(std::string(cudaGetErrorString(cudaErrorMemoryAllocation)) == "out of memory");
+  CHECK(std::string(cudaGetErrorName(cudaErrorLaunchFailure)) == "cudaErrorLaunchFailure");
+  CHECK(std::strlen(cudaGetErrorString(cudaErrorInvalidConfiguration)) > 0);
+}
+
+TEST_CASE("emu runtime: one device with plausible properties", "[emu][runtime]") {
+  (void)cudaGetLastError();
+  int count = 0, dev = -1;
+  CHECK(cudaGetDeviceCount(&count) == cudaSuccess);
+  CHECK(count == 1);
+  CHECK(cudaSetDevice(0) == cudaSuccess);
+  CHECK(cudaGetDevice(&dev) == cudaSuccess);
+  CHECK(dev == 0);
+  cudaDeviceProp p;
+  REQUIRE(cudaGetDeviceProperties(&p, 0) == cudaSuccess);
+  CHECK(std::strlen(p.name) > 0);
+  CHECK(p.warpSize == 32);
+  CHECK(p.maxThreadsPerBlock == 1024);
+  CHECK(p.maxThreadsDim[2] == 64);
+  CHECK(p.maxGridSize[1] == 65535);
+  CHECK(p.sharedMemPerBlock == 48 * 1024);
+  CHECK(p.sharedMemPerBlockOptin == 227 * 1024);
+  CHECK(p.multiProcessorCount >= 1);
+  CHECK(p.major >= 7);
+  CHECK(p.totalGlobalMem > 0);
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+  CHECK(sms == p.multiProcessorCount);
+  std::size_t free_bytes = 0, total = 0;
+  CHECK(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+  CHECK(total > 0);
+  CHECK(free_bytes <= total);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(cudaGetDeviceProperties(&p, 3) == cudaErrorInvalidDevice);
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+}
+
+TEST_CASE("emu runtime: streams and events", "[emu][runtime]") {
+  (void)cudaGetLastError();
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  CHECK(s != nullptr);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  REQUIRE(cudaEventCreate(&start) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&stop, cudaEventDefault) == cudaSuccess);
+  float ms = -1;
+  CHECK(cudaEventElapsedTime(&ms, start, stop) == cudaErrorInvalidResourceHandle);  // not recorded yet
+  CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+  CHECK(cudaEventRecord(start, s) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(s, start, 0) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(cudaEventRecord(stop, s) == cudaSuccess);
+  CHECK(cudaEventSynchronize(stop) == cudaSuccess);
+  CHECK(cudaEventElapsedTime(&ms, start, stop) == cudaSuccess);
+  CHECK(ms >= 0.f);
+  CHECK(cudaEventDestroy(start) == cudaSuccess);
+  CHECK(cudaEventDestroy(stop) == cudaSuccess);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}

@@ -1,0 +1,124 @@
+// Embedding: lookup and its deterministic backward (repeated ids, padding_idx, int32/int64 ids).
+#include <catch2/catch.hpp>
+
+#include <omp.h>
+
+#include "harness/op_harness.h"
+#include "kernels/backend.h"
+#include "kernels/embedding.h"
+
+using namespace define;
+using define::test::InputSpec;
+using define::test::OpCase;
+
+namespace {
+
+using V = const std::vector<Tensor>&;
+
+InputSpec ids(Shape shape, std::vector<double> values, DType dtype = DType::Int64) {
+  InputSpec spec;
+  spec.shape = std::move(shape);
+  spec.fill = InputSpec::Fill::Fixed;
+  spec.index_dtype = dtype;
+  spec.grad = false;
+  spec.values = std::move(values);
+  return spec;
+}
+InputSpec mat(Shape s, bool non_contiguous = false) {
+  InputSpec spec;
+  spec.shape = std::move(s);
+  spec.non_contiguous = non_contiguous;
+  return spec;
+}
+InputSpec random_ids(Shape shape, std::int64_t high, DType dtype = DType::Int64, bool non_contiguous = false) {
+  InputSpec spec;
+  spec.shape = std::move(shape);
+  spec.fill = InputSpec::Fill::Index;
+  spec.index_high = high;
+  spec.index_dtype = dtype;
+  spec.non_contiguous = non_contiguous;
+  return spec;
+}
+
+Tensor emb(V x) { return embedding(x[0], x[1]); }
+
+}  // namespace
+
+TEST_CASE("ops: embedding", "[ops][embedding]") {
+  const InputSpec table = mat({6, 3});
+  define::test::run_op_cases({
+      {.name = "embedding/repeated_ids", .inputs = {table, ids({2, 4}, {1, 3, 1, 5, 0, 1, 3, 1})}, .forward = emb},
+      {.name = "embedding/int32_ids", .inputs = {table, ids({5}, {2, 2, 4, 0, 2}, DType::Int32)}, .forward = emb},
+      // padding_idx withholds a gradient the finite differences do see: cpu-vs-ref only here;
+      // the exact-value test below checks the padding row's zero gradient.
+      {.name = "embedding/padding_idx", .inputs = {table, ids({2, 3}, {2, 1, 2, 4, 2, 5})},
+       .forward = [](V x) { return embedding(x[0], x[1], 2); }, .gradcheck = false},
+      {.name = "embedding/padding_idx_int32", .inputs = {table, ids({4}, {0, 0, 3, 5}, DType::Int32)},
+       .forward = [](V x) { return embedding(x[0], x[1], 0); }, .gradcheck = false},
+      {.name = "embedding/padding_idx_unused", .inputs = {table, ids({3}, {1, 4, 1})},
+       .forward = [](V x) { return embedding(x[0], x[1], 2); }},
+      {.name = "embedding/non_contiguous_table", .inputs = {mat({5, 4}, true),
+                                                            random_ids({3, 2}, 5)},
+       .forward = emb},
+      {.name = "embedding/non_contiguous_ids", .inputs = {table, random_ids({3, 4}, 6, DType::Int64, true)},
+       .forward = emb},
+      {.name = "embedding/scalar_id", .inputs = {table, ids({}, {4})}, .forward = emb},
+      {.name = "embedding/one_row_one_col", .inputs = {mat({1, 1}), ids({3}, {0, 0, 0})}, .forward = emb},
+      {.name = "embedding/no_ids", .inputs = {table, ids({0}, {})}, .forward = emb},
+      // Big enough for the parallel lookup and the parallel grouped backward.
+      {.name = "embedding/large_cpu_only", .inputs = {mat({97, 40}), random_ids({31, 33}, 97, DType::Int32)},
+       .forward = emb, .gradcheck = false},
+  });
+}
+
+TEST_CASE("embedding: exact values and gradients", "[ops][embedding]") {
+  Tensor w = from_vector<float>({0, 1, 10, 11, 20, 21}, {3, 2}).set_requires_grad();
+  const Tensor idx = from_vector<std::int64_t>({2, 0, 2, 2}, {2, 2});
+  Tensor y = embedding(w, idx, 1);
+  CHECK(y.shape() == Shape{2, 2, 2});
+  CHECK(y.to_vector<float>() == std::vector<float>{20, 21, 0, 1, 20, 21, 20, 21});
+  backward(y, from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}));
+  // Row 2 collects positions 0, 2, 3; row 0 position 1; row 1 is never used.
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{3, 4, 0, 0, 1 + 5 + 7, 2 + 6 + 8});
+
+  // padding_idx: the padding row's gradient stays zero even though it is looked up.
+  Tensor w2 = from_vector<float>({0, 1, 10, 11, 20, 21}, {3, 2}).set_requires_grad();
+  backward(embedding(w2, from_vector<std::int32_t>({1, 0, 1}), 1), ones({3, 2}));
+  CHECK(w2.grad().to_vector<float>() == std::vector<float>{1, 1, 0, 0, 0, 0});
+}
+
+TEST_CASE("embedding: backward is deterministic across thread counts", "[ops][embedding]") {
+  const Tensor grad = rand_uniform({4000, 16}, -1, 1);
+  const Tensor idx = rand_int({4000}, 7);  // many collisions per row
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<float> one = kernels::embedding_backward(grad, idx, 7, -1).to_vector<float>();
+  omp_set_num_threads(std::max(2, threads));
+  const std::vector<float> many = kernels::embedding_backward(grad, idx, 7, -1).to_vector<float>();
+  omp_set_num_threads(threads);
+  CHECK(one == many);
+}
+
+TEST_CASE("embedding: bad input", "[ops][embedding][errors]") {
+  const Tensor w = zeros({10, 4});
+  REQUIRE_THROWS_WITH(embedding(w, from_vector<std::int64_t>({1, 12})),
+                      Catch::Contains("embedding: index 12 out of range for 10 rows"));
+  REQUIRE_THROWS_WITH(embedding(w, from_vector<std::int32_t>({-1})),
+                      Catch::Contains("embedding: index -1 out of range for 10 rows"));
+  REQUIRE_THROWS_WITH(embedding(w, from_vector<float>({1})),
+                      Catch::Contains("embedding: indices must be int32 or int64, got float32"));
+  REQUIRE_THROWS_WITH(embedding(zeros({10}), from_vector<std::int64_t>({1})),
+                      Catch::Contains("embedding: weight must be 2-d [rows, dim], got [10]"));
+  REQUIRE_THROWS_WITH(embedding(zeros({10, 4}, {.dtype = DType::Int64}), from_vector<std::int64_t>({1})),
+                      Catch::Contains("embedding: expected a float32 or float64 tensor, got int64"));
+  REQUIRE_THROWS_WITH(embedding(w, from_vector<std::int64_t>({1}), 10),
+                      Catch::Contains("embedding: padding_idx 10 out of range for 10 rows"));
+  REQUIRE_THROWS_WITH(embedding(Tensor(), from_vector<std::int64_t>({1})),
+                      Catch::Contains("embedding: got an undefined tensor"));
+  REQUIRE_THROWS_WITH(kernels::embedding_backward(zeros({2, 3}), from_vector<std::int64_t>({1, 2, 3}), 10, -1),
+                      Catch::Contains("embedding_backward: grad_out [2,3] does not match indices [3]"));
+  if (has_device(DeviceType::CUDA)) {
+    REQUIRE_THROWS_WITH(embedding(w, copy_to_device(from_vector<std::int64_t>({1}), Device::cuda())),
+                        Catch::Contains("embedding: tensors on cpu and cuda:0"));
+  }
+}

@@ -1,0 +1,217 @@
+// Reductions: op-harness cases over each dim, several dims, keepdim, non-contiguous inputs and
+// broadcast-undoing sum_to; exact values; the cpu path's layouts against the reference at
+// sizes that exercise its chunked and parallel loops; error messages.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "harness/op_harness.h"
+#include "kernels/backend.h"
+#include "kernels/reduce.h"
+
+using namespace define;
+using define::test::InputSpec;
+using define::test::OpCase;
+using V = const std::vector<Tensor>&;
+
+namespace {
+
+// Built by assignment: designated initializers that skip InputSpec's trailing members trip
+// -Wmissing-field-initializers.
+InputSpec uniform(Shape s) {
+  InputSpec i;
+  i.shape = std::move(s);
+  return i;
+}
+InputSpec strided(Shape s) {
+  InputSpec i = uniform(std::move(s));
+  i.non_contiguous = true;
+  return i;
+}
+
+std::vector<double> to_vec(const Tensor& t) { return define::test::to_doubles(t); }
+
+}  // namespace
+
+TEST_CASE("ops: sum and mean", "[ops][reduce]") {
+  using Dims = std::vector<std::int64_t>;
+  std::vector<OpCase> cases;
+  struct Spec {
+    std::string name;
+    InputSpec in;
+    Dims dims;
+    bool keepdim;
+  };
+  const std::vector<Spec> specs = {
+      {"dim0", uniform({3, 4}), {0}, false},
+      {"dim1", uniform({3, 4}), {1}, false},
+      {"dim_neg1_keepdim", uniform({3, 4}), {-1}, true},
+      {"3d_dim0", uniform({2, 3, 4}), {0}, false},
+      {"3d_dim1_middle", uniform({2, 3, 4}), {1}, false},
+      {"3d_dim2", uniform({2, 3, 4}), {2}, true},
+      {"3d_dims_0_2_interleaved", uniform({2, 3, 4}), {0, 2}, false},
+      {"3d_dims_2_0_keepdim", uniform({2, 3, 4}), {2, 0}, true},
+      {"3d_dims_0_1_leading", uniform({2, 3, 4}), {0, 1}, false},
+      {"4d_dims_1_3", uniform({2, 3, 2, 3}), {1, 3}, false},
+      {"all_dims_listed", uniform({2, 3, 4}), {0, 1, 2}, false},
+      {"empty_dims_means_all", uniform({2, 3}), {}, true},
+      {"non_contiguous_dim0", strided({4, 3}), {0}, false},
+      {"non_contiguous_dim1", strided({4, 3}), {1}, true},
+      {"odd_33", uniform({33}), {0}, false},
+      {"size1_dims", uniform({1, 5, 1}), {0, 2}, false},
+      {"scalar_input", uniform({}), {}, false},
+  };
+  for (const Spec& s : specs) {
+    const Dims dims = s.dims;
+    const bool keep = s.keepdim;
+    cases.push_back({.name = "sum/" + s.name, .inputs = {s.in}, .forward = [=](V x) { return sum(x[0], dims, keep); }});
+    cases.push_back({.name = "mean/" + s.name, .inputs = {s.in}, .forward = [=](V x) { return mean(x[0], dims, keep); }});
+  }
+  cases.push_back({.name = "sum/all", .inputs = {uniform({3, 5})}, .forward = [](V x) { return sum(x[0]); }});
+  cases.push_back({.name = "mean/all_non_contiguous", .inputs = {strided({3, 5})}, .forward = [](V x) { return mean(x[0]); }});
+  cases.push_back({.name = "sum/of_broadcast_product", .inputs = {uniform({3, 1}), uniform({4})},
+                   .forward = [](V x) { return sum(mul(x[0], x[1]), {0}); }});
+  define::test::run_op_cases(cases);
+}
+
+TEST_CASE("ops: max, argmax, sum_to", "[ops][reduce]") {
+  std::vector<OpCase> cases;
+  for (std::int64_t dim : {0, 1, -1})
+    for (bool keep : {false, true}) {
+      const std::string tag = "dim" + std::to_string(dim) + (keep ? "_keepdim" : "");
+      cases.push_back({.name = "max/" + tag, .inputs = {uniform({3, 4})}, .forward = [=](V x) { return max(x[0], dim, keep); }});
+      cases.push_back({.name = "argmax/" + tag, .inputs = {uniform({3, 4})},
+                       .forward = [=](V x) { return argmax(x[0], dim, keep); }, .gradcheck = false});
+    }
+  cases.push_back({.name = "max/3d_middle", .inputs = {uniform({2, 5, 3})}, .forward = [](V x) { return max(x[0], 1); }});
+  cases.push_back({.name = "max/non_contiguous", .inputs = {strided({4, 5})}, .forward = [](V x) { return max(x[0], 0); }});
+  cases.push_back({.name = "max/odd_33", .inputs = {uniform({33})}, .forward = [](V x) { return max(x[0], 0); }});
+  cases.push_back({.name = "max/scalar", .inputs = {uniform({})}, .forward = [](V x) { return max(x[0], 0); }});
+  cases.push_back({.name = "argmax/non_contiguous_3d", .inputs = {strided({2, 3, 4})},
+                   .forward = [](V x) { return argmax(x[0], 1, true); }, .gradcheck = false});
+
+  struct To {
+    std::string name;
+    Shape from, to;
+    bool non_contiguous = false;
+  };
+  for (const To& t : std::vector<To>{{"234_to_31", {2, 3, 4}, {3, 1}},
+                                     {"234_to_4", {2, 3, 4}, {4}},
+                                     {"234_to_scalar", {2, 3, 4}, {}},
+                                     {"234_to_131", {2, 3, 4}, {1, 3, 1}},
+                                     {"34_to_14_non_contiguous", {3, 4}, {1, 4}, true},
+                                     {"33_to_1", {33}, {1}},
+                                     {"only_size1_dims_differ", {1, 3}, {3}}}) {
+    const Shape to = t.to;
+    cases.push_back({.name = "sum_to/" + t.name, .inputs = {t.non_contiguous ? strided(t.from) : uniform(t.from)},
+                     .forward = [to](V x) { return sum_to(x[0], to); }});
+  }
+  define::test::run_op_cases(cases);
+}
+
+TEST_CASE("reduce: exact values", "[ops][reduce]") {
+  const Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(sum(x).shape() == Shape{});
+  CHECK(sum(x).item<float>() == 21);
+  CHECK(sum(x, {0}).to_vector<float>() == std::vector<float>{5, 7, 9});
+  CHECK(sum(x, {-1}, true).shape() == Shape{2, 1});
+  CHECK(sum(x, {-1}, true).to_vector<float>() == std::vector<float>{6, 15});
+  CHECK(mean(x, {1}).to_vector<float>() == std::vector<float>{2, 5});
+  CHECK(mean(x).item<float>() == 3.5f);
+  CHECK(sum_to(x, {3}).to_vector<float>() == std::vector<float>{5, 7, 9});
+  CHECK(sum_to(x, {2, 1}).to_vector<float>() == std::vector<float>{6, 15});
+  CHECK(sum_to(x, {2, 3}).impl() == x.impl());  // nothing to reduce: x itself
+
+  // max/argmax: the first maximal element wins ties; its gradient goes there only.
+  Tensor t = from_vector<double>({3, 1, 3, 2, 7, 7}, {2, 3}).set_requires_grad();
+  CHECK(max(t, 1).to_vector<double>() == std::vector<double>{3, 7});
+  CHECK(argmax(t, 1).to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1});
+  CHECK(argmax(t, 0, true).shape() == Shape{1, 3});
+  CHECK(argmax(t, 0).to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1, 1});
+  CHECK(argmax(t, 1).dtype() == DType::Int64);
+  CHECK_FALSE(argmax(t, 1).requires_grad());
+  backward(sum(max(t, 1)));
+  CHECK(t.grad().to_vector<double>() == std::vector<double>{1, 0, 0, 0, 1, 0});
+
+  // NaN is the maximum.
+  const Tensor n = from_vector<float>({1, NAN, 5});
+  CHECK(argmax(n, 0).item<std::int64_t>() == 1);
+  CHECK(std::isnan(max(n, 0).item<float>()));
+
+  // Empty inputs: the sum of nothing is 0, the mean of nothing NaN.
+  CHECK(sum(zeros({0, 3})).item<float>() == 0);
+  CHECK(sum(zeros({0, 3}), {0}).to_vector<float>() == std::vector<float>{0, 0, 0});
+  CHECK(std::isnan(mean(zeros({0})).item<float>()));
+  CHECK(sum(zeros({3, 0}), {1}).shape() == Shape{3});
+
+  // float32 sums keep their accuracy over many elements (double accumulation).
+  const Tensor big = full({1 << 20}, 0.1);
+  CHECK(sum(big).item<float>() == Approx(104857.6).epsilon(1e-6));
+}
+
+TEST_CASE("reduce: cpu layouts vs reference", "[ops][reduce]") {
+  // Sizes chosen to reach every path of the cpu kernel: long rows (chunked partial sums), many
+  // short rows, wide and narrow columns (row-chunked), middle dims, interleaved dims.
+  Generator gen(9);
+  struct C {
+    Shape shape;
+    std::vector<std::int64_t> dims;
+  };
+  const std::vector<C> layouts = {
+      {{70001}, {0}},          {{3, 50000}, {1}},      {{5000, 7}, {1}},     {{50000, 3}, {0}},
+      {{300, 700}, {0}},       {{5, 1000, 7}, {1}},    {{4, 5, 6, 7}, {0, 2}}, {{6, 40, 300}, {0, 2}},
+      {{2, 3, 4000}, {0, 1}},  {{1, 1, 1}, {1}},       {{3, 1, 20000}, {2}},
+  };
+  for (const C& c : layouts) {
+    const Tensor x = rand_uniform(c.shape, -1, 1, {}, gen);
+    for (bool transposed : {false, true}) {
+      const Tensor in = transposed && x.dim() >= 2 ? transpose(x, 0, -1) : x;
+      Tensor fast, ref, fast_max, ref_max, fast_idx, ref_idx;
+      {
+        kernels::CpuBackendGuard g(kernels::Backend::Cpu);
+        fast = mean(in, c.dims);
+        fast_max = max(in, c.dims[0]);
+        fast_idx = argmax(in, c.dims[0]);
+      }
+      {
+        kernels::CpuBackendGuard g(kernels::Backend::Ref);
+        ref = mean(in, c.dims);
+        ref_max = max(in, c.dims[0]);
+        ref_idx = argmax(in, c.dims[0]);
+      }
+      INFO("shape " << shape_str(in.shape()) << " dims[0] " << c.dims[0]);
+      const auto cmp = define::test::compare(to_vec(fast), to_vec(ref), 1e-6, 1e-5);
+      CHECK(cmp.max_share <= 1.0);
+      CHECK(to_vec(fast_max) == to_vec(ref_max));
+      CHECK(to_vec(fast_idx) == to_vec(ref_idx));
+    }
+  }
+  // max backward at a size that runs in parallel.
+  Tensor w = rand_uniform({300, 200}, -1, 1, {}, gen).set_requires_grad();
+  Tensor gw_fast, gw_ref;
+  for (auto backend : {kernels::Backend::Cpu, kernels::Backend::Ref}) {
+    kernels::CpuBackendGuard g(backend);
+    w.set_grad(Tensor());
+    backward(sum(mul(max(w, 0), 3.0)));
+    (backend == kernels::Backend::Cpu ? gw_fast : gw_ref) = w.grad();
+  }
+  CHECK(to_vec(gw_fast) == to_vec(gw_ref));
+  CHECK(sum(gw_fast).item<float>() == 600.0f);
+}
+
+TEST_CASE("reduce: errors", "[ops][reduce][errors]") {
+  const Tensor x = ones({2, 3});
+  REQUIRE_THROWS_WITH(sum(x, {2}), Catch::Contains("sum: dim 2 out of range for a 2-d tensor"));
+  REQUIRE_THROWS_WITH(mean(x, {-3}), Catch::Contains("mean: dim -3 out of range for a 2-d tensor"));
+  REQUIRE_THROWS_WITH(sum(x, {1, -1}), Catch::Contains("sum: dim -1 appears more than once"));
+  REQUIRE_THROWS_WITH(max(x, 3), Catch::Contains("max: dim 3 out of range for a 2-d tensor"));
+  REQUIRE_THROWS_WITH(argmax(x, -3), Catch::Contains("argmax: dim -3 out of range for a 2-d tensor"));
+  REQUIRE_THROWS_WITH(max(zeros({2, 0}), 1), Catch::Contains("max: cannot reduce over dim 1 of size 0"));
+  REQUIRE_THROWS_WITH(sum(ones({2}, {.dtype = DType::Int64})),
+                      Catch::Contains("sum: expected a float32 or float64 tensor, got int64"));
+  REQUIRE_THROWS_WITH(max(ones({2}, {.dtype = DType::Int32}), 0),
+                      Catch::Contains("max: expected a float32 or float64 tensor, got int32"));
+  REQUIRE_THROWS_WITH(sum_to(x, {4}), Catch::Contains("sum_to: cannot reduce a tensor of shape [2,3] to [4]"));
+  REQUIRE_THROWS_WITH(sum_to(x, {2, 2, 3}), Catch::Contains("sum_to: cannot reduce a tensor of shape [2,3] to [2,2,3]"));
+  REQUIRE_THROWS_WITH(sum_to(x, {2, 3, 1}), Catch::Contains("sum_to: cannot reduce"));
+}
