@@ -13,9 +13,9 @@ namespace define::cli {
 namespace {
 
 struct Options {
-  int steps = 300;
+  int steps = 1500;
   int hidden = 64;
-  double lr = 0.5;
+  double lr = 2.0;
   std::uint64_t seed = 1;
 };
 
@@ -88,7 +88,7 @@ int run_demo(const std::vector<std::string>& args) {
     }
     const double l = loss.item<float>();
     if (!std::isfinite(l)) fail("demo", "loss became {} at step {}; lower --lr", l, step);
-    if (step == 1 || step % 50 == 0 || step == o.steps) fmt::print("step {:4d}  loss {:.4f}\n", step, l);
+    if (step == 1 || step % 250 == 0 || step == o.steps) fmt::print("step {:4d}  loss {:.4f}\n", step, l);
   }
   NoGradGuard no_grad;
   const std::vector<std::int64_t> pred = argmax(logits, 1).to_vector<std::int64_t>();
