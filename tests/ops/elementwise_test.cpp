@@ -18,8 +18,7 @@ using Fill = InputSpec::Fill;
 
 namespace {
 
-// Specs are built by assignment: designated initializers that skip InputSpec's trailing members
-// trip -Wmissing-field-initializers.
+// Shorthand builders for the InputSpecs these cases use.
 InputSpec uniform(Shape s, double lo = -1.0, double hi = 1.0) {
   InputSpec i;
   i.shape = std::move(s);

@@ -12,8 +12,7 @@ namespace {
 
 using V = const std::vector<Tensor>&;
 
-// InputSpecs are filled in by assignment: designated initializers that skip InputSpec's
-// members without default initializers trip -Wmissing-field-initializers.
+// Shorthand builders for the InputSpecs these cases use.
 InputSpec mat(Shape s, bool non_contiguous = false) {
   InputSpec spec;
   spec.shape = std::move(s);

@@ -16,8 +16,7 @@ using V = const std::vector<Tensor>&;
 
 namespace {
 
-// Built by assignment: designated initializers that skip InputSpec's trailing members trip
-// -Wmissing-field-initializers.
+// Shorthand builders for the InputSpecs these cases use.
 InputSpec uniform(Shape s) {
   InputSpec i;
   i.shape = std::move(s);

@@ -17,8 +17,7 @@ using Fill = InputSpec::Fill;
 
 namespace {
 
-// InputSpecs are built field by field: designated initializers would trip GCC 12's
-// -Wmissing-field-initializers on the spec's vector/optional members.
+// Shorthand builders for the InputSpecs these cases use.
 InputSpec spec(Shape shape, double lo = -1.0, double hi = 1.0, bool non_contiguous = false) {
   InputSpec s;
   s.shape = std::move(shape);
