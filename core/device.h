@@ -1,5 +1,8 @@
-// Devices. A tensor lives on the CPU or on a CUDA device. The CUDA device is served either by
-// the real CUDA runtime or, in emulator builds, by the CPU-side CUDA emulator; core only sees a
+// Devices. A tensor lives on the CPU, on a CUDA device (a GPU), or on the emulated CUDA device:
+// the same CUDA kernels compiled by g++ and run on the CPU by the CUDA execution emulator
+// (kernels/emu/), with host memory standing in for device memory. The emulated device is how every
+// CUDA kernel is tested on machines without a GPU, and is always available once registered
+// (kernels/devices.h); `cuda` exists only with a GPU and a CUDA build. Core only sees a
 // DeviceInterface (allocate, copy, fill) registered for the device type.
 #pragma once
 
@@ -9,7 +12,8 @@
 
 namespace define {
 
-enum class DeviceType : std::uint8_t { CPU, CUDA };
+enum class DeviceType : std::uint8_t { CPU, CUDA, Emu };
+inline constexpr int kNumDeviceTypes = 3;
 
 struct Device {
   DeviceType type = DeviceType::CPU;
@@ -17,10 +21,17 @@ struct Device {
 
   static Device cpu() { return {DeviceType::CPU, 0}; }
   static Device cuda(int i = 0) { return {DeviceType::CUDA, i}; }
+  static Device emu(int i = 0) { return {DeviceType::Emu, i}; }
   bool is_cpu() const { return type == DeviceType::CPU; }
   bool is_cuda() const { return type == DeviceType::CUDA; }
+  bool is_emu() const { return type == DeviceType::Emu; }
   bool operator==(const Device&) const = default;
-  std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+  std::string str() const {
+    if (is_cpu()) return "cpu";
+    return (is_cuda() ? "cuda:" : "emu:") + std::to_string(index);
+  }
+  // Parses "cpu", "cuda", "cuda:1", "emu", "emu:0"; throws define::Error naming the string.
+  static Device parse(const std::string& s);
 };
 
 // Memory services a device backend provides to core. Pointers are device pointers of that
@@ -36,7 +47,8 @@ struct DeviceInterface {
   virtual void synchronize() = 0;
 };
 
-// The CPU interface is built in; a CUDA backend (real or emulated) registers itself.
+// The CPU interface is built in; the CUDA backends (real and emulated) register themselves
+// (kernels/devices.h).
 DeviceInterface& device_interface(DeviceType t);
 void register_device_interface(DeviceType t, DeviceInterface* iface);
 bool has_device(DeviceType t);

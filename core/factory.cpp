@@ -130,8 +130,10 @@ Tensor copy_to_device(const Tensor& t, Device device) {
       device_interface(device.type).copy_from_host(out.raw_data(), t.raw_data(), nbytes);
     else if (device.is_cpu())
       device_interface(src.type).copy_to_host(out.raw_data(), t.raw_data(), nbytes);
-    else
+    else if (src.type == device.type)
       device_interface(device.type).copy_device(out.raw_data(), t.raw_data(), nbytes);
+    else  // e.g. a GPU and the emulated device: through the host
+      out = copy_to_device(copy_to_device(t, Device::cpu()), device);
   }
   return out;
 }

@@ -7,7 +7,8 @@ thread_local Backend g_cpu_backend = Backend::Cpu;
 
 Backend cpu_backend() { return g_cpu_backend; }
 void set_cpu_backend(Backend b) {
-  if (b == Backend::Cuda) fail("set_cpu_backend", "CPU tensors cannot use the CUDA backend");
+  if (b == Backend::Cuda || b == Backend::Emu)
+    fail("set_cpu_backend", "CPU tensors cannot use the CUDA backend (move them to a cuda or emu device)");
   g_cpu_backend = b;
 }
 

@@ -1,7 +1,10 @@
 // Kernel dispatch. Every op has up to three implementations side by side:
 //   kernels/ref/<family>.cpp   plain loops, accumulating in double: the oracle for the others;
 //   kernels/cpu/<family>.cpp   the fast CPU path (Eigen, OpenMP, vectorisable loops);
-//   kernels/cuda/<family>.cu   CUDA kernels (also run on the CPU by the CUDA emulator).
+//   kernels/cuda/<family>.cu   CUDA kernels and their host wrappers. Compiled twice: by nvcc into
+//                              namespace cuda (DEFINE_CUDA builds, tensors on Device::cuda()) and
+//                              by g++ against the CUDA emulator into namespace cuda_emu (every
+//                              build, tensors on Device::emu()); declared in kernels/cuda/ops.h.
 // kernels/<family>.cpp holds the dispatching entry points: it validates arguments (shapes,
 // dtypes, devices), allocates outputs, and calls the implementation for the tensors' device.
 // CPU tensors use the fast path unless a thread-local switch selects the reference (tests).
@@ -10,10 +13,11 @@
 #include <initializer_list>
 
 #include "core/tensor.h"
+#include "kernels/cuda/ops.h"
 
 namespace define::kernels {
 
-enum class Backend { Ref, Cpu, Cuda };
+enum class Backend { Ref, Cpu, Cuda, Emu };
 
 // Backend used for CPU tensors on this thread (Cpu by default).
 Backend cpu_backend();
@@ -31,7 +35,12 @@ class CpuBackendGuard {
 };
 
 inline Backend backend_for(const Tensor& t) {
-  return t.device().is_cuda() ? Backend::Cuda : cpu_backend();
+  switch (t.device().type) {
+    case DeviceType::CUDA: return Backend::Cuda;
+    case DeviceType::Emu: return Backend::Emu;
+    case DeviceType::CPU: break;
+  }
+  return cpu_backend();
 }
 
 // Checks that all defined tensors live on one device: "<op>: tensors on cpu and cuda:0".
@@ -49,8 +58,9 @@ void check_dim(const char* op, const Tensor& t, std::int64_t ndim);
 
 }  // namespace define::kernels
 
-// Calls ref::FN, cpu::FN or cuda::FN with the given arguments, chosen by LIKE's device and the
-// thread's CPU backend. In builds without CUDA kernels the CUDA arm raises a named error.
+// Calls ref::FN, cpu::FN, cuda::FN or cuda_emu::FN with the given arguments, chosen by LIKE's
+// device and the thread's CPU backend. In builds without nvcc the CUDA arm raises a named error
+// (no tensor can live on a GPU there anyway).
 #if defined(DEFINE_HAS_CUDA_KERNELS)
 #define DEFINE_CUDA_ARM(OP, FN, ...) ::define::kernels::cuda::FN(__VA_ARGS__)
 #else
@@ -63,5 +73,6 @@ void check_dim(const char* op, const Tensor& t, std::int64_t ndim);
       case ::define::kernels::Backend::Ref: ::define::kernels::ref::FN(__VA_ARGS__); break; \
       case ::define::kernels::Backend::Cpu: ::define::kernels::cpu::FN(__VA_ARGS__); break; \
       case ::define::kernels::Backend::Cuda: DEFINE_CUDA_ARM(OP, FN, __VA_ARGS__); break;  \
+      case ::define::kernels::Backend::Emu: ::define::kernels::cuda_emu::FN(__VA_ARGS__); break; \
     }                                                                             \
   } while (0)

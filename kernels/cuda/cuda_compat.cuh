@@ -23,6 +23,10 @@
 
 #include <cuda_runtime.h>
 
+// The namespace the backend's host code is compiled into: define::cuda / define::kernels::cuda under
+// nvcc, define::cuda_emu / define::kernels::cuda_emu in the emulator build (kernels/cuda/ops.h).
+#define DEFINE_CUDA_NS cuda
+
 template <typename... P, typename... A>
 inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream,
                    A&&... args) {
@@ -39,5 +43,7 @@ inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem
 #else
 
 #include "kernels/emu/cuda_emu.hpp"
+
+#define DEFINE_CUDA_NS cuda_emu
 
 #endif

@@ -1,3 +1,45 @@
-# Host-side CUDA pieces that are plain C++ and therefore build and test without CUDA:
-# the caching device allocator (its raw memory source is plugged in by kernels/cuda/device.cpp).
+# The CUDA backend's sources, added to define_kernels (included from the top-level CMakeLists.txt).
+#
+# Every kernels/cuda/*.cu file is compiled twice:
+#   * emulator build, always: g++ compiles it as C++ against the CUDA emulator (kernels/emu/), into
+#     namespace cuda_emu. It serves tensors on Device::emu() and is how every kernel is tested on
+#     machines without a GPU. A source file has one LANGUAGE for the whole directory, so the emulator
+#     copies are generated one-line wrappers (<build>/emu_kernels/<name>.cpp: #include "<name>.cu").
+#   * GPU build, when DEFINE_CUDA is ON: nvcc compiles it for CMAKE_CUDA_ARCHITECTURES into
+#     namespace cuda (object library define_kernels_cuda, linked into define_kernels), with cuBLAS.
+include(${PROJECT_SOURCE_DIR}/cmake/DefineEmulator.cmake)
+
+file(GLOB _define_cu CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu)
+
+# Plain C++ host pieces: the caching allocator (tested with a fake raw source).
 target_sources(define_kernels PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda/caching_allocator.cpp)
+
+set(_define_emu_wrappers)
+foreach(_cu ${_define_cu})
+  get_filename_component(_name ${_cu} NAME_WE)
+  set(_wrapper ${CMAKE_BINARY_DIR}/emu_kernels/${_name}.cpp)
+  file(CONFIGURE OUTPUT ${_wrapper} CONTENT "// Generated: the emulator build of kernels/cuda/${_name}.cu\n#include \"kernels/cuda/${_name}.cu\"\n")
+  list(APPEND _define_emu_wrappers ${_wrapper})
+endforeach()
+define_add_emulated_kernels(define_kernels ${_define_emu_wrappers})
+# Dependents of define_kernels (tests, tools) link boost.context through it.
+target_link_libraries(define_kernels PUBLIC Boost::context)
+
+if(DEFINE_CUDA)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  add_library(define_kernels_cuda OBJECT ${_define_cu})
+  set_target_properties(define_kernels_cuda PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON
+                        POSITION_INDEPENDENT_CODE OFF)
+  target_include_directories(define_kernels_cuda PRIVATE ${PROJECT_SOURCE_DIR})
+  # fmt's consteval format strings do not survive nvcc's front end (fmtlib/fmt#3543): under nvcc
+  # format strings are checked at run time instead, and FMT_USE_CONSTEXPR=1 keeps fmt's C++20
+  # constexpr functions consistent (fmt disables them for nvcc, which then breaks its own bigint).
+  target_compile_definitions(define_kernels_cuda PRIVATE FMT_USE_CONSTEXPR=1 FMT_CONSTEVAL= DEFINE_HAS_CUDA_KERNELS)
+  target_compile_options(define_kernels_cuda PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr -lineinfo>)
+  target_link_libraries(define_kernels_cuda PRIVATE fmt::fmt CUDA::cudart_static CUDA::cublas)
+  target_link_libraries(define_kernels PRIVATE define_kernels_cuda)
+  target_link_libraries(define_kernels PUBLIC CUDA::cudart_static CUDA::cublas)
+  target_compile_definitions(define_kernels PUBLIC DEFINE_HAS_CUDA_KERNELS)
+endif()

@@ -9,6 +9,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/copy.h"
+#include "kernels/devices.h"
 #include "kernels/strided_loop.h"
 
 namespace define::test {
@@ -16,7 +17,7 @@ namespace {
 
 bool mode_enabled(const std::string& mode) {
   const char* env = std::getenv("DEFINE_TEST_MODES");
-  const std::string modes = env ? env : "cpu,grad,cuda";
+  const std::string modes = env ? env : "cpu,grad,emu,cuda";
   std::stringstream ss(modes);
   for (std::string m; std::getline(ss, m, ',');)
     if (m == mode) return true;
@@ -142,13 +143,14 @@ void run_cpu_mode(const OpCase& c) {
   compare_runs(c, "cpu", fast, ref);
 }
 
-void run_cuda_mode(const OpCase& c) {
+// The CUDA kernels on `device` (a GPU, or the emulated device) against the CPU reference.
+void run_device_mode(const OpCase& c, Device device, const std::string& mode) {
   RunResult ref;
   {
     kernels::CpuBackendGuard g(kernels::Backend::Ref);
     ref = run_once(c, Device::cpu(), true);
   }
-  compare_runs(c, "cuda", run_once(c, Device::cuda(), true), ref);
+  compare_runs(c, mode, run_once(c, device, true), ref);
 }
 
 void run_grad_mode(const OpCase& c) {
@@ -242,6 +244,7 @@ Comparison compare(const std::vector<double>& got, const std::vector<double>& re
 
 void run_op_cases(const std::vector<OpCase>& cases) {
   static bool warned_cuda = false;
+  static const kernels::DeviceAvailability devices = kernels::register_devices();
   for (const OpCase& c : cases) {
     if (mode_enabled("cpu")) {
       INFO("case " << c.name << " mode cpu");
@@ -251,13 +254,20 @@ void run_op_cases(const std::vector<OpCase>& cases) {
       INFO("case " << c.name << " mode grad");
       run_grad_mode(c);
     }
+    if (mode_enabled("emu")) {
+      REQUIRE(devices.emu);
+      INFO("case " << c.name << " mode emu");
+      run_device_mode(c, Device::emu(), "emu");
+    }
     if (mode_enabled("cuda")) {
-      if (!has_device(DeviceType::CUDA)) {
-        if (!warned_cuda) fmt::print("  [cuda] skipped: no CUDA device (GPU or emulator) in this build\n");
+      if (devices.cuda_devices == 0) {
+        if (!warned_cuda)
+          fmt::print("  [cuda] skipped: {}\n", kernels::built_with_cuda() ? "no GPU found"
+                                                                         : "this build has no nvcc-compiled backend");
         warned_cuda = true;
       } else {
         INFO("case " << c.name << " mode cuda");
-        run_cuda_mode(c);
+        run_device_mode(c, Device::cuda(), "cuda");
       }
     }
   }

@@ -2,9 +2,10 @@
 // checked in modes:
 //   cpu   float32 forward and backward on the fast CPU path against the reference path
 //   grad  float64: the full Jacobian from backward() against central differences
-//   cuda  float32 on the CUDA device (a GPU, or the emulator when it is registered as the device)
-//         against the reference path; reported as skipped when no CUDA device is available
-// DEFINE_TEST_MODES (comma list, default "cpu,grad,cuda") selects modes. Every check prints the
+//   emu   float32: the CUDA kernels run on the CPU by the CUDA emulator (Device::emu()), forward
+//         and backward, against the reference path; always available
+//   cuda  the same on a GPU (Device::cuda()); reported as skipped without a GPU or nvcc build
+// DEFINE_TEST_MODES (comma list, default "cpu,grad,emu,cuda") selects modes. Every check prints the
 // max abs error and the share of the allowed error it used.
 #pragma once
 

@@ -1,5 +1,10 @@
-#include "kernels/cuda/device.h"
-
+// Device management and the DeviceInterface for CUDA tensors. Compiled twice (see device.h): by
+// nvcc into define::cuda, serving Device::cuda(i) from real GPUs, and by g++ against the CUDA
+// emulator's runtime shim into define::cuda_emu, serving Device::emu() from host memory. The code
+// is the same; only the runtime under it differs, which is what lets the caching allocator and
+// the copy paths be exercised on machines without a GPU.
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -8,9 +13,30 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/device.h"
 
-namespace define::cuda {
+namespace define::DEFINE_CUDA_NS {
 namespace {
+
+using ::define::cuda::CachingDeviceAllocator;
+using ::define::cuda::RawDeviceMemory;
+
+#if defined(__CUDACC__)
+constexpr DeviceType kDeviceType = DeviceType::CUDA;
+#else
+constexpr DeviceType kDeviceType = DeviceType::Emu;
+#endif
+
+// DEFINE_CUDA_CACHE=0 gives every tensor its own cudaMalloc (PyTorch's
+// PYTORCH_NO_CUDA_MEMORY_CACHING): slower, but on the emulated device AddressSanitizer then sees
+// each tensor's exact bounds, so a kernel reading past its input is caught.
+bool caching_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DEFINE_CUDA_CACHE");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
 
 int query_device_count() {
   int n = 0;
@@ -25,7 +51,8 @@ int query_device_count() {
 
 void check_index(int index) {
   const int n = device_count();
-  DEFINE_CHECK(index >= 0 && index < n, "cuda", "device {} out of range ({} devices)", index, n);
+  DEFINE_CHECK(index >= 0 && index < n, Device{kDeviceType, 0}.str(), "device {} out of range ({} devices)", index,
+               n);
 }
 
 // Makes `index` current for the guard's lifetime, so a segment is allocated on (and freed
@@ -94,8 +121,16 @@ std::vector<DeviceState>& device_states() {
 
 struct CudaInterface final : DeviceInterface {
   // Storage carries no stream: all of it is allocated for, and used on, the default stream.
-  void* allocate(std::size_t nbytes, int index) override { return allocator(index).allocate(nbytes, nullptr); }
-  void deallocate(void* ptr, std::size_t, int index) override { allocator(index).deallocate(ptr); }
+  void* allocate(std::size_t nbytes, int index) override {
+    if (caching_enabled()) return allocator(index).allocate(nbytes, nullptr);
+    void* p = (check_index(index), device_states()[static_cast<std::size_t>(index)]).raw->raw_malloc(nbytes ? nbytes : 1);
+    if (!p) fail(Device{kDeviceType, index}.str(), "out of memory allocating {} bytes", nbytes);
+    return p;
+  }
+  void deallocate(void* ptr, std::size_t, int index) override {
+    if (caching_enabled()) allocator(index).deallocate(ptr);
+    else device_states()[static_cast<std::size_t>(index)].raw->raw_free(ptr);
+  }
 
   void copy_to_host(void* host_dst, const void* dev_src, std::size_t n) override {
     if (n) DEFINE_CUDA_CHECK(cudaMemcpy(host_dst, dev_src, n, cudaMemcpyDeviceToHost));
@@ -131,7 +166,7 @@ struct CudaInterface final : DeviceInterface {
   void memset_zero(void* dev_dst, std::size_t n) override {
     if (n) DEFINE_CUDA_CHECK(cudaMemset(dev_dst, 0, n));
   }
-  void synchronize() override { cuda::synchronize(); }
+  void synchronize() override { ::define::DEFINE_CUDA_NS::synchronize(); }
 };
 
 }  // namespace
@@ -170,11 +205,11 @@ bool register_backend() {
   if (device_count() == 0) return false;
   static CudaInterface* iface = [] {
     auto* i = new CudaInterface();  // leaked: storage may be freed after main returns
-    register_device_interface(DeviceType::CUDA, i);
+    register_device_interface(kDeviceType, i);
     return i;
   }();
   (void)iface;
   return true;
 }
 
-}  // namespace define::cuda
+}  // namespace define::DEFINE_CUDA_NS

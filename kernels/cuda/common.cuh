@@ -1,0 +1,104 @@
+// What every kernel file of the CUDA backend shares: launch geometry, launch with error checks,
+// and OffsetCalc, the device-side half of the TensorIterator (a coalesced shape plus per-operand
+// strides, passed to kernels by value).
+//
+// A kernel file includes its standard headers, then the project headers it needs, then this
+// header (which includes cuda_compat.cuh last of all: in the emulator build the CUDA keyword
+// macros must not see headers that come after them). Its host wrappers are defined in
+// namespace define::kernels::DEFINE_CUDA_NS, which is `cuda` under nvcc and `cuda_emu` in the
+// emulator build (kernels/cuda/ops.h); kernels go in an anonymous namespace inside it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "kernels/tensor_iterator.h"
+// cuda_compat.cuh before check.h: check.h asks for the runtime API without the keyword macros,
+// and whichever includes the emulator first decides.
+#include "kernels/cuda/cuda_compat.cuh"
+#include "kernels/cuda/check.h"
+
+namespace define::kernels::DEFINE_CUDA_NS {
+
+// Threads per block for the simple elementwise-style kernels.
+constexpr int kBlockSize = 256;
+// Grid-stride loops use at most this many blocks: enough to fill any current GPU several times
+// over, and it keeps the emulator's per-block cost bounded on large tensors.
+constexpr std::int64_t kMaxGridBlocks = 4096;
+
+// Blocks for a grid-stride loop over n items with `block` threads each (at least 1).
+inline unsigned grid_for(std::int64_t n, int block = kBlockSize) {
+  const std::int64_t blocks = (n + block - 1) / block;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxGridBlocks));
+}
+
+// Launches a kernel and turns any failure into define::Error "<op>: ...": a launch error
+// reported by the runtime (nvcc build), or an exception a kernel raised in the emulator (which
+// names the failing block). Synchronous errors only; asynchronous faults surface at the next
+// synchronising call through DEFINE_CUDA_CHECK.
+template <typename... P, typename... A>
+void launch_checked(const char* op, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem,
+                    A&&... args) {
+#if defined(__CUDACC__)
+  launch(kernel, grid, block, smem, cudaStream_t{nullptr}, std::forward<A>(args)...);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) fail(op, "CUDA kernel launch failed: {}", cudaGetErrorString(err));
+#else
+  try {
+    launch(kernel, grid, block, smem, cudaStream_t{nullptr}, std::forward<A>(args)...);
+  } catch (const ::cuda_emu::kernel_error& e) {
+    fail(op, "{}", e.what());
+  }
+#endif
+}
+
+// Device-side element offsets for up to N operands of a TensorIterator: the iteration shape
+// (coalesced, so most calls have 1-2 dims) and each operand's strides, in elements.
+constexpr int kMaxDims = 8;
+
+template <int N>
+struct OffsetCalc {
+  int ndim = 1;
+  std::int64_t sizes[kMaxDims] = {};
+  std::int64_t strides[N][kMaxDims] = {};
+
+  // Offsets of element `linear` (row-major over the iteration shape) in each operand.
+  __host__ __device__ __forceinline__ void get(std::int64_t linear, std::int64_t (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const std::int64_t size = sizes[d];
+      const std::int64_t i = d == 0 ? linear : linear % size;
+      linear = d == 0 ? 0 : linear / size;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += i * strides[k][d];
+    }
+  }
+};
+
+// Builds the OffsetCalc of a TensorIterator with exactly N operands. Throws when the coalesced
+// iteration still has more than kMaxDims dims (only absurdly strided views do).
+template <int N>
+OffsetCalc<N> make_offset_calc(const char* op, const TensorIterator& it) {
+  if (it.num_operands() != N) fail(op, "internal: iterator has {} operands, expected {}", it.num_operands(), N);
+  if (it.ndim() > kMaxDims)
+    fail(op, "CUDA kernels support at most {} non-mergeable dims, got {} (make the tensor contiguous first)",
+         kMaxDims, it.ndim());
+  OffsetCalc<N> c;
+  c.ndim = it.ndim();
+  for (int d = 0; d < c.ndim; ++d) {
+    c.sizes[d] = it.shape()[d];
+    for (int k = 0; k < N; ++k) c.strides[k][d] = it.stride(k, d);
+  }
+  return c;
+}
+
+// True when every operand of the iterator is one flat run with stride 1: kernels then index
+// with the linear position directly.
+inline bool all_flat(const TensorIterator& it) { return it.is_flat(); }
+
+}  // namespace define::kernels::DEFINE_CUDA_NS
