@@ -5,6 +5,8 @@
 // Programs (the CLI, the test binaries) call it once at start-up; it is idempotent.
 #pragma once
 
+#include <string>
+
 namespace define::kernels {
 
 struct DeviceAvailability {
@@ -16,5 +18,28 @@ DeviceAvailability register_devices();
 
 // Whether this build contains the nvcc-compiled CUDA backend (DEFINE_CUDA=ON).
 bool built_with_cuda();
+
+}  // namespace define::kernels
+
+namespace define::kernels {
+
+// The emulated device's thread schedule between barriers: "forward", "reverse" or
+// "random:<seed>" (CUDA_EMU_SCHEDULE sets the initial one). A kernel with a missing
+// __syncthreads gives a different result under one of them. Throws define::Error for anything
+// else. Not thread-safe: change it only while no kernel runs.
+void set_emu_schedule(const std::string& schedule);
+std::string emu_schedule();
+
+// Sets a schedule for the guard's lifetime (tests).
+class EmuScheduleGuard {
+ public:
+  explicit EmuScheduleGuard(const std::string& schedule) : previous_(emu_schedule()) { set_emu_schedule(schedule); }
+  ~EmuScheduleGuard() { set_emu_schedule(previous_); }
+  EmuScheduleGuard(const EmuScheduleGuard&) = delete;
+  EmuScheduleGuard& operator=(const EmuScheduleGuard&) = delete;
+
+ private:
+  std::string previous_;
+};
 
 }  // namespace define::kernels

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device.h"
+#include "kernels/devices.h"
 
 namespace define::DEFINE_CUDA_NS {
 namespace {
@@ -213,3 +214,27 @@ bool register_backend() {
 }
 
 }  // namespace define::DEFINE_CUDA_NS
+
+#if !defined(__CUDACC__)
+// The emulator's schedule switch, reachable from code that does not include the emulator.
+namespace define::kernels {
+
+void set_emu_schedule(const std::string& schedule) {
+  ::cuda_emu::Config& c = ::cuda_emu::config();
+  if (schedule == "random") fail("emu", "give the random schedule a seed (random:<seed>) so runs repeat");
+  if (!::cuda_emu::parse_schedule(schedule, c.schedule, c.seed))
+    fail("emu", "unknown schedule '{}' (expected forward, reverse or random:<seed>)", schedule);
+}
+
+std::string emu_schedule() {
+  const ::cuda_emu::Config& c = ::cuda_emu::config();
+  switch (c.schedule) {
+    case ::cuda_emu::Schedule::forward: return "forward";
+    case ::cuda_emu::Schedule::reverse: return "reverse";
+    case ::cuda_emu::Schedule::random: return "random:" + std::to_string(c.seed);
+  }
+  return "forward";
+}
+
+}  // namespace define::kernels
+#endif
