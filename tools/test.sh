@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # The README's test command: installs missing packages (Debian), builds the release and asan
 # presets, and runs every test in both. Usage: tools/test.sh [release|asan|all] (default all).
+#   release  -O3 build; with the CUDA toolkit present it also compiles every kernel with nvcc
+#            (sm_75/80/90) and runs tools/check-ptxas.sh (no register spills).
+#   asan     AddressSanitizer + UndefinedBehaviorSanitizer, emulated CUDA kernels included.
+# No GPU is needed: the CUDA kernels are tested on the CPU through the emulated device (test mode
+# emu); test mode cuda runs only where a GPU exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which="${1:-all}"
+# The CUDA toolkit's usual home, for machines where nvcc is not on PATH.
+if ! command -v nvcc > /dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 
 ./tools/install-deps.sh
 
@@ -14,6 +21,10 @@ run_preset() {
   cmake --build --preset "$p" -j "$(nproc)"
   echo "== preset $p: tests"
   ctest --preset "$p"
+  if [ "$p" = release ] && command -v nvcc > /dev/null; then
+    echo "== ptxas report: registers and spills of every kernel (sm_75, sm_80, sm_90)"
+    ./tools/check-ptxas.sh
+  fi
 }
 
 case "$which" in
