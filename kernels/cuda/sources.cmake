@@ -29,15 +29,17 @@ if(DEFINE_CUDA)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
   add_library(define_kernels_cuda OBJECT ${_define_cu})
-  set_target_properties(define_kernels_cuda PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON
-                        POSITION_INDEPENDENT_CODE OFF)
+  # CMake 3.25 has no C++20 dialect flag for nvcc 13 in its tables (CUDA_STANDARD follows the
+  # project's CXX_STANDARD 20): tell it.
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   target_include_directories(define_kernels_cuda PRIVATE ${PROJECT_SOURCE_DIR})
   # fmt's consteval format strings do not survive nvcc's front end (fmtlib/fmt#3543): under nvcc
   # format strings are checked at run time instead, and FMT_USE_CONSTEXPR=1 keeps fmt's C++20
   # constexpr functions consistent (fmt disables them for nvcc, which then breaks its own bigint).
   target_compile_definitions(define_kernels_cuda PRIVATE FMT_USE_CONSTEXPR=1 FMT_CONSTEVAL= DEFINE_HAS_CUDA_KERNELS)
   target_compile_options(define_kernels_cuda PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr -lineinfo>)
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unknown-pragmas --expt-relaxed-constexpr -lineinfo>)
   target_link_libraries(define_kernels_cuda PRIVATE fmt::fmt CUDA::cudart_static CUDA::cublas)
   target_link_libraries(define_kernels PRIVATE define_kernels_cuda)
   target_link_libraries(define_kernels PUBLIC CUDA::cudart_static CUDA::cublas)
