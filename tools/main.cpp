@@ -22,6 +22,8 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"demo", "train a small network on a synthetic task with autograd and print the loss curve",
        define::cli::run_demo},
+      {"devices", "list the devices this build can use (cpu, the emulated CUDA device, GPUs)",
+       define::cli::run_devices},
       {"version", "print the version", run_version},
   };
   return table;
