@@ -31,7 +31,7 @@ for f in "${files[@]}"; do
       /spill stores/ { for (i = 1; i <= NF; ++i) { if ($(i+1) == "bytes" && $(i+2) == "spill" && $(i+3) ~ /stores/) st = $i; if ($(i+1) == "bytes" && $(i+2) == "spill" && $(i+3) ~ /loads/) ld = $i } next }
       /Used [0-9]+ registers/ {
         regs = 0; smem = 0
-        for (i = 1; i <= NF; ++i) { if ($i == "registers,") regs = $(i-1); if ($(i+1) ~ /smem/) smem = $i }
+        for (i = 1; i <= NF; ++i) { if ($i == "registers,") regs = $(i-1); if ($i ~ /^smem/) smem = $(i-2) }
         printf "%-18s %-5s %5s %8s %8s %6s  %s\n", file, "sm_" arch, regs, st, ld, smem, name
         if (st + 0 > 0 || ld + 0 > 0) bad = 1
       }

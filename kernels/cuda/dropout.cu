@@ -1,13 +1,67 @@
-// TEMPORARY stub (work in progress): replaced by the real kernels before this lands.
+// CUDA dropout: the masked scaling y_i = keep_i ? x_i * scale : 0 of kernels/dropout.h, with
+// keep_i a pure function of (seed, offset + i) through Philox 4x32-10 (core/philox.h), so the
+// output is bit-identical to the CPU paths. Entry point and checks: kernels/dropout.cpp;
+// reference: kernels/ref/dropout.cpp; tests: tests/ops/dropout_test.cpp (mode emu) and
+// tests/cuda/dropout_kernels_test.cpp.
+//
+// Stream word w is lane w % 4 of Philox block w / 4, so one thread computes one block and serves
+// the (up to) four elements whose words it holds. Threads are aligned to the stream, not to the
+// tensor: with an offset that is not a multiple of 4, the first and last blocks are partly
+// outside [offset, offset + n) and those lanes are skipped. Grid-stride over blocks.
+//
+// The keep test u >= p, with u = (word >> 8) / 2^24 as in philox::u32_to_unit_float, is done on
+// the integers: (word >> 8) >= ceil(p * 2^24). That is exact (p * 2^24 is exact in double and
+// the left side is an integer), so it equals the float comparison, as on the CPU fast path.
+#include <cmath>
 #include <cstdint>
 
-#include "kernels/elementwise.h"
+#include "core/dtype.h"
+#include "core/philox.h"
+#include "kernels/dropout.h"
 #include "kernels/cuda/common.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
+namespace {
 
+template <typename T>
+__global__ void dropout_kernel(const T* __restrict__ x, T* __restrict__ y, std::uint64_t n, std::uint64_t offset,
+                               std::uint64_t first_block, std::uint64_t num_blocks, std::uint32_t key_lo,
+                               std::uint32_t key_hi, std::uint32_t threshold, T scale) {
+  const std::uint64_t step = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t k = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < num_blocks;
+       k += step) {
+    const std::uint64_t block = first_block + k;
+    const philox::U32x4 counter{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u}};
+    const philox::U32x4 words = philox::philox4x32_10(counter, key_lo, key_hi);
+#pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      const std::uint64_t pos = 4 * block + static_cast<std::uint64_t>(lane);  // stream word
+      if (pos < offset || pos - offset >= n) continue;  // outside this tensor's words
+      const std::uint64_t i = pos - offset;
+      y[i] = (words.v[lane] >> 8) >= threshold ? static_cast<T>(x[i] * scale) : T(0);
+    }
+  }
+}
+
+template <typename T>
+void apply_typed(const Tensor& x, const Tensor& y, double p, std::uint64_t seed, std::uint64_t offset) {
+  const auto n = static_cast<std::uint64_t>(x.numel());
+  if (n == 0) return;
+  const std::uint64_t first_block = offset / 4, last_block = (offset + n - 1) / 4;
+  const std::uint64_t num_blocks = last_block - first_block + 1;
+  const auto threshold = static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
+  launch_checked("dropout", dropout_kernel<T>, grid_for(static_cast<std::int64_t>(num_blocks)), kBlockSize, 0,
+                 x.data<T>(), y.data<T>(), n, offset, first_block, num_blocks, static_cast<std::uint32_t>(seed),
+                 static_cast<std::uint32_t>(seed >> 32), threshold, dropout_scale<T>(p));
+}
+
+}  // namespace
+
+// x and y are contiguous. The entry point admits 0 <= p < 1; p = 0 keeps everything (threshold 0,
+// scale 1) and p = 1 would drop everything (threshold 2^24 exceeds every 24-bit value, and the
+// infinite scale is never applied), as in the reference.
 void dropout_apply(const Tensor& x, const Tensor& y, double p, std::uint64_t seed, std::uint64_t offset) {
-  fail("dropout_apply", "CUDA kernel not written yet");
+  DEFINE_DISPATCH_FLOAT(x.dtype(), "dropout", [&] { apply_typed<scalar_t>(x, y, p, seed, offset); });
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

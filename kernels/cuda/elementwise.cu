@@ -1,25 +1,379 @@
-// TEMPORARY stub (work in progress): replaced by the real kernels before this lands.
+// CUDA elementwise family: unary and binary maps (math, comparisons, the backward formulas of the
+// activation functions), where and masked_fill. Entry points and checks: kernels/elementwise.cpp;
+// reference: kernels/ref/elementwise.cpp; the formulas and the order of their float operations
+// follow the CPU path (kernels/cpu/elementwise.cpp). Tests: every op-harness case of
+// tests/ops/elementwise_test.cpp in mode emu, plus tests/cuda/elementwise_kernels_test.cpp.
+//
+// Each op is a small functor; four grid-stride kernel templates (one, two or three inputs, and
+// masked_fill) apply it to every element. The host side coalesces dims with the TensorIterator,
+// so broadcasting and arbitrary strides reach the kernel as an OffsetCalc, and when every operand
+// is flat the kernel indexes with the linear position directly. Every element is read and
+// written by the same thread, so out may alias an input (in-place ops): no pointer here is
+// __restrict__.
+#include <cmath>
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "kernels/elementwise.h"
 #include "kernels/cuda/common.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
+namespace {
 
+// ---- Device math: the float or double function of the C library for each element type. ----
+// Always qualified with ::, because define::kernels declares exp/log/... for tensors.
+__device__ __forceinline__ float dev_exp(float x) { return ::expf(x); }
+__device__ __forceinline__ double dev_exp(double x) { return ::exp(x); }
+__device__ __forceinline__ float dev_log(float x) { return ::logf(x); }
+__device__ __forceinline__ double dev_log(double x) { return ::log(x); }
+__device__ __forceinline__ float dev_sqrt(float x) { return ::sqrtf(x); }
+__device__ __forceinline__ double dev_sqrt(double x) { return ::sqrt(x); }
+__device__ __forceinline__ float dev_abs(float x) { return ::fabsf(x); }
+__device__ __forceinline__ double dev_abs(double x) { return ::fabs(x); }
+__device__ __forceinline__ float dev_tanh(float x) { return ::tanhf(x); }
+__device__ __forceinline__ double dev_tanh(double x) { return ::tanh(x); }
+__device__ __forceinline__ float dev_erf(float x) { return ::erff(x); }
+__device__ __forceinline__ double dev_erf(double x) { return ::erf(x); }
+__device__ __forceinline__ float dev_pow(float x, float y) { return ::powf(x, y); }
+__device__ __forceinline__ double dev_pow(double x, double y) { return ::pow(x, y); }
+
+template <typename T>
+__device__ __forceinline__ T sigmoid(T x) {
+  return T(1) / (T(1) + dev_exp(-x));
+}
+template <typename T>
+__device__ __forceinline__ T normal_cdf(T x) {
+  return T(0.5) * (T(1) + dev_erf(x * T(0.70710678118654752440)));
+}
+template <typename T>
+__device__ __forceinline__ T normal_pdf(T x) {
+  return T(0.39894228040143267794) * dev_exp(T(-0.5) * x * x);
+}
+
+// ---- Comparisons ----
+template <BinaryOp Op, typename T>
+__device__ __forceinline__ bool compare(T a, T b) {
+  if constexpr (Op == BinaryOp::Eq) return a == b;
+  else if constexpr (Op == BinaryOp::Ne) return a != b;
+  else if constexpr (Op == BinaryOp::Lt) return a < b;
+  else if constexpr (Op == BinaryOp::Le) return a <= b;
+  else if constexpr (Op == BinaryOp::Gt) return a > b;
+  else {
+    static_assert(Op == BinaryOp::Ge, "compare: not a comparison");
+    return a >= b;
+  }
+}
+
+// Element against a double scalar, compared in double as the reference does: converting the
+// element is exact for float types, converting the scalar to T might not be (x < 2.5 on ints).
+template <BinaryOp Op>
+struct CompareScalar {
+  double s;
+  template <typename T>
+  __device__ T operator()(T v) const { return compare<Op>(static_cast<double>(v), s) ? T(1) : T(0); }
+};
+
+template <BinaryOp Op>
+struct CompareElements {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return compare<Op>(a, b) ? T(1) : T(0); }
+};
+
+// ---- Unary math (float types) ----
+struct Negate { template <typename T> __device__ T operator()(T v) const { return -v; } };
+struct Exp { template <typename T> __device__ T operator()(T v) const { return dev_exp(v); } };
+struct Log { template <typename T> __device__ T operator()(T v) const { return dev_log(v); } };
+struct Sqrt { template <typename T> __device__ T operator()(T v) const { return dev_sqrt(v); } };
+struct Abs { template <typename T> __device__ T operator()(T v) const { return dev_abs(v); } };
+struct Tanh { template <typename T> __device__ T operator()(T v) const { return dev_tanh(v); } };
+struct Sigmoid { template <typename T> __device__ T operator()(T v) const { return sigmoid(v); } };
+// NaN passes through relu, as in the reference (x < 0 ? 0 : x).
+struct Relu { template <typename T> __device__ T operator()(T v) const { return v < T(0) ? T(0) : v; } };
+// The exact (erf) gelu, not the tanh approximation.
+struct Gelu { template <typename T> __device__ T operator()(T v) const { return v * normal_cdf(v); } };
+struct Silu { template <typename T> __device__ T operator()(T v) const { return v * sigmoid(v); } };
+struct Square { template <typename T> __device__ T operator()(T v) const { return v * v; } };
+struct Identity { template <typename T> __device__ T operator()(T v) const { return v; } };
+
+template <typename T> struct AddScalar { T s; __device__ T operator()(T v) const { return v + s; } };
+template <typename T> struct MulScalar { T s; __device__ T operator()(T v) const { return v * s; } };
+template <typename T> struct ScalarMinus { T s; __device__ T operator()(T v) const { return s - v; } };
+template <typename T> struct ScalarOver { T s; __device__ T operator()(T v) const { return s / v; } };
+template <typename T> struct PowScalar { T p; __device__ T operator()(T v) const { return dev_pow(v, p); } };
+// std::min(std::max(v, lo), hi) spelled out: device code may call std::min/max only with
+// --expt-relaxed-constexpr. NaN passes through, as in the reference.
+template <typename T>
+struct Clamp {
+  T lo, hi;
+  __device__ T operator()(T v) const {
+    const T above_lo = v < lo ? lo : v;
+    return hi < above_lo ? hi : above_lo;
+  }
+};
+
+// ---- Binary math (float types); for the backward formulas a is the upstream gradient g ----
+struct Add { template <typename T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct Sub { template <typename T> __device__ T operator()(T a, T b) const { return a - b; } };
+struct Mul { template <typename T> __device__ T operator()(T a, T b) const { return a * b; } };
+struct Div { template <typename T> __device__ T operator()(T a, T b) const { return a / b; } };
+// A NaN in a wins; a NaN in b loses only to a NaN in a (both compare false otherwise).
+struct Maximum { template <typename T> __device__ T operator()(T a, T b) const { return (a > b || a != a) ? a : b; } };
+struct Minimum { template <typename T> __device__ T operator()(T a, T b) const { return (a < b || a != a) ? a : b; } };
+struct Pow { template <typename T> __device__ T operator()(T a, T b) const { return dev_pow(a, b); } };
+template <typename T> struct AddScaled { T alpha; __device__ T operator()(T a, T b) const { return a + alpha * b; } };
+struct MaxWeight {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a > b ? T(1) : (a == b ? T(0.5) : T(0)); }
+};
+struct ReluBackward { template <typename T> __device__ T operator()(T g, T x) const { return x > T(0) ? g : T(0); } };
+struct GeluBackward {
+  template <typename T>
+  __device__ T operator()(T g, T x) const { return g * (normal_cdf(x) + x * normal_pdf(x)); }
+};
+struct SiluBackward {
+  template <typename T>
+  __device__ T operator()(T g, T x) const {
+    const T s = sigmoid(x);
+    return g * s * (T(1) + x * (T(1) - s));
+  }
+};
+struct SigmoidBackward { template <typename T> __device__ T operator()(T g, T y) const { return g * y * (T(1) - y); } };
+struct TanhBackward { template <typename T> __device__ T operator()(T g, T y) const { return g * (T(1) - y * y); } };
+struct SqrtBackward { template <typename T> __device__ T operator()(T g, T y) const { return g * T(0.5) / y; } };
+struct AbsBackward {
+  template <typename T>
+  __device__ T operator()(T g, T x) const { return x > T(0) ? g : (x < T(0) ? -g : T(0)); }
+};
+template <typename T>
+struct ClampBackward {
+  T lo, hi;
+  __device__ T operator()(T g, T x) const { return (x >= lo && x <= hi) ? g : T(0); }
+};
+// d/dx x^p = p x^(p-1); p == 0 and p == 2 are special-cased on the host as on the CPU path (a
+// constant has gradient 0 even at x == 0, where the formula gives 0 * 0^-1 = NaN).
+struct ZeroGradient { template <typename T> __device__ T operator()(T, T) const { return T(0); } };
+struct SquareBackward { template <typename T> __device__ T operator()(T g, T x) const { return g * T(2) * x; } };
+template <typename T>
+struct PowScalarBackward {
+  T p, p_minus_1;
+  __device__ T operator()(T g, T x) const { return g * p * dev_pow(x, p_minus_1); }
+};
+
+// ---- Kernels ----
+
+// Calls body(offsets) for every element of the iteration, offsets[k] being operand k's element
+// offset; grid-stride, so any grid covers any size. Flat iterations skip the offset arithmetic.
+template <int N, typename Body>
+__device__ __forceinline__ void for_each_element(std::int64_t n, bool flat, const OffsetCalc<N>& calc,
+                                                 const Body& body) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::int64_t off[N];
+  if (flat) {
+    for (std::int64_t i = first; i < n; i += step) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] = i;
+      body(off);
+    }
+  } else {
+    for (std::int64_t i = first; i < n; i += step) {
+      calc.get(i, off);
+      body(off);
+    }
+  }
+}
+
+template <typename T, typename F>
+__global__ void __launch_bounds__(kBlockSize)
+    unary_kernel(T* out, const T* x, std::int64_t n, bool flat, OffsetCalc<2> calc, F f) {
+  for_each_element<2>(n, flat, calc, [&](const std::int64_t (&off)[2]) { out[off[0]] = f(x[off[1]]); });
+}
+
+template <typename T, typename F>
+__global__ void __launch_bounds__(kBlockSize)
+    binary_kernel(T* out, const T* a, const T* b, std::int64_t n, bool flat, OffsetCalc<3> calc, F f) {
+  for_each_element<3>(n, flat, calc, [&](const std::int64_t (&off)[3]) { out[off[0]] = f(a[off[1]], b[off[2]]); });
+}
+
+template <typename C, typename T>
+__global__ void __launch_bounds__(kBlockSize)
+    where_kernel(T* out, const C* cond, const T* a, const T* b, std::int64_t n, bool flat, OffsetCalc<4> calc) {
+  for_each_element<4>(n, flat, calc, [&](const std::int64_t (&off)[4]) {
+    out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
+  });
+}
+
+template <typename M, typename T>
+__global__ void __launch_bounds__(kBlockSize)
+    masked_fill_kernel(T* out, const T* x, const M* mask, T value, std::int64_t n, bool flat, OffsetCalc<3> calc) {
+  for_each_element<3>(n, flat, calc, [&](const std::int64_t (&off)[3]) {
+    out[off[0]] = mask[off[2]] != M(0) ? value : x[off[1]];
+  });
+}
+
+// ---- Host side ----
+
+template <typename T, typename F>
+void launch_unary(const char* name, const Tensor& x, const Tensor& out, F f) {
+  const TensorIterator it(name, {out, x});
+  launch_checked(name, unary_kernel<T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(), x.data<T>(),
+                 it.numel(), all_flat(it), make_offset_calc<2>(name, it), f);
+}
+
+template <typename T, typename F>
+void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  const TensorIterator it(name, {out, a, b});
+  launch_checked(name, binary_kernel<T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(), a.data<T>(),
+                 b.data<T>(), it.numel(), all_flat(it), make_offset_calc<3>(name, it), f);
+}
+
+// The binary comparison that a scalar comparison is (x op s).
+BinaryOp scalar_comparison(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::EqScalar: return BinaryOp::Eq;
+    case UnaryOp::NeScalar: return BinaryOp::Ne;
+    case UnaryOp::LtScalar: return BinaryOp::Lt;
+    case UnaryOp::LeScalar: return BinaryOp::Le;
+    case UnaryOp::GtScalar: return BinaryOp::Gt;
+    case UnaryOp::GeScalar: return BinaryOp::Ge;
+    default: fail(op_name(op), "internal: not a comparison");
+  }
+}
+
+template <typename T>
+void compare_scalar(const Tensor& x, const Tensor& out, UnaryOp op, double s) {
+  const char* name = op_name(op);
+  switch (scalar_comparison(op)) {
+    case BinaryOp::Eq: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Eq>{s});
+    case BinaryOp::Ne: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Ne>{s});
+    case BinaryOp::Lt: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Lt>{s});
+    case BinaryOp::Le: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Le>{s});
+    case BinaryOp::Gt: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Gt>{s});
+    case BinaryOp::Ge: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Ge>{s});
+    default: break;
+  }
+}
+
+template <typename T>
+void unary_math(const Tensor& x, const Tensor& out, UnaryOp op, double p0, double p1) {
+  const char* name = op_name(op);
+  const T s0 = static_cast<T>(p0), s1 = static_cast<T>(p1);
+  auto run = [&](auto f) { launch_unary<T>(name, x, out, f); };
+  switch (op) {
+    case UnaryOp::Neg: return run(Negate{});
+    case UnaryOp::Exp: return run(Exp{});
+    case UnaryOp::Log: return run(Log{});
+    case UnaryOp::Sqrt: return run(Sqrt{});
+    case UnaryOp::Abs: return run(Abs{});
+    case UnaryOp::Tanh: return run(Tanh{});
+    case UnaryOp::Sigmoid: return run(Sigmoid{});
+    case UnaryOp::Relu: return run(Relu{});
+    case UnaryOp::Gelu: return run(Gelu{});
+    case UnaryOp::Silu: return run(Silu{});
+    case UnaryOp::AddScalar: return run(AddScalar<T>{s0});
+    case UnaryOp::MulScalar: return run(MulScalar<T>{s0});
+    case UnaryOp::RSubScalar: return run(ScalarMinus<T>{s0});
+    case UnaryOp::RDivScalar: return run(ScalarOver<T>{s0});
+    case UnaryOp::PowScalar:
+      // The CPU path's special cases: exact squares and square roots, and no pow call at all.
+      if (p0 == 2.0) return run(Square{});
+      if (p0 == 1.0) return run(Identity{});
+      if (p0 == 0.5) return run(Sqrt{});
+      return run(PowScalar<T>{s0});
+    case UnaryOp::Clamp: return run(Clamp<T>{s0, s1});
+    default: fail(name, "internal: unhandled unary op");
+  }
+}
+
+template <typename T>
+void compare_binary(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op) {
+  const char* name = op_name(op);
+  switch (op) {
+    case BinaryOp::Eq: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Eq>{});
+    case BinaryOp::Ne: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Ne>{});
+    case BinaryOp::Lt: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Lt>{});
+    case BinaryOp::Le: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Le>{});
+    case BinaryOp::Gt: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Gt>{});
+    case BinaryOp::Ge: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Ge>{});
+    default: fail(name, "internal: not a comparison");
+  }
+}
+
+template <typename T>
+void binary_math(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op, double p0, double p1) {
+  const char* name = op_name(op);
+  const T s0 = static_cast<T>(p0), s1 = static_cast<T>(p1);
+  auto run = [&](auto f) { launch_binary<T>(name, a, b, out, f); };
+  switch (op) {
+    case BinaryOp::Add: return run(Add{});
+    case BinaryOp::Sub: return run(Sub{});
+    case BinaryOp::Mul: return run(Mul{});
+    case BinaryOp::Div: return run(Div{});
+    case BinaryOp::Maximum: return run(Maximum{});
+    case BinaryOp::Minimum: return run(Minimum{});
+    case BinaryOp::Pow: return run(Pow{});
+    case BinaryOp::AddScaled:
+      if (p0 == 1.0) return run(Add{});
+      return run(AddScaled<T>{s0});
+    case BinaryOp::MaxWeight: return run(MaxWeight{});
+    case BinaryOp::ReluBackward: return run(ReluBackward{});
+    case BinaryOp::GeluBackward: return run(GeluBackward{});
+    case BinaryOp::SiluBackward: return run(SiluBackward{});
+    case BinaryOp::SigmoidBackward: return run(SigmoidBackward{});
+    case BinaryOp::TanhBackward: return run(TanhBackward{});
+    case BinaryOp::SqrtBackward: return run(SqrtBackward{});
+    case BinaryOp::AbsBackward: return run(AbsBackward{});
+    case BinaryOp::ClampBackward: return run(ClampBackward<T>{s0, s1});
+    case BinaryOp::PowScalarBackward:
+      if (p0 == 0.0) return run(ZeroGradient{});
+      if (p0 == 2.0) return run(SquareBackward{});
+      return run(PowScalarBackward<T>{s0, static_cast<T>(p0 - 1.0)});
+    default: fail(name, "internal: unhandled binary op");
+  }
+}
+
+}  // namespace
+
+// Comparisons run on every dtype; everything else is float-only (the entry point has checked).
 void unary(const Tensor& x, const Tensor& out, UnaryOp op, double p0, double p1) {
-  fail("unary", "CUDA kernel not written yet");
+  if (is_comparison(op)) {
+    DEFINE_DISPATCH_ALL(x.dtype(), op_name(op), [&] { compare_scalar<scalar_t>(x, out, op, p0); });
+  } else {
+    DEFINE_DISPATCH_FLOAT(x.dtype(), op_name(op), [&] { unary_math<scalar_t>(x, out, op, p0, p1); });
+  }
 }
 
 void binary(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op, double p0, double p1) {
-  fail("binary", "CUDA kernel not written yet");
+  if (is_comparison(op)) {
+    DEFINE_DISPATCH_ALL(a.dtype(), op_name(op), [&] { compare_binary<scalar_t>(a, b, out, op); });
+  } else {
+    DEFINE_DISPATCH_FLOAT(a.dtype(), op_name(op), [&] { binary_math<scalar_t>(a, b, out, op, p0, p1); });
+  }
 }
 
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  fail("where", "CUDA kernel not written yet");
+  const TensorIterator it("where", {out, cond, a, b});
+  const auto calc = make_offset_calc<4>("where", it);
+  DEFINE_DISPATCH_ALL(cond.dtype(), "where", [&] {
+    using C = scalar_t;
+    DEFINE_DISPATCH_ALL(a.dtype(), "where", [&] {
+      launch_checked("where", where_kernel<C, scalar_t>, grid_for(it.numel()), kBlockSize, 0, out.data<scalar_t>(),
+                     cond.data<C>(), a.data<scalar_t>(), b.data<scalar_t>(), it.numel(), all_flat(it), calc);
+    });
+  });
 }
 
 void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double value) {
-  fail("masked_fill", "CUDA kernel not written yet");
+  const TensorIterator it("masked_fill", {out, x, mask});
+  const auto calc = make_offset_calc<3>("masked_fill", it);
+  DEFINE_DISPATCH_ALL(mask.dtype(), "masked_fill", [&] {
+    using M = scalar_t;
+    DEFINE_DISPATCH_ALL(x.dtype(), "masked_fill", [&] {
+      launch_checked("masked_fill", masked_fill_kernel<M, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
+                     out.data<scalar_t>(), x.data<scalar_t>(), mask.data<M>(), static_cast<scalar_t>(value),
+                     it.numel(), all_flat(it), calc);
+    });
+  });
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

@@ -1,14 +1,531 @@
-// TEMPORARY stub (work in progress): replaced by the real kernels before this lands.
+// CUDA GEMM family: out = alpha * op(a) @ op(b) + beta * out, batch dims broadcast (entry point and
+// argument checks: kernels/matmul.cpp; semantics: kernels/ref/matmul.cpp; tests: the [matmul] op
+// cases in mode emu, tests/cuda/gemm_kernels_test.cpp).
+//
+// Two implementations:
+//   * tiled: our own shared-memory kernel (gemm_tiled_kernel, float and double). A block of 256
+//     threads computes a 64x64 tile of out, stepping through k in slices of 16: each slice of op(a)
+//     and op(b) is staged in shared memory, and each thread accumulates a 4x4 micro-tile in
+//     registers. Operands are read through their row/column strides, so transposed and otherwise
+//     strided views (any strides, broadcast stride 0 included) need no copy, and partial tiles at
+//     the m, n and k edges are zero-padded on load and masked on store. blockIdx.z walks the batch.
+//     Every output is one thread's sum in a fixed k order: results are deterministic, the same for
+//     any block order or thread schedule.
+//   * cublas (nvcc build only): cublasSgemm/cublasDgemm, or their StridedBatched forms when every
+//     operand's batch offsets are a multiple of the batch index, else one call per batch entry.
+//     cuBLAS is column-major; a row-major out is computed as out^T = op(b)^T op(a)^T, which only
+//     flips the operations. An operand with neither a unit row nor a unit column stride (or a
+//     leading dimension cuBLAS refuses) is first made contiguous; such an out is computed into a
+//     contiguous scratch and copied back.
+//
+// Selection (kernels/cuda/gemm_config.h): tensors on a GPU use cuBLAS unless the environment
+// variable DEFINE_CUDA_GEMM=tiled or set_cuda_gemm(CudaGemm::Tiled) selects the tiled kernels. The
+// tiled kernels also serve the cases cuBLAS's int arguments cannot describe (a dim, leading
+// dimension or batch count above INT_MAX) and k == 0. The emulated device always runs the tiled
+// kernels (the emulator has no cuBLAS); the cuBLAS path is compile-checked here and only runs on a GPU.
+#include <algorithm>
+#include <atomic>
+#include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
 
-#include "kernels/elementwise.h"
+#if defined(__CUDACC__)
+#include <cublas_v2.h>
+#endif
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/factory.h"
+#include "kernels/copy.h"
+#include "kernels/cuda/gemm_config.h"
+#include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
+namespace {
 
-void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, double alpha, double beta) {
-  fail("gemm", "CUDA kernel not written yet");
+// ---------------------------------------------------------------------------------------------
+// Tiled kernel.
+
+constexpr int kTile = 64;          // rows and columns of out per block
+constexpr int kTileK = 16;         // depth of one k slice staged in shared memory
+constexpr int kMicro = 4;          // each thread owns kMicro x kMicro outputs
+constexpr int kThreadsPerDim = kTile / kMicro;                 // 16 x 16 threads
+constexpr int kGemmThreads = kThreadsPerDim * kThreadsPerDim;  // 256
+constexpr int kLoadsPerThread = kTile * kTileK / kGemmThreads;  // slice elements each thread loads
+// Shared rows are padded by 2 elements: with a row length of 66, the k-fastest stores of one warp
+// (16 k values x 2 columns) land on 32 different banks.
+constexpr int kPad = 2;
+// CUDA's limit for gridDim.y and gridDim.z; the kernel loops when n tiles or batches exceed it.
+constexpr std::int64_t kMaxGridYZ = 65535;
+
+static_assert(kTile * kTileK % kGemmThreads == 0, "a slice must split evenly over the threads");
+
+// Where matrix `batch` of each operand starts: batch * stride when every operand's offsets are
+// uniform, else row `batch` of a device table of {a, b, out} offsets.
+struct BatchOffsets {
+  const std::int64_t* table = nullptr;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+template <typename T>
+struct TiledGemmArgs {
+  const T* a = nullptr;
+  const T* b = nullptr;
+  T* c = nullptr;
+  std::int64_t m = 0, n = 0, k = 0, batch_count = 0;
+  // op(a) is m x k, op(b) k x n, out m x n: element (i, j) at i * row + j * col.
+  std::int64_t a_row = 0, a_col = 0, b_row = 0, b_col = 0, c_row = 0, c_col = 0;
+  BatchOffsets batch;
+  T alpha = 0, beta = 0;
+  // Load order of each slice: k fastest when consecutive k are adjacent in memory, so a warp's
+  // loads coalesce for row-major op(a) and column-major op(b); the tile dim fastest otherwise.
+  bool a_k_fastest = false, b_k_fastest = false;
+};
+
+template <typename T>
+using SliceTile = T[kTileK][kTile + kPad];
+
+// This thread's share of the k slices of one operand. Both operands are seen as "tile index t x k":
+// rows of op(a), columns of op(b); element (t, kk) of the slice starting at k0 lies at
+// (t0 + t) * stride_t + (k0 + kk) * stride_k. A thread loads kLoadsPerThread elements per slice,
+// at (t + r * t_step, kk + r * kk_step) for r = 0, 1, ...: one of the two steps is 0, so the
+// addresses are an offset plus r times a fixed stride, and the loop over k only moves the offset.
+// Elements outside the matrix (partial tiles) load as 0.
+struct SliceLoader {
+  std::int64_t offset = 0;  // of the thread's first element in the current slice
+  std::int64_t r_stride = 0;
+  std::int64_t k_stride = 0;  // from one slice to the next
+  int t = 0, kk = 0, t_step = 0, kk_step = 0;
+  int t_inside = 0;  // tile indices t < t_inside lie inside the matrix
+};
+
+// k_fastest: a warp's consecutive lanes take consecutive k (coalesced when stride_k is 1);
+// otherwise consecutive t.
+__device__ __forceinline__ SliceLoader make_slice_loader(std::int64_t extent_t, std::int64_t t0,
+                                                         std::int64_t stride_t, std::int64_t stride_k,
+                                                         bool k_fastest) {
+  const int tid = static_cast<int>(threadIdx.x);
+  SliceLoader l;
+  l.t = k_fastest ? tid / kTileK : tid % kTile;
+  l.kk = k_fastest ? tid % kTileK : tid / kTile;
+  l.t_step = k_fastest ? kGemmThreads / kTileK : 0;
+  l.kk_step = k_fastest ? 0 : kGemmThreads / kTile;
+  l.offset = (t0 + l.t) * stride_t + l.kk * stride_k;
+  l.r_stride = l.t_step * stride_t + l.kk_step * stride_k;
+  l.k_stride = kTileK * stride_k;
+  l.t_inside = static_cast<int>(extent_t - t0 < kTile ? extent_t - t0 : kTile);
+  return l;
 }
 
+// Loads the current slice into registers and advances to the next one. k_inside: how many of
+// the slice's kTileK k values lie inside the matrix.
+template <typename T>
+__device__ __forceinline__ void load_slice(T (&regs)[kLoadsPerThread], const T* __restrict__ base, SliceLoader& l,
+                                           int k_inside) {
+#pragma unroll
+  for (int r = 0; r < kLoadsPerThread; ++r) {
+    const bool inside = l.t + r * l.t_step < l.t_inside && l.kk + r * l.kk_step < k_inside;
+    regs[r] = inside ? base[l.offset + r * l.r_stride] : T(0);
+  }
+  l.offset += l.k_stride;
+}
+
+// Stores what load_slice read into the shared slice, laid out [kk][t] for the inner product loop.
+template <typename T>
+__device__ __forceinline__ void store_slice(SliceTile<T>& tile, const T (&regs)[kLoadsPerThread],
+                                            const SliceLoader& l) {
+#pragma unroll
+  for (int r = 0; r < kLoadsPerThread; ++r) tile[l.kk + r * l.kk_step][l.t + r * l.t_step] = regs[r];
+}
+
+// How many of the kTileK k values of the slice starting at k0 are < k.
+__device__ __forceinline__ int slice_depth(std::int64_t k, std::int64_t k0) {
+  return static_cast<int>(k - k0 < kTileK ? k - k0 : kTileK);
+}
+
+// One 64x64 tile of out at (row0, col0) for matrices a, b, c of one batch entry. Thread (ty, tx)
+// owns rows row0 + ty + 16*i and columns col0 + tx + 16*j: in the inner loop a warp then reads 16
+// consecutive b values and 2 a values (no bank conflicts), and its stores to a row-major out cover
+// 16 consecutive columns. The next slice is fetched into registers while the current one is used.
+// Called by every thread of the block (it contains barriers).
+template <typename T>
+__device__ __forceinline__ void gemm_tile(const TiledGemmArgs<T>& p, const T* __restrict__ a,
+                                          const T* __restrict__ b, T* c, std::int64_t row0, std::int64_t col0,
+                                          SliceTile<T>& a_tile, SliceTile<T>& b_tile) {
+  const int tx = static_cast<int>(threadIdx.x) % kThreadsPerDim;
+  const int ty = static_cast<int>(threadIdx.x) / kThreadsPerDim;
+  T acc[kMicro][kMicro];
+#pragma unroll
+  for (int i = 0; i < kMicro; ++i)
+#pragma unroll
+    for (int j = 0; j < kMicro; ++j) acc[i][j] = T(0);
+
+  SliceLoader la = make_slice_loader(p.m, row0, p.a_row, p.a_col, p.a_k_fastest);
+  SliceLoader lb = make_slice_loader(p.n, col0, p.b_col, p.b_row, p.b_k_fastest);
+  T a_next[kLoadsPerThread], b_next[kLoadsPerThread];
+  load_slice(a_next, a, la, slice_depth(p.k, 0));
+  load_slice(b_next, b, lb, slice_depth(p.k, 0));
+  for (std::int64_t k0 = 0; k0 < p.k; k0 += kTileK) {
+    store_slice(a_tile, a_next, la);
+    store_slice(b_tile, b_next, lb);
+    __syncthreads();
+    if (k0 + kTileK < p.k) {  // block-uniform: prefetch the next slice while this one is used
+      load_slice(a_next, a, la, slice_depth(p.k, k0 + kTileK));
+      load_slice(b_next, b, lb, slice_depth(p.k, k0 + kTileK));
+    }
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) {
+      T af[kMicro], bf[kMicro];
+#pragma unroll
+      for (int i = 0; i < kMicro; ++i) af[i] = a_tile[kk][ty + i * kThreadsPerDim];
+#pragma unroll
+      for (int j = 0; j < kMicro; ++j) bf[j] = b_tile[kk][tx + j * kThreadsPerDim];
+#pragma unroll
+      for (int i = 0; i < kMicro; ++i)
+#pragma unroll
+        for (int j = 0; j < kMicro; ++j) acc[i][j] += af[i] * bf[j];
+    }
+    __syncthreads();  // the slice is overwritten by the next iteration's stores
+  }
+
+#pragma unroll
+  for (int i = 0; i < kMicro; ++i) {
+    const std::int64_t row = row0 + ty + i * kThreadsPerDim;
+#pragma unroll
+    for (int j = 0; j < kMicro; ++j) {
+      const std::int64_t col = col0 + tx + j * kThreadsPerDim;
+      if (row < p.m && col < p.n) {
+        T& dst = c[row * p.c_row + col * p.c_col];
+        // beta == 0 must not read out: it may hold garbage or NaN.
+        dst = p.beta == T(0) ? p.alpha * acc[i][j] : p.alpha * acc[i][j] + p.beta * dst;
+      }
+    }
+  }
+}
+
+// Grid: x = row tiles, y = column tiles, z = batch entries; y and z loop when their counts exceed
+// the grid limit. The loops are block-uniform, so the barriers inside gemm_tile are too.
+// At least 2 blocks per SM caps registers at 128: left free, ptxas spends more on hoisting the
+// unrolled k loop's shared loads (and spilled on sm_80/90 with 256 threads alone as the bound).
+template <typename T>
+__global__ void __launch_bounds__(kGemmThreads, 2) gemm_tiled_kernel(TiledGemmArgs<T> p) {
+  __shared__ SliceTile<T> a_tile;
+  __shared__ SliceTile<T> b_tile;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  for (std::int64_t batch = blockIdx.z; batch < p.batch_count; batch += gridDim.z) {
+    std::int64_t off_a = batch * p.batch.stride_a, off_b = batch * p.batch.stride_b, off_c = batch * p.batch.stride_c;
+    if (p.batch.table != nullptr) {
+      off_a = p.batch.table[3 * batch];
+      off_b = p.batch.table[3 * batch + 1];
+      off_c = p.batch.table[3 * batch + 2];
+    }
+    for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.y) * kTile; col0 < p.n;
+         col0 += static_cast<std::int64_t>(gridDim.y) * kTile)
+      gemm_tile(p, p.a + off_a, p.b + off_b, p.c + off_c, row0, col0, a_tile, b_tile);
+  }
+}
+
+// True (and the stride) when offsets[i] == i * stride for every batch entry i.
+bool uniform_batch_stride(const std::vector<std::int64_t>& offsets, std::int64_t& stride) {
+  stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+  for (std::size_t i = 0; i < offsets.size(); ++i)
+    if (offsets[i] != static_cast<std::int64_t>(i) * stride) return false;
+  return true;
+}
+
+// The tiled GEMM on a, b, out with the batch layout ma, mb, mc (from batched_matrix).
+template <typename T>
+void gemm_tiled(const Tensor& a, const Tensor& b, const Tensor& out, const BatchedMatrix& ma,
+                const BatchedMatrix& mb, const BatchedMatrix& mc, double alpha, double beta) {
+  TiledGemmArgs<T> p;
+  p.a = a.data<T>();
+  p.b = b.data<T>();
+  p.c = out.data<T>();
+  p.m = mc.rows;
+  p.n = mc.cols;
+  p.k = ma.cols;
+  p.batch_count = static_cast<std::int64_t>(mc.batch_offsets.size());
+  p.a_row = ma.row_stride;
+  p.a_col = ma.col_stride;
+  p.b_row = mb.row_stride;
+  p.b_col = mb.col_stride;
+  p.c_row = mc.row_stride;
+  p.c_col = mc.col_stride;
+  p.alpha = static_cast<T>(alpha);
+  p.beta = static_cast<T>(beta);
+  p.a_k_fastest = ma.col_stride == 1;
+  p.b_k_fastest = mb.row_stride == 1 && mb.col_stride != 1;
+
+  // Broadcast batch dims can give offsets that no single stride describes (a [2,1,..] against
+  // b [3,..]): those go to the kernel as a small table in device memory. Freeing it right after the
+  // launch is safe: the allocator reuses memory in stream order, and all work is on one stream.
+  Tensor table;
+  const bool uniform = uniform_batch_stride(ma.batch_offsets, p.batch.stride_a) &&
+                       uniform_batch_stride(mb.batch_offsets, p.batch.stride_b) &&
+                       uniform_batch_stride(mc.batch_offsets, p.batch.stride_c);
+  if (!uniform) {
+    std::vector<std::int64_t> host(static_cast<std::size_t>(3 * p.batch_count));
+    for (std::size_t i = 0; i < mc.batch_offsets.size(); ++i) {
+      host[3 * i] = ma.batch_offsets[i];
+      host[3 * i + 1] = mb.batch_offsets[i];
+      host[3 * i + 2] = mc.batch_offsets[i];
+    }
+    table = from_vector<std::int64_t>(host, {p.batch_count, 3}, out.device());
+    p.batch = BatchOffsets{table.data<std::int64_t>(), 0, 0, 0};
+  }
+
+  const std::int64_t row_tiles = (p.m + kTile - 1) / kTile;
+  const std::int64_t col_tiles = (p.n + kTile - 1) / kTile;
+  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(std::min(col_tiles, kMaxGridYZ)),
+                  static_cast<unsigned>(std::min(p.batch_count, kMaxGridYZ)));
+  launch_checked("gemm", gemm_tiled_kernel<T>, grid, dim3(kGemmThreads), 0, p);
+}
+
+// ---------------------------------------------------------------------------------------------
+// cuBLAS (nvcc build only).
+
+#if defined(__CUDACC__)
+
+void check_cublas(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    fail("gemm", "{} failed: {} ({})", call, cublasGetStatusName(status), cublasGetStatusString(status));
+}
+
+// One handle per device, created on first use (bound to the device current then) and never
+// destroyed: destroying handles from static destructors races the driver's own shutdown.
+cublasHandle_t cublas_handle(int device) {
+  static std::mutex mutex;
+  static auto* handles = new std::vector<cublasHandle_t>();
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (handles->size() <= static_cast<std::size_t>(device)) handles->resize(static_cast<std::size_t>(device) + 1, nullptr);
+  cublasHandle_t& handle = (*handles)[static_cast<std::size_t>(device)];
+  if (handle == nullptr) {
+    check_cublas(cublasCreate(&handle), "cublasCreate");
+    // Plain FP32/FP64 arithmetic: no TF32 tensor-core shortcut, whose 10-bit mantissa products
+    // would be far outside the tolerance the reference comparisons (and users) expect.
+    check_cublas(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  }
+  return handle;
+}
+
+// Makes the tensors' device current for the GEMM (cuBLAS handles and launches act on the
+// current device) and restores the caller's afterwards.
+class CurrentDeviceGuard {
+ public:
+  explicit CurrentDeviceGuard(int index) {
+    DEFINE_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != index) DEFINE_CUDA_CHECK(cudaSetDevice(index));
+  }
+  ~CurrentDeviceGuard() {
+    int now = previous_;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
+  }
+  CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
+  CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// How cuBLAS (column-major) can read a strided matrix M (rows x cols): as itself (OP_N) when its
+// rows are unit-stride, as the transpose of what it stores (OP_T) when its columns are, each with a
+// leading dimension covering the stored column. Size-1 dims may carry any stride.
+struct CublasView {
+  bool usable = false;
+  cublasOperation_t op = CUBLAS_OP_N;
+  std::int64_t ld = 1;
+};
+
+CublasView cublas_view(const BatchedMatrix& m) {
+  if (m.row_stride == 1 || m.rows == 1) {
+    const std::int64_t ld = m.cols == 1 ? m.rows : m.col_stride;
+    if (ld >= std::max<std::int64_t>(1, m.rows)) return {true, CUBLAS_OP_N, ld};
+  }
+  if (m.col_stride == 1 || m.cols == 1) {
+    const std::int64_t ld = m.rows == 1 ? m.cols : m.row_stride;
+    if (ld >= std::max<std::int64_t>(1, m.cols)) return {true, CUBLAS_OP_T, ld};
+  }
+  return {};
+}
+
+cublasOperation_t flipped(cublasOperation_t op) { return op == CUBLAS_OP_N ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+bool fits_int(std::int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+// Typed entry points, so the plan below is written once for float and double.
+cublasStatus_t cublas_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float* alpha, const float* a, int lda, const float* b, int ldb, const float* beta,
+                           float* c, int ldc) {
+  return cublasSgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+cublasStatus_t cublas_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const double* alpha, const double* a, int lda, const double* b, int ldb,
+                           const double* beta, double* c, int ldc) {
+  return cublasDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+cublasStatus_t cublas_gemm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                   int k, const float* alpha, const float* a, int lda, long long stride_a,
+                                   const float* b, int ldb, long long stride_b, const float* beta, float* c, int ldc,
+                                   long long stride_c, int count) {
+  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                                   stride_c, count);
+}
+cublasStatus_t cublas_gemm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                   int k, const double* alpha, const double* a, int lda, long long stride_a,
+                                   const double* b, int ldb, long long stride_b, const double* beta, double* c,
+                                   int ldc, long long stride_c, int count) {
+  return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                                   stride_c, count);
+}
+
+// One cuBLAS operand: pointer to batch entry 0, operation, leading dimension, batch offsets.
+template <typename T>
+struct CublasOperand {
+  const T* data;
+  cublasOperation_t op;
+  std::int64_t ld;
+  const std::vector<std::int64_t>* offsets;
+};
+
+// a, b, c are cuBLAS-readable (cublas_view usable for each). Computes c = alpha op(a) op(b) + beta c.
+template <typename T>
+void run_cublas(const Tensor& a, const Tensor& b, const Tensor& c, bool trans_a, bool trans_b, double alpha,
+                double beta, const Shape& batch) {
+  const BatchedMatrix ma = batched_matrix(a, trans_a, batch);
+  const BatchedMatrix mb = batched_matrix(b, trans_b, batch);
+  const BatchedMatrix mc = batched_matrix(c, false, batch);
+  const CublasView va = cublas_view(ma), vb = cublas_view(mb), vc = cublas_view(mc);
+  const auto count = static_cast<std::int64_t>(mc.batch_offsets.size());
+  if (!(fits_int(mc.rows) && fits_int(mc.cols) && fits_int(ma.cols) && fits_int(va.ld) && fits_int(vb.ld) &&
+        fits_int(vc.ld) && fits_int(count))) {
+    gemm_tiled<T>(a, b, c, ma, mb, mc, alpha, beta);  // beyond cuBLAS's int arguments
+    return;
+  }
+
+  // cuBLAS writes a column-major result. For a row-major c its storage holds c^T, computed as
+  // op(b)^T op(a)^T: the operands swap and each operation flips (M^T reads M's storage with the
+  // opposite operation and the same leading dimension).
+  const bool c_col_major = vc.op == CUBLAS_OP_N;
+  const CublasOperand<T> opa{a.data<T>(), va.op, va.ld, &ma.batch_offsets};
+  const CublasOperand<T> opb{b.data<T>(), vb.op, vb.ld, &mb.batch_offsets};
+  CublasOperand<T> first = c_col_major ? opa : opb;
+  CublasOperand<T> second = c_col_major ? opb : opa;
+  if (!c_col_major) {
+    first.op = flipped(first.op);
+    second.op = flipped(second.op);
+  }
+  const int rows = static_cast<int>(c_col_major ? mc.rows : mc.cols);
+  const int cols = static_cast<int>(c_col_major ? mc.cols : mc.rows);
+  const int k = static_cast<int>(ma.cols);
+  const int ld1 = static_cast<int>(first.ld), ld2 = static_cast<int>(second.ld), ldc = static_cast<int>(vc.ld);
+  const T alpha_t = static_cast<T>(alpha), beta_t = static_cast<T>(beta);
+  T* pc = c.data<T>();
+  cublasHandle_t handle = cublas_handle(c.device().index);
+
+  std::int64_t stride1 = 0, stride2 = 0, stride_c = 0;
+  const bool uniform = uniform_batch_stride(*first.offsets, stride1) &&
+                       uniform_batch_stride(*second.offsets, stride2) &&
+                       uniform_batch_stride(mc.batch_offsets, stride_c);
+  if (count == 1) {
+    check_cublas(cublas_gemm(handle, first.op, second.op, rows, cols, k, &alpha_t, first.data, ld1, second.data, ld2,
+                             &beta_t, pc, ldc),
+                 "cublas<t>gemm");
+  } else if (uniform) {
+    check_cublas(cublas_gemm_strided(handle, first.op, second.op, rows, cols, k, &alpha_t, first.data, ld1, stride1,
+                                     second.data, ld2, stride2, &beta_t, pc, ldc, stride_c, static_cast<int>(count)),
+                 "cublas<t>gemmStridedBatched");
+  } else {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i)
+      check_cublas(cublas_gemm(handle, first.op, second.op, rows, cols, k, &alpha_t, first.data + (*first.offsets)[i],
+                               ld1, second.data + (*second.offsets)[i], ld2, &beta_t, pc + mc.batch_offsets[i], ldc),
+                   "cublas<t>gemm");
+  }
+}
+
+// t itself when cuBLAS can read op(t), else a contiguous copy (which it always can).
+Tensor cublas_readable(const Tensor& t, bool trans, const Shape& batch) {
+  return cublas_view(batched_matrix(t, trans, batch)).usable ? t : kernels::contiguous(t);
+}
+
+template <typename T>
+void gemm_cublas(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool trans_a, bool trans_b, double alpha,
+                 double beta, const Shape& batch) {
+  const Tensor a = cublas_readable(a_in, trans_a, batch);
+  const Tensor b = cublas_readable(b_in, trans_b, batch);
+  if (cublas_view(batched_matrix(out, false, batch)).usable) {
+    run_cublas<T>(a, b, out, trans_a, trans_b, alpha, beta, batch);
+    return;
+  }
+  // A scratch result, holding out's values only when beta reads them.
+  const Tensor c = beta == 0.0 ? empty_like(out) : kernels::cast(out, out.dtype());
+  run_cublas<T>(a, b, c, trans_a, trans_b, alpha, beta, batch);
+  kernels::copy_into(out, c);
+}
+
+#endif  // __CUDACC__
+
+template <typename T>
+void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, double alpha,
+                double beta) {
+  const Shape batch(out.shape().begin(), out.shape().end() - 2);
+#if defined(__CUDACC__)
+  const CurrentDeviceGuard device(out.device().index);
+  // k == 0 (out = beta * out) goes to the tiled kernel: nothing to multiply, and cuBLAS's
+  // leading-dimension rules for empty operands are not worth the special cases.
+  if (cuda_gemm() == CudaGemm::Cublas && a.shape()[a.dim() - (trans_a ? 2 : 1)] > 0) {
+    gemm_cublas<T>(a, b, out, trans_a, trans_b, alpha, beta, batch);
+    return;
+  }
+#endif
+  gemm_tiled<T>(a, b, out, batched_matrix(a, trans_a, batch), batched_matrix(b, trans_b, batch),
+                batched_matrix(out, false, batch), alpha, beta);
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, double alpha, double beta) {
+  DEFINE_DISPATCH_FLOAT(out.dtype(), "gemm", [&] { gemm_typed<scalar_t>(a, b, out, trans_a, trans_b, alpha, beta); });
+}
 
 }  // namespace define::kernels::DEFINE_CUDA_NS
+
+#if !defined(__CUDACC__)
+// The selection switch (kernels/cuda/gemm_config.h) is host code shared by both backends, so it is
+// defined once, in the emulator build that every configuration compiles.
+namespace define::kernels {
+namespace {
+
+// -1 until the first read: then DEFINE_CUDA_GEMM's choice, or set_cuda_gemm's.
+std::atomic<int> g_cuda_gemm{-1};
+
+}  // namespace
+
+CudaGemm parse_cuda_gemm(const std::string& name) {
+  if (name == "cublas") return CudaGemm::Cublas;
+  if (name == "tiled") return CudaGemm::Tiled;
+  fail("DEFINE_CUDA_GEMM", "unknown GEMM implementation '{}' (expected cublas or tiled)", name);
+}
+
+const char* cuda_gemm_name(CudaGemm which) { return which == CudaGemm::Tiled ? "tiled" : "cublas"; }
+
+CudaGemm cuda_gemm() {
+  int v = g_cuda_gemm.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("DEFINE_CUDA_GEMM");
+    const CudaGemm from_env = (env == nullptr || *env == '\0') ? CudaGemm::Cublas : parse_cuda_gemm(env);
+    int expected = -1;
+    // A concurrent set_cuda_gemm wins over the environment.
+    g_cuda_gemm.compare_exchange_strong(expected, static_cast<int>(from_env), std::memory_order_relaxed);
+    v = g_cuda_gemm.load(std::memory_order_relaxed);
+  }
+  return static_cast<CudaGemm>(v);
+}
+
+void set_cuda_gemm(CudaGemm which) { g_cuda_gemm.store(static_cast<int>(which), std::memory_order_relaxed); }
+
+}  // namespace define::kernels
+#endif

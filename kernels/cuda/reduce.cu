@@ -1,25 +1,444 @@
-// TEMPORARY stub (work in progress): replaced by the real kernels before this lands.
+// CUDA reduce family: sum/mean over any set of dims, max/argmax along one dim and its backward,
+// and column_sum (the bias gradient of linear). Entry points and checks: kernels/reduce.cpp and
+// kernels/matmul.cpp; reference: kernels/ref/reduce.cpp and kernels/ref/matmul.cpp; tests: the
+// op-harness cases in mode emu (tests/ops/reduce_test.cpp and others) plus
+// tests/cuda/reduce_kernels_test.cpp.
+//
+// Shape of the work. The host splits x's dims (size-1 dims dropped) into kept dims, which index
+// the outputs in their original order, and reduced dims, ordered by decreasing stride; each list
+// is coalesced where the dims step through memory as one. Output o then reads x at
+//   kept_offset(o) + reduced_offset(r),  r = 0 .. length-1,
+// and one of two kernels does the reading, whichever keeps neighbouring threads on neighbouring
+// memory:
+//   rows     the reduced dims hold x's smallest stride (a sum over the last dim, an argmax over
+//            logits): `lanes` threads (1..256, a power of two) share one output and walk r
+//            together; warp shuffles (segments of `lanes` lanes when lanes < 32) then shared
+//            memory across warps combine them.
+//   columns  a kept dim holds the smallest stride (a sum over the first dim, a bias gradient):
+//            each thread owns one output, `256 / lanes` threads per output walk interleaved
+//            rows, and a shared-memory tree combines them.
+// When the outputs alone give few blocks, the reduced range is also cut into `splits` chunks
+// (blockIdx.y); each block writes a partial result and a second kernel combines the partials of
+// each output in chunk order.
+//
+// Determinism: every choice (layout, lanes, splits) depends on the shapes and strides alone, and
+// every combination happens in a fixed order (per-thread loops in index order, shuffle trees,
+// warps in order, chunks in order); no atomics. Results are bitwise identical from run to run and
+// whatever the schedule. Sums accumulate in double for float32 as well, as the reference and the
+// CPU sum do: with float accumulators (same structure) the 1e5-1e6-element sums of
+// tests/cuda/reduce_kernels_test.cpp were off by up to 1.7e-5 (half the harness's allowance), and
+// a serial float loop's error grows with the elements each thread adds; in double only the final
+// rounding is left. Reductions are bound by memory bandwidth, so the widening costs little.
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <vector>
 
-#include "kernels/elementwise.h"
+#include "core/dtype.h"
+#include "core/factory.h"
 #include "kernels/cuda/common.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
+namespace {
+
+// Every reduction block has this many threads (8 warps).
+constexpr int kReduceThreads = 256;
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+// Below this many blocks the reduced range is split across blocks as well ...
+constexpr std::int64_t kTargetBlocks = 512;
+// ... but never so finely that a thread adds fewer than this many elements.
+constexpr std::int64_t kMinElementsPerThread = 32;
+
+// ----------------------------------------------------------------------------------------------
+// Reduction operators: the accumulator, how an element enters it, how two combine, how one moves
+// between lanes, and how the final value is written.
+
+template <typename T>
+struct SumOp {
+  using value_t = T;
+  using acc_t = double;
+  T* out;
+  double scale;
+
+  __device__ __forceinline__ acc_t identity() const { return 0.0; }
+  __device__ __forceinline__ acc_t load(const T* p, std::int64_t /*r*/) const { return static_cast<double>(*p); }
+  __device__ __forceinline__ static acc_t combine(acc_t a, acc_t b) { return a + b; }
+  __device__ __forceinline__ static acc_t shfl_down(acc_t a, int offset, int width) {
+    return __shfl_down_sync(kFullMask, a, offset, width);
+  }
+  __device__ __forceinline__ void write(std::int64_t offset, acc_t a) const {
+    out[offset] = static_cast<T>(a * scale);
+  }
+};
+
+// A candidate maximum and its index along the reduced dim; index < 0 means "no element yet".
+template <typename T>
+struct ArgMax {
+  T value;
+  std::int64_t index;
+};
+
+// The reference scans each line in order and moves on to a larger value or to the first NaN. The
+// same winner for any combination order: a NaN beats a number, a larger value beats a smaller
+// one, and among equals (NaNs included) the lower index wins.
+template <typename T>
+struct MaxOp {
+  using value_t = T;
+  using acc_t = ArgMax<T>;
+  T* values;  // null for argmax
+  std::int64_t* indices;
+
+  __device__ __forceinline__ acc_t identity() const { return {T(0), -1}; }
+  __device__ __forceinline__ acc_t load(const T* p, std::int64_t r) const { return {*p, r}; }
+  __device__ __forceinline__ static acc_t combine(acc_t a, acc_t b) {
+    if (b.index < 0) return a;
+    if (a.index < 0) return b;
+    const bool a_nan = a.value != a.value, b_nan = b.value != b.value;
+    if (a_nan != b_nan) return a_nan ? a : b;
+    if (!a_nan && a.value != b.value) return a.value > b.value ? a : b;
+    return a.index <= b.index ? a : b;
+  }
+  __device__ __forceinline__ static acc_t shfl_down(acc_t a, int offset, int width) {
+    return {__shfl_down_sync(kFullMask, a.value, offset, width), __shfl_down_sync(kFullMask, a.index, offset, width)};
+  }
+  __device__ __forceinline__ void write(std::int64_t offset, acc_t a) const {
+    if (values != nullptr) values[offset] = a.value;
+    indices[offset] = a.index;
+  }
+};
+
+// ----------------------------------------------------------------------------------------------
+// Kernels.
+
+// What the kernels need to know about one reduction (passed by value).
+struct ReduceGeometry {
+  std::int64_t outputs;  // output elements
+  std::int64_t length;   // input elements reduced into each output
+  std::int64_t chunk;    // reduced elements per split (blockIdx.y)
+  int splits;            // > 1: blocks write partials, reduce_partials_kernel finishes
+  int lanes;             // rows: threads per output; columns: outputs per block
+  OffsetCalc<2> kept;    // output index -> {offset in x, offset in the output}
+  OffsetCalc<1> reduced; // reduced index -> offset in x
+};
+
+__device__ __forceinline__ std::int64_t reduced_offset(const OffsetCalc<1>& calc, std::int64_t r) {
+  if (calc.ndim == 1) return r * calc.strides[0][0];  // the usual case: skip the divisions
+  std::int64_t off[1];
+  calc.get(r, off);
+  return off[0];
+}
+
+// Output o's result: final (one split) or this block's partial.
+template <typename Op>
+__device__ __forceinline__ void store_result(const Op& op, const ReduceGeometry& g, typename Op::acc_t* partial,
+                                             std::int64_t o, std::int64_t out_offset, typename Op::acc_t acc) {
+  if (g.splits == 1) op.write(out_offset, acc);
+  else partial[static_cast<std::int64_t>(blockIdx.y) * g.outputs + o] = acc;
+}
+
+// Tree over segments of `width` lanes (a power of two <= 32); lane 0 of each segment gets the
+// result. Every lane of the warp must call it (full-mask shuffles).
+template <typename Op>
+__device__ __forceinline__ typename Op::acc_t warp_reduce(typename Op::acc_t acc, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) acc = Op::combine(acc, Op::shfl_down(acc, offset, width));
+  return acc;
+}
+
+// Rows layout: g.lanes threads per output walk its reduced index together.
+template <typename Op>
+__global__ void __launch_bounds__(kReduceThreads)
+    reduce_rows_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
+                       typename Op::acc_t* partial) {
+  using Acc = typename Op::acc_t;
+  __shared__ Acc warp_results[kReduceThreads / kWarpSize];
+  const int lanes = g.lanes;
+  const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
+  const int slot = static_cast<int>(threadIdx.x) / lanes;
+  const int outputs_per_block = kReduceThreads / lanes;
+  const int warps_per_output = lanes / kWarpSize;  // 0 when several outputs share a warp
+  const std::int64_t r_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
+  const std::int64_t r_end = r_begin + g.chunk < g.length ? r_begin + g.chunk : g.length;
+  // The loop bound is the same for the whole block, so the barriers below are block-uniform.
+  for (std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * outputs_per_block; first < g.outputs;
+       first += static_cast<std::int64_t>(gridDim.x) * outputs_per_block) {
+    const std::int64_t o = first + slot;
+    std::int64_t off[2] = {0, 0};
+    Acc acc = op.identity();
+    if (o < g.outputs) {
+      g.kept.get(o, off);
+      for (std::int64_t r = r_begin + lane; r < r_end; r += lanes)
+        acc = Op::combine(acc, op.load(x + off[0] + reduced_offset(g.reduced, r), r));
+    }
+    acc = warp_reduce<Op>(acc, lanes < kWarpSize ? lanes : kWarpSize);
+    if (warps_per_output > 1) {
+      const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+      if (threadIdx.x % kWarpSize == 0) warp_results[warp] = acc;
+      __syncthreads();
+      if (lane == 0)
+        for (int w = 1; w < warps_per_output; ++w) acc = Op::combine(acc, warp_results[warp + w]);
+      __syncthreads();  // warp_results is rewritten for the next outputs
+    }
+    if (lane == 0 && o < g.outputs) store_result(op, g, partial, o, off[1], acc);
+  }
+}
+
+// Columns layout: thread (part, col) adds rows part, part + parts, ... of output col; the parts
+// of one output then combine by a tree in shared memory.
+template <typename Op>
+__global__ void __launch_bounds__(kReduceThreads)
+    reduce_columns_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
+                          typename Op::acc_t* partial) {
+  using Acc = typename Op::acc_t;
+  __shared__ Acc part_results[kReduceThreads];
+  const int lanes = g.lanes;
+  const int col = static_cast<int>(threadIdx.x) & (lanes - 1);
+  const int part = static_cast<int>(threadIdx.x) / lanes;
+  const int parts = kReduceThreads / lanes;
+  const std::int64_t r_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
+  const std::int64_t r_end = r_begin + g.chunk < g.length ? r_begin + g.chunk : g.length;
+  for (std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * lanes; first < g.outputs;
+       first += static_cast<std::int64_t>(gridDim.x) * lanes) {
+    const std::int64_t o = first + col;
+    std::int64_t off[2] = {0, 0};
+    Acc acc = op.identity();
+    if (o < g.outputs) {
+      g.kept.get(o, off);
+      for (std::int64_t r = r_begin + part; r < r_end; r += parts)
+        acc = Op::combine(acc, op.load(x + off[0] + reduced_offset(g.reduced, r), r));
+    }
+    // Each thread writes only its own slot, and a slot is read by another thread only between
+    // two barriers, so the next outputs can overwrite slots without a trailing barrier.
+    part_results[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = parts / 2; half > 0; half /= 2) {
+      if (part < half)
+        part_results[threadIdx.x] = Op::combine(part_results[threadIdx.x], part_results[threadIdx.x + half * lanes]);
+      __syncthreads();
+    }
+    if (part == 0 && o < g.outputs) store_result(op, g, partial, o, off[1], part_results[threadIdx.x]);
+  }
+}
+
+// Combines each output's partials in chunk order and writes the result.
+template <typename Op>
+__global__ void reduce_partials_kernel(Op op, const typename Op::acc_t* __restrict__ partial, ReduceGeometry g) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < g.outputs; o += step) {
+    typename Op::acc_t acc = partial[o];
+    for (int s = 1; s < g.splits; ++s) acc = Op::combine(acc, partial[s * g.outputs + o]);
+    std::int64_t off[2];
+    g.kept.get(o, off);
+    op.write(off[1], acc);
+  }
+}
+
+// grad_input[line_start + indices[i] * step] += grad[i]: each gradient element owns one line of
+// grad_input, so no two threads write the same element.
+template <typename T>
+__global__ void max_backward_kernel(T* grad_input, const T* __restrict__ grad, const std::int64_t* __restrict__ indices,
+                                    std::int64_t n, std::int64_t length, std::int64_t step, OffsetCalc<3> calc) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    std::int64_t off[3];
+    calc.get(i, off);
+    const std::int64_t r = indices[off[2]];
+    if (r >= 0 && r < length) grad_input[off[0] + r * step] += grad[off[1]];  // a bad index would write out of bounds
+  }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Host side: plan the reduction, then launch it.
+
+enum class Layout { Rows, Columns };
+
+struct ReducePlan {
+  Layout layout;
+  ReduceGeometry geometry;
+  dim3 grid;
+};
+
+// One dim of the iteration: its size and its strides in x and in the output.
+struct DimRun {
+  std::int64_t size;
+  std::int64_t x_stride;
+  std::int64_t out_stride;
+};
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+int next_pow2(std::int64_t n) {
+  int p = 1;
+  while (p < n && p < (1 << 30)) p *= 2;
+  return p;
+}
+
+// Merges an outer dim into the inner one that follows it when both step through x (and the
+// output) as a single dim.
+std::vector<DimRun> coalesce(const std::vector<DimRun>& dims) {
+  std::vector<DimRun> merged;
+  for (const DimRun& d : dims) {
+    if (!merged.empty()) {
+      DimRun& outer = merged.back();
+      if (outer.x_stride == d.x_stride * d.size && outer.out_stride == d.out_stride * d.size) {
+        outer = {outer.size * d.size, d.x_stride, d.out_stride};
+        continue;
+      }
+    }
+    merged.push_back(d);
+  }
+  return merged;
+}
+
+std::int64_t product(const std::vector<DimRun>& dims) {
+  std::int64_t n = 1;
+  for (const DimRun& d : dims) n *= d.size;
+  return n;
+}
+
+std::int64_t smallest_stride(const std::vector<DimRun>& dims) {
+  std::int64_t s = INT64_MAX;
+  for (const DimRun& d : dims) s = std::min(s, std::abs(d.x_stride));
+  return s;
+}
+
+// Row-major offsets over `dims` (at least one dim: a single size-1 dim when there are none).
+template <int N>
+OffsetCalc<N> offset_calc(const char* op, const std::vector<DimRun>& dims) {
+  if (static_cast<int>(dims.size()) > kMaxDims)
+    fail(op, "CUDA kernels support at most {} non-mergeable dims, got {} (make the tensor contiguous first)", kMaxDims,
+         dims.size());
+  OffsetCalc<N> c;
+  c.ndim = dims.empty() ? 1 : static_cast<int>(dims.size());
+  c.sizes[0] = 1;
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    c.sizes[d] = dims[d].size;
+    c.strides[0][d] = dims[d].x_stride;
+    if constexpr (N > 1) c.strides[1][d] = dims[d].out_stride;
+  }
+  return c;
+}
+
+// Plans out[kept] = reduce over the dims marked in `reduce` of x. `out` has x's rank with size 1
+// on the reduced dims (its strides place the results).
+ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, const std::vector<bool>& reduce) {
+  std::vector<DimRun> kept, reduced;
+  for (int d = 0; d < x.dim(); ++d) {
+    if (x.shape()[d] == 1) continue;
+    (reduce[d] ? reduced : kept).push_back({x.shape()[d], x.strides()[d], reduce[d] ? 0 : out.strides()[d]});
+  }
+  // Reduced dims in order of decreasing stride: the innermost walk is the one nearest in memory.
+  std::stable_sort(reduced.begin(), reduced.end(),
+                   [](const DimRun& a, const DimRun& b) { return std::abs(a.x_stride) > std::abs(b.x_stride); });
+  kept = coalesce(kept);
+  reduced = coalesce(reduced);
+
+  ReducePlan plan;
+  ReduceGeometry& g = plan.geometry;
+  g.outputs = product(kept);
+  g.length = product(reduced);
+  g.kept = offset_calc<2>(op, kept);
+  g.reduced = offset_calc<1>(op, reduced);
+  plan.layout = !reduced.empty() && (kept.empty() || smallest_stride(reduced) < smallest_stride(kept))
+                    ? Layout::Rows
+                    : Layout::Columns;
+
+  const std::int64_t length = std::max<std::int64_t>(g.length, 1);
+  std::int64_t threads_per_output, outputs_per_block;
+  if (plan.layout == Layout::Rows) {
+    // One element per lane for short rows; about 8 or more per lane for longer ones.
+    g.lanes = length <= kWarpSize ? next_pow2(length)
+                                  : std::clamp(next_pow2(ceil_div(length, 8)), kWarpSize, kReduceThreads);
+    threads_per_output = g.lanes;
+    outputs_per_block = kReduceThreads / g.lanes;
+  } else {
+    // A warp's worth of neighbouring outputs (fewer if there are fewer), the rest of the block
+    // shares their rows; a short reduction leaves more threads for outputs.
+    const int parts = std::min(next_pow2(length), kReduceThreads / std::min(kWarpSize, next_pow2(g.outputs)));
+    g.lanes = kReduceThreads / parts;
+    threads_per_output = parts;
+    outputs_per_block = g.lanes;
+  }
+  const std::int64_t blocks = ceil_div(g.outputs, outputs_per_block);
+  std::int64_t splits = 1;
+  if (blocks < kTargetBlocks)
+    splits = std::max<std::int64_t>(
+        1, std::min(ceil_div(kTargetBlocks, blocks), ceil_div(g.length, threads_per_output * kMinElementsPerThread)));
+  g.chunk = ceil_div(g.length, splits);
+  g.splits = g.chunk == 0 ? 1 : static_cast<int>(ceil_div(g.length, g.chunk));  // no empty chunks
+  if (g.chunk == 0) g.chunk = 1;
+  plan.grid = dim3(static_cast<unsigned>(std::min(blocks, kMaxGridBlocks)), static_cast<unsigned>(g.splits));
+  return plan;
+}
+
+template <typename Op>
+void run_reduction(const char* name, const Op& op, const Tensor& x, const ReducePlan& plan) {
+  using Acc = typename Op::acc_t;
+  const ReduceGeometry& g = plan.geometry;
+  Tensor workspace;  // partials of split reductions, [splits][outputs]
+  Acc* partial = nullptr;
+  if (g.splits > 1) {
+    const auto bytes = static_cast<std::int64_t>(sizeof(Acc)) * g.splits * g.outputs;
+    workspace = empty({ceil_div(bytes, 8)}, {DType::Float64, x.device()});
+    partial = static_cast<Acc*>(workspace.raw_data());
+  }
+  const auto* px = x.data<typename Op::value_t>();
+  if (plan.layout == Layout::Rows)
+    launch_checked(name, reduce_rows_kernel<Op>, plan.grid, kReduceThreads, 0, op, px, g, partial);
+  else
+    launch_checked(name, reduce_columns_kernel<Op>, plan.grid, kReduceThreads, 0, op, px, g, partial);
+  if (g.splits > 1)
+    launch_checked(name, reduce_partials_kernel<Op>, grid_for(g.outputs), kBlockSize, 0, op,
+                   static_cast<const Acc*>(partial), g);
+}
+
+void sum_into(const char* name, const Tensor& x, const Tensor& out, const std::vector<bool>& reduce, double scale) {
+  const ReducePlan plan = plan_reduction(name, x, out, reduce);
+  DEFINE_DISPATCH_FLOAT(x.dtype(), name, [&] {
+    run_reduction(name, SumOp<scalar_t>{out.data<scalar_t>(), scale}, x, plan);
+  });
+}
+
+}  // namespace
 
 void sum(const Tensor& x, const Tensor& out, double scale) {
-  fail("sum", "CUDA kernel not written yet");
+  std::vector<bool> reduce(static_cast<std::size_t>(x.dim()));
+  for (int d = 0; d < x.dim(); ++d) reduce[d] = out.shape()[d] == 1;
+  sum_into("sum", x, out, reduce, scale);
 }
 
 void max(const Tensor& x, const Tensor& values, const Tensor& indices, int dim) {
-  fail("max", "CUDA kernel not written yet");
+  if (values.defined() && values.strides() != indices.strides())
+    fail("max", "internal: values and indices must have the same layout");
+  std::vector<bool> reduce(static_cast<std::size_t>(x.dim()), false);
+  if (x.dim() > 0) reduce[dim] = true;
+  const ReducePlan plan = plan_reduction("max", x, indices, reduce);
+  DEFINE_DISPATCH_FLOAT(x.dtype(), "max", [&] {
+    const MaxOp<scalar_t> op{values.defined() ? values.data<scalar_t>() : nullptr, indices.data<std::int64_t>()};
+    run_reduction("max", op, x, plan);
+  });
 }
 
 void max_backward(const Tensor& grad, const Tensor& indices, const Tensor& grad_input, int dim) {
-  fail("max_backward", "CUDA kernel not written yet");
+  const char* op = "max backward";
+  const bool scalar = grad_input.dim() == 0;
+  const std::int64_t length = scalar ? 1 : grad_input.shape()[dim];
+  const std::int64_t step = scalar ? 0 : grad_input.strides()[dim];
+  // grad_input seen with grad's (keepdim) shape: the first element of each line along dim.
+  const Tensor line_starts = grad_input.as_strided(grad.shape(), grad_input.strides(), grad_input.offset());
+  const TensorIterator it(op, {line_starts, grad, indices});
+  const auto calc = make_offset_calc<3>(op, it);
+  DEFINE_DISPATCH_FLOAT(grad.dtype(), op, [&] {
+    launch_checked(op, max_backward_kernel<scalar_t>, grid_for(it.numel()), kBlockSize, 0,
+                   grad_input.data<scalar_t>(), grad.data<scalar_t>(), indices.data<std::int64_t>(), it.numel(),
+                   length, step, calc);
+  });
 }
 
 void column_sum(const Tensor& x, const Tensor& out) {
-  fail("column_sum", "CUDA kernel not written yet");
+  // out [cols] seen as the keepdim result [1, cols] of a sum over dim 0.
+  const Tensor out_row = out.as_strided({1, x.shape()[1]}, {0, out.strides()[0]}, out.offset());
+  sum_into("column_sum", x, out_row, {true, false}, 1.0);
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

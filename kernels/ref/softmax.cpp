@@ -122,9 +122,10 @@ void cross_entropy_rows(const Tensor& logits, const Tensor& target, const Tensor
         const double row_lse = m + std::log(row_sum_exp(x, base, 1, classes, m));
         double sum_x = 0;
         for (std::int64_t c = 0; c < classes; ++c) sum_x += x[base + c];
-        // (1 - eps) * (lse - x_t) + eps * mean_c (lse - x_c)
-        const double l = (1.0 - label_smoothing) * (row_lse - double(x[base + t[i]])) +
-                         label_smoothing * (row_lse - sum_x / double(classes));
+        // (1 - eps) * (lse - x_t) + eps * mean_c (lse - x_c). The smoothing term is skipped when
+        // eps = 0, as in the fast paths: with a logit masked to -inf it would be 0 * inf = NaN.
+        double l = (1.0 - label_smoothing) * (row_lse - double(x[base + t[i]]));
+        if (label_smoothing != 0.0) l += label_smoothing * (row_lse - sum_x / double(classes));
         lp[i] = static_cast<T>(l);
         lsep[i] = static_cast<T>(row_lse);
       }

@@ -45,6 +45,28 @@ TEST_CASE("ops: dropout", "[ops][dropout]") {
   });
 }
 
+// Odd sizes for the CUDA kernel (mode emu): element counts that are not multiples of 4 (one
+// thread serves one Philox block of 4 words) or of the 256-thread block, and a draw that starts
+// at a non-zero offset.
+TEST_CASE("ops: dropout odd sizes", "[ops][dropout]") {
+  define::test::run_op_cases({
+      {.name = "dropout/1", .inputs = {spec({1})}, .forward = [](V x) { return dropout_seeded(x[0], 0.5); }},
+      {.name = "dropout/31", .inputs = {spec({31})}, .forward = [](V x) { return dropout_seeded(x[0], 0.2); }},
+      {.name = "dropout/33_p0.999", .inputs = {spec({33})}, .forward = [](V x) { return dropout_seeded(x[0], 0.999); }},
+      {.name = "dropout/257", .inputs = {spec({257})}, .forward = [](V x) { return dropout_seeded(x[0], 0.5); }},
+      {.name = "dropout/3x257_non_contiguous", .inputs = {spec({3, 257}, -1, 1, true)},
+       .forward = [](V x) { return dropout_seeded(x[0], 0.4); }, .gradcheck = false},
+      {.name = "dropout/1031_after_a_draw", .inputs = {spec({1031})},
+       .forward =
+           [](V x) {
+             Generator g(21);
+             dropout(ones({5}), 0.5, true, g);  // the next draw starts at offset 8
+             return dropout(x[0], 0.3, true, g);
+           },
+       .gradcheck = false},
+  });
+}
+
 TEST_CASE("dropout: element i follows the Philox contract", "[dropout]") {
   const double p = 0.37;
   const std::int64_t n = 1001;

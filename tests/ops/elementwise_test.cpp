@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
@@ -208,6 +209,80 @@ TEST_CASE("ops: comparisons, where, masked_fill", "[ops][elementwise]") {
                    .forward = [](V x) { return masked_fill(x[0], x[1], 2.5); }});
   cases.push_back({.name = "masked_fill/float_mask_full", .inputs = {uniform({2, 3}), fixed_float({2, 3}, {0, 1, 0, 0, 0, 1})},
                    .forward = [](V x) { return masked_fill(x[0], x[1], 0.0); }});
+  define::test::run_op_cases(cases);
+}
+
+// Sizes that leave partial warps and blocks in the CUDA kernels (256 threads per block): 1, 31,
+// 33, 257 elements, a [3,33] operand broadcast with [33] (both ways), a scalar, and transposed
+// (non-contiguous) operands, for a selection of ops covering each kernel shape: unary maps and
+// their backward formulas, binary maps, comparisons, where and masked_fill.
+TEST_CASE("ops: odd sizes and layouts", "[ops][elementwise]") {
+  auto u = [](Shape s) { return uniform(s); };
+  auto wide = [](Shape s) { return uniform(s, -4.0, 4.0); };
+  auto p = [](Shape s) { return positive(s); };
+  using UF = std::function<Tensor(const Tensor&)>;
+  using BF = std::function<Tensor(const Tensor&, const Tensor&)>;
+  using SpecFn = std::function<InputSpec(Shape)>;
+  std::vector<OpCase> cases;
+
+  const std::vector<std::tuple<std::string, UF, SpecFn>> unary_ops = {
+      {"gelu", [](const Tensor& a) { return gelu(a); }, wide},
+      {"silu", [](const Tensor& a) { return silu(a); }, wide},
+      {"tanh", [](const Tensor& a) { return tanh(a); }, wide},
+      {"sqrt", [](const Tensor& a) { return sqrt(a); }, p},
+      {"pow_scalar_2.5", [](const Tensor& a) { return pow(a, 2.5); }, p},
+      {"clamp", [](const Tensor& a) { return clamp(a, -0.5, 0.25); }, u},
+      {"abs", [](const Tensor& a) { return abs(a); }, u},
+  };
+  for (const auto& [name, f, in] : unary_ops) {
+    auto fwd = [f](V x) { return f(x[0]); };
+    cases.push_back({.name = name + "/size_1", .inputs = {in({1})}, .forward = fwd});
+    cases.push_back({.name = name + "/size_31", .inputs = {in({31})}, .forward = fwd});
+    cases.push_back({.name = name + "/size_257", .inputs = {in({257})}, .forward = fwd});
+    cases.push_back({.name = name + "/non_contiguous_5x33", .inputs = {strided(in({5, 33}))}, .forward = fwd});
+  }
+
+  const std::vector<std::tuple<std::string, BF, SpecFn, SpecFn>> binary_ops = {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, u, u},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, u, u},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, u, p},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, u, u},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, p, u},
+  };
+  for (const auto& [name, f, lhs, rhs] : binary_ops) {
+    auto fwd = [f](V x) { return f(x[0], x[1]); };
+    cases.push_back({.name = name + "/size_1", .inputs = {lhs({1}), rhs({1})}, .forward = fwd});
+    cases.push_back({.name = name + "/size_31", .inputs = {lhs({31}), rhs({31})}, .forward = fwd});
+    cases.push_back({.name = name + "/size_257", .inputs = {lhs({257}), rhs({257})}, .forward = fwd});
+    cases.push_back({.name = name + "/size_257_scalar", .inputs = {lhs({257}), rhs({})}, .forward = fwd});
+    cases.push_back({.name = name + "/broadcast_3x33_33", .inputs = {lhs({3, 33}), rhs({33})}, .forward = fwd});
+    cases.push_back({.name = name + "/broadcast_33_3x33", .inputs = {lhs({33}), rhs({3, 33})}, .forward = fwd});
+    cases.push_back({.name = name + "/non_contiguous_7x33_33", .inputs = {strided(lhs({7, 33})), rhs({33})},
+                     .forward = fwd});
+  }
+
+  // Comparisons on float and int64 operands (values with many ties), where and masked_fill.
+  auto pattern = [](std::int64_t n, int mod) {
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<double>((i * 7 + 3) % mod);
+    return v;
+  };
+  cases.push_back({.name = "gt/broadcast_3x33_33", .inputs = {uniform({3, 33}), uniform({33})},
+                   .forward = [](V x) { return gt(x[0], x[1]); }, .gradcheck = false});
+  cases.push_back({.name = "le/int64_257", .inputs = {fixed({257}, pattern(257, 5), false), fixed({257}, pattern(257, 3), false)},
+                   .forward = [](V x) { return le(x[0], x[1]); }, .gradcheck = false});
+  cases.push_back({.name = "eq/int64_3x33_33", .inputs = {fixed({3, 33}, pattern(99, 4), false), fixed({33}, pattern(33, 3), false)},
+                   .forward = [](V x) { return eq(x[0], x[1]); }, .gradcheck = false});
+  cases.push_back({.name = "lt_scalar/int64_31", .inputs = {fixed({31}, pattern(31, 6), false)},
+                   .forward = [](V x) { return lt(x[0], 2.5); }, .gradcheck = false});
+  cases.push_back({.name = "where/broadcast_3x33_33_3x1", .inputs = {fixed({3, 33}, pattern(99, 2), false), uniform({33}), uniform({3, 1})},
+                   .forward = [](V x) { return where(x[0], x[1], x[2]); }});
+  cases.push_back({.name = "where/size_257_non_contiguous", .inputs = {fixed({257}, pattern(257, 3), false), strided(uniform({257})), uniform({257})},
+                   .forward = [](V x) { return where(x[0], x[1], x[2]); }});
+  cases.push_back({.name = "masked_fill/non_contiguous_3x33_row_mask", .inputs = {strided(uniform({3, 33})), fixed({33}, pattern(33, 2), false)},
+                   .forward = [](V x) { return masked_fill(x[0], x[1], -2.0); }});
+  cases.push_back({.name = "masked_fill/size_1", .inputs = {uniform({1}), fixed({1}, {1}, false)},
+                   .forward = [](V x) { return masked_fill(x[0], x[1], 0.5); }});
   define::test::run_op_cases(cases);
 }
 

@@ -71,6 +71,33 @@ TEST_CASE("ops: embedding", "[ops][embedding]") {
   });
 }
 
+// Odd vocabularies and widths: the device backward sorts token positions by id with 4-bit radix
+// passes over tiles of 2048 tokens (vocab 1 and 7: one pass; 31, 33: two; 257: three), so
+// these cover one and several passes, a partial last tile and tiles past the first.
+TEST_CASE("ops: embedding odd sizes", "[ops][embedding]") {
+  define::test::run_op_cases({
+      {.name = "embedding/vocab1_dim33", .inputs = {mat({1, 33}), random_ids({5, 8}, 1)}, .forward = emb},
+      {.name = "embedding/vocab31_dim1", .inputs = {mat({31, 1}), random_ids({5, 7}, 31, DType::Int32)},
+       .forward = emb},
+      {.name = "embedding/vocab33_dim33", .inputs = {mat({33, 33}), random_ids({37}, 33)}, .forward = emb},
+      {.name = "embedding/vocab257_dim3", .inputs = {mat({257, 3}), random_ids({3, 100}, 257, DType::Int32)},
+       .forward = emb},
+      {.name = "embedding/vocab257_two_tiles", .inputs = {mat({257, 5}), random_ids({2100}, 257)}, .forward = emb,
+       .gradcheck = false},
+      // Heavy collisions: ~700 tokens per row, over two tiles.
+      {.name = "embedding/vocab3_collisions", .inputs = {mat({3, 33}), random_ids({65, 33}, 3, DType::Int32)},
+       .forward = emb, .gradcheck = false},
+      {.name = "embedding/vocab7_collisions_non_contiguous_ids",
+       .inputs = {mat({7, 31}), random_ids({33, 31}, 7, DType::Int64, true)}, .forward = emb, .gradcheck = false},
+      {.name = "embedding/vocab33_padding", .inputs = {mat({33, 5}), random_ids({9, 31}, 33)},
+       .forward = [](V x) { return embedding(x[0], x[1], 7); }, .gradcheck = false},
+      {.name = "embedding/vocab1_padding", .inputs = {mat({1, 33}), random_ids({31}, 1, DType::Int32)},
+       .forward = [](V x) { return embedding(x[0], x[1], 0); }, .gradcheck = false},
+      {.name = "embedding/vocab257_non_contiguous_table", .inputs = {mat({257, 33}, true), random_ids({31}, 257)},
+       .forward = emb, .gradcheck = false},
+  });
+}
+
 TEST_CASE("embedding: exact values and gradients", "[ops][embedding]") {
   Tensor w = from_vector<float>({0, 1, 10, 11, 20, 21}, {3, 2}).set_requires_grad();
   const Tensor idx = from_vector<std::int64_t>({2, 0, 2, 2}, {2, 2});

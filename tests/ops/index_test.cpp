@@ -102,6 +102,69 @@ TEST_CASE("ops: gather, index_select, scatter_add", "[ops][index]") {
   });
 }
 
+// Odd sizes for the device kernels: gather/index_select are one elementwise kernel over a
+// strided iteration; scatter_add walks index columns, except a single column (1-d tensors),
+// which like index_add (index_select's backward) groups positions by target with 4-bit radix
+// passes over tiles of 2048 entries (257 rows: three passes; 2100 entries: two tiles).
+TEST_CASE("ops: gather, index_select, scatter_add odd sizes", "[ops][index]") {
+  define::test::run_op_cases({
+      {.name = "gather/dim0_33x31", .inputs = {mat({33, 31}), random_ids({31, 31}, 33, DType::Int32)},
+       .forward = [](V x) { return gather(x[0], 0, x[1]); }, .gradcheck = false},
+      {.name = "gather/dim1_3d_smaller_index", .inputs = {mat({3, 33, 5}), random_ids({2, 31, 5}, 33)},
+       .forward = [](V x) { return gather(x[0], 1, x[1]); }},
+      {.name = "gather/1d_vocab1", .inputs = {mat({1}), random_ids({33}, 1)},
+       .forward = [](V x) { return gather(x[0], 0, x[1]); }},
+      {.name = "gather/1d_257", .inputs = {mat({257}), random_ids({300}, 257, DType::Int32)},
+       .forward = [](V x) { return gather(x[0], 0, x[1]); }},
+      {.name = "gather/last_dim_non_contiguous_index", .inputs = {mat({5, 33}, true), random_ids({5, 31}, 33, DType::Int64, true)},
+       .forward = [](V x) { return gather(x[0], -1, x[1]); }},
+      {.name = "index_select/dim0_257_rows", .inputs = {mat({257, 3}), random_ids({300}, 257)},
+       .forward = [](V x) { return index_select(x[0], 0, x[1]); }},
+      {.name = "index_select/dim1_3d_odd", .inputs = {mat({3, 33, 5}), random_ids({31}, 33, DType::Int32)},
+       .forward = [](V x) { return index_select(x[0], 1, x[1]); }},
+      {.name = "index_select/last_dim_collisions", .inputs = {mat({5, 2}), random_ids({65}, 2)},
+       .forward = [](V x) { return index_select(x[0], -1, x[1]); }},
+      {.name = "index_select/one_row", .inputs = {mat({1, 33}), random_ids({40}, 1, DType::Int32, true)},
+       .forward = [](V x) { return index_select(x[0], 0, x[1]); }},
+      {.name = "index_select/two_tiles_cpu_only", .inputs = {mat({257, 7}), random_ids({2100}, 257, DType::Int32)},
+       .forward = [](V x) { return index_select(x[0], 0, x[1]); }, .gradcheck = false},
+      {.name = "scatter_add/1d_257", .inputs = {mat({257}), random_ids({300}, 257), mat({300})},
+       .forward = [](V x) { return scatter_add(x[0], 0, x[1], x[2]); }},
+      {.name = "scatter_add/1d_src_longer", .inputs = {mat({31}), random_ids({20}, 31, DType::Int32), mat({33}, true)},
+       .forward = [](V x) { return scatter_add(x[0], 0, x[1], x[2]); }},
+      {.name = "scatter_add/single_column_2d", .inputs = {mat({4, 33}), random_ids({1, 40}, 33), mat({2, 41}, true)},
+       .forward = [](V x) { return scatter_add(x[0], 1, x[1], x[2]); }},
+      {.name = "scatter_add/collisions_vocab5", .inputs = {mat({2, 5}), random_ids({2, 300}, 5, DType::Int32), mat({2, 300})},
+       .forward = [](V x) { return scatter_add(x[0], 1, x[1], x[2]); }},
+      {.name = "scatter_add/dim2_3d", .inputs = {mat({3, 4, 33}), random_ids({3, 4, 31}, 33), mat({3, 4, 31}, true)},
+       .forward = [](V x) { return scatter_add(x[0], 2, x[1], x[2]); }, .gradcheck = false},
+      {.name = "scatter_add/dim0_smaller_index", .inputs = {mat({33, 5}), random_ids({31, 3}, 33), mat({32, 4})},
+       .forward = [](V x) { return scatter_add(x[0], 0, x[1], x[2]); }},
+      {.name = "scatter_add/1d_two_tiles_cpu_only", .inputs = {mat({7}), random_ids({2100}, 7), mat({2100})},
+       .forward = [](V x) { return scatter_add(x[0], 0, x[1], x[2]); }, .gradcheck = false},
+  });
+}
+
+// index_add directly (no autograd node: forward only). src is made contiguous by the device
+// path when its dims around dim cannot be walked with one stride each.
+TEST_CASE("ops: index_add odd sizes", "[ops][index]") {
+  const auto index_add = [](std::int64_t dim) {
+    return [dim](V x) { return kernels::index_add(x[0], dim, x[1], x[2]); };
+  };
+  define::test::run_op_cases({
+      {.name = "index_add/dim0_257", .inputs = {mat({257, 3}), random_ids({300}, 257), mat({300, 3})},
+       .forward = index_add(0), .gradcheck = false},
+      {.name = "index_add/dim1_non_contiguous_src", .inputs = {mat({4, 33}), random_ids({31}, 33, DType::Int32), mat({4, 31}, true)},
+       .forward = index_add(1), .gradcheck = false},
+      {.name = "index_add/dim0_3d_unmergeable_src", .inputs = {mat({5, 4, 3}), random_ids({33}, 5), mat({33, 4, 3}, true)},
+       .forward = index_add(0), .gradcheck = false},
+      {.name = "index_add/last_dim_non_contiguous_index", .inputs = {mat({3, 7}), random_ids({65}, 7, DType::Int64, true), mat({3, 65})},
+       .forward = index_add(-1), .gradcheck = false},
+      {.name = "index_add/one_row", .inputs = {mat({1, 33}), random_ids({40}, 1), mat({40, 33})},
+       .forward = index_add(0), .gradcheck = false},
+  });
+}
+
 TEST_CASE("index: exact values", "[ops][index]") {
   const Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   CHECK(gather(x, 1, from_vector<std::int64_t>({2, 2, 0, 1}, {2, 2})).to_vector<float>() == std::vector<float>{3, 3, 4, 5});

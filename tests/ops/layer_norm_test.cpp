@@ -58,6 +58,40 @@ TEST_CASE("ops: layer_norm", "[ops][layer_norm]") {
   });
 }
 
+// Odd shapes for the CUDA kernels (mode emu): row lengths 1, 31, 33, 257 (one warp per row, with
+// partial warps and four-row blocks left partly empty) and 1031, 5000, 9000 (one block per row;
+// 5000 and 9000 float32 elements are too long for the shared-memory row cache in the backward
+// pass, 9000 also in the forward pass), 1 or 257 rows, with and without weight/bias. The full
+// Jacobian check (mode grad) only runs where it stays small.
+TEST_CASE("ops: layer_norm odd shapes", "[ops][layer_norm]") {
+  const auto affine = [](V x) { return layer_norm(x[0], x[1], x[2]); };
+  const auto plain = [](V x) { return layer_norm(x[0], Tensor(), Tensor()); };
+  const auto weight_only = [](V x) { return layer_norm(x[0], x[1], Tensor()); };
+  const auto bias_only = [](V x) { return layer_norm(x[0], Tensor(), x[1]); };
+  const auto with_params = [](std::int64_t rows, std::int64_t cols) {
+    return std::vector<InputSpec>{spec({rows, cols}), spec({cols}, 0.5, 1.5), spec({cols})};
+  };
+  define::test::run_op_cases({
+      {.name = "layer_norm/1x1", .inputs = with_params(1, 1), .forward = affine},
+      {.name = "layer_norm/1x31_no_affine", .inputs = {spec({1, 31})}, .forward = plain},
+      {.name = "layer_norm/5x33", .inputs = with_params(5, 33), .forward = affine},
+      {.name = "layer_norm/1x257", .inputs = with_params(1, 257), .forward = affine},
+      {.name = "layer_norm/257x1", .inputs = with_params(257, 1), .forward = affine},
+      {.name = "layer_norm/257x1_no_affine", .inputs = {spec({257, 1})}, .forward = plain},
+      {.name = "layer_norm/257x31_weight_only", .inputs = {spec({257, 31}), spec({31}, 0.5, 1.5)},
+       .forward = weight_only, .gradcheck = false},
+      {.name = "layer_norm/257x33_bias_only", .inputs = {spec({257, 33}), spec({33})}, .forward = bias_only,
+       .gradcheck = false},
+      {.name = "layer_norm/257x257", .inputs = with_params(257, 257), .forward = affine, .gradcheck = false},
+      {.name = "layer_norm/257x257_no_affine", .inputs = {spec({257, 257})}, .forward = plain, .gradcheck = false},
+      {.name = "layer_norm/1x1031", .inputs = with_params(1, 1031), .forward = affine, .gradcheck = false},
+      {.name = "layer_norm/3x1031_no_affine", .inputs = {spec({3, 1031})}, .forward = plain, .gradcheck = false},
+      {.name = "layer_norm/2x5000", .inputs = with_params(2, 5000), .forward = affine, .gradcheck = false},
+      {.name = "layer_norm/2x9000_weight_only", .inputs = {spec({2, 9000}), spec({9000}, 0.5, 1.5)},
+       .forward = weight_only, .gradcheck = false},
+  });
+}
+
 TEST_CASE("layer_norm: rows are normalised to mean 0, variance 1", "[layer_norm]") {
   for (auto backend : {kernels::Backend::Ref, kernels::Backend::Cpu}) {
     kernels::CpuBackendGuard guard(backend);

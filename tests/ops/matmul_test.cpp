@@ -2,6 +2,7 @@
 // with its transpose flags and alpha/beta. Harness cases compare the Eigen path with the
 // reference loops and check every gradient against finite differences.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
@@ -63,6 +64,38 @@ TEST_CASE("ops: matmul", "[ops][matmul]") {
       {.name = "matmul/many_small_cpu_only", .inputs = {mat({64, 9, 7}), mat({64, 7, 8}, true)}, .forward = mm,
        .gradcheck = false},
   });
+}
+
+// Shapes that leave partial 64x64 tiles and partial 16-deep k slices in the CUDA kernels, each with
+// op(a) and op(b) given as plain or transposed (column-major) storage. Only the smallest is
+// gradchecked: the Jacobians of the others take minutes.
+TEST_CASE("ops: matmul odd shapes and layouts", "[ops][matmul]") {
+  struct Mnk {
+    std::int64_t m, n, k;
+  };
+  std::vector<OpCase> cases;
+  for (const Mnk s : {Mnk{1, 31, 33}, Mnk{67, 93, 45}, Mnk{96, 64, 80}}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        OpCase c;
+        c.name = fmt::format("matmul/{}x{}x{}{}{}", s.m, s.k, s.n, ta ? "_ta" : "", tb ? "_tb" : "");
+        c.inputs = {mat(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}), mat(tb ? Shape{s.n, s.k} : Shape{s.k, s.n})};
+        c.forward = [ta, tb](V x) {
+          return matmul(ta ? transpose(x[0], 0, 1) : x[0], tb ? transpose(x[1], 0, 1) : x[1]);
+        };
+        c.gradcheck = s.m == 1;
+        cases.push_back(c);
+      }
+    }
+  }
+  // Broadcast batch dims: a's matrices repeat along dim 1, b's along dim 0 (offsets that no
+  // single batch stride describes), and a batch of b against one transposed a.
+  cases.push_back({.name = "matmul/broadcast_batch_2x1_3", .inputs = {mat({2, 1, 37, 45}), mat({3, 45, 29})},
+                   .forward = mm, .gradcheck = false});
+  cases.push_back({.name = "matmul/broadcast_batch_transposed",
+                   .inputs = {mat({1, 70, 33}), mat({3, 70, 5}, true)},
+                   .forward = [](V x) { return matmul(transpose(x[0], 1, 2), x[1]); }, .gradcheck = false});
+  define::test::run_op_cases(cases);
 }
 
 TEST_CASE("ops: bmm and linear", "[ops][matmul]") {

@@ -108,6 +108,90 @@ TEST_CASE("ops: max, argmax, sum_to", "[ops][reduce]") {
   define::test::run_op_cases(cases);
 }
 
+// Odd sizes for the CUDA kernels' boundary paths: rows of 1, 31, 33 and 257 elements (partial
+// warps, sub-warp lane groups, several warps per output), columns of the same counts (partial
+// blocks of outputs), several-dim and interleaved reductions, and non-contiguous views (a
+// transpose that turns a row reduction into a column one, a stride-2 view). Inputs above a few
+// thousand elements skip the finite-difference Jacobian (seconds each); modes cpu and emu still
+// check their gradients against the reference.
+TEST_CASE("ops: reductions at odd sizes", "[ops][reduce]") {
+  using Dims = std::vector<std::int64_t>;
+  struct Spec {
+    std::string name;
+    InputSpec in;
+    Dims dims;
+  };
+  const std::vector<Spec> sums = {
+      {"1x1_nothing_reduced", uniform({1, 1}), {0, 1}},
+      {"1x257_dim1", uniform({1, 257}), {1}},
+      {"257x1_dim0", uniform({257, 1}), {0}},
+      {"257_all", uniform({257}), {}},
+      {"31x33_dim0", uniform({31, 33}), {0}},
+      {"31x33_dim1", uniform({31, 33}), {1}},
+      {"33x31_all", uniform({33, 31}), {}},
+      {"33x257_dim0", uniform({33, 257}), {0}},
+      {"33x257_dim1", uniform({33, 257}), {1}},
+      {"5x33x7_middle", uniform({5, 33, 7}), {1}},
+      {"7x3x31_interleaved", uniform({7, 3, 31}), {0, 2}},
+      {"3x11x33_leading", uniform({3, 11, 33}), {0, 1}},
+      {"31x33_non_contiguous_dim1", strided({31, 33}), {1}},
+      {"33x31_non_contiguous_dim0", strided({33, 31}), {0}},
+      {"33x257_non_contiguous_dim0", strided({33, 257}), {0}},
+      {"257_non_contiguous_all", strided({257}), {0}},
+      {"3x5x33_non_contiguous_dims_0_2", strided({3, 5, 33}), {0, 2}},
+  };
+  std::vector<OpCase> cases;
+  for (const Spec& s : sums) {
+    const Dims dims = s.dims;
+    const bool small = numel_of(s.in.shape) <= 2000;
+    cases.push_back({.name = "sum/" + s.name, .inputs = {s.in},
+                     .forward = [=](V x) { return sum(x[0], dims); }, .gradcheck = small});
+    cases.push_back({.name = "mean/" + s.name, .inputs = {s.in},
+                     .forward = [=](V x) { return mean(x[0], dims, true); }, .gradcheck = small});
+  }
+  struct MaxSpec {
+    std::string name;
+    InputSpec in;
+    std::int64_t dim;
+  };
+  const std::vector<MaxSpec> maxes = {
+      {"1x257_dim0_size1", uniform({1, 257}), 0},
+      {"1x257_dim1", uniform({1, 257}), 1},
+      {"257_dim0", uniform({257}), 0},
+      {"31x33_dim0", uniform({31, 33}), 0},
+      {"31x33_dim1", uniform({31, 33}), 1},
+      {"33x257_dim1", uniform({33, 257}), 1},
+      {"5x33x7_middle", uniform({5, 33, 7}), 1},
+      {"31x33_non_contiguous_dim0", strided({31, 33}), 0},
+      {"31x33_non_contiguous_dim1", strided({31, 33}), 1},
+  };
+  for (const MaxSpec& s : maxes) {
+    const std::int64_t dim = s.dim;
+    const bool small = numel_of(s.in.shape) <= 2000;
+    cases.push_back({.name = "max/" + s.name, .inputs = {s.in},
+                     .forward = [=](V x) { return max(x[0], dim); }, .gradcheck = small});
+    cases.push_back({.name = "argmax/" + s.name, .inputs = {s.in},
+                     .forward = [=](V x) { return argmax(x[0], dim, true); }, .gradcheck = false});
+  }
+  // Ties everywhere (values 0..3) and a NaN: the first maximum (the first NaN) wins whichever
+  // lanes and blocks found it. Not differentiable at ties, so forward only.
+  InputSpec ties;
+  ties.shape = {33, 37};
+  ties.fill = InputSpec::Fill::Fixed;
+  ties.grad = false;
+  ties.dtype = DType::Float32;
+  for (std::int64_t i = 0; i < 33 * 37; ++i) ties.values.push_back(static_cast<double>((i * 7) % 4));
+  ties.values[5 * 37 + 20] = NAN;
+  ties.values[9 * 37 + 20] = NAN;
+  for (std::int64_t dim : {0, 1}) {
+    cases.push_back({.name = "max/ties_and_nan_dim" + std::to_string(dim), .inputs = {ties},
+                     .forward = [=](V x) { return max(x[0], dim); }, .gradcheck = false});
+    cases.push_back({.name = "argmax/ties_and_nan_dim" + std::to_string(dim), .inputs = {ties},
+                     .forward = [=](V x) { return argmax(x[0], dim); }, .gradcheck = false});
+  }
+  define::test::run_op_cases(cases);
+}
+
 TEST_CASE("reduce: exact values", "[ops][reduce]") {
   const Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   CHECK(sum(x).shape() == Shape{});

@@ -44,6 +44,12 @@ InputSpec fixed_targets(std::vector<double> v) {
   return s;
 }
 
+InputSpec int32_targets(std::vector<double> v) {
+  InputSpec s = fixed_targets(std::move(v));
+  s.index_dtype = DType::Int32;
+  return s;
+}
+
 std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
 
 }  // namespace
@@ -77,6 +83,38 @@ TEST_CASE("ops: softmax and log_softmax", "[ops][softmax]") {
        .forward = [](V x) { return log_softmax(x[0], 0); }},
       {.name = "log_softmax/large_logits", .inputs = {spec({2, 7}, 80, 100)},
        .forward = [](V x) { return log_softmax(x[0], 1); }},
+  });
+}
+
+// Sizes chosen around the CUDA kernels' geometry (kernels/cuda/softmax.cu): rows of up to 1024
+// elements go one warp per row (31 and 33 leave a partial warp pass, 257 eight full passes and one
+// lane), longer rows one 512-thread block per row (1025 and 1100 leave a partial block pass), and a
+// softmax over a dim that is not the last goes to 32-column x 8-slice tiles (7 or 40 columns leave
+// partial tiles; 33 rows are not a multiple of the 8 slices).
+TEST_CASE("ops: softmax and log_softmax at odd sizes", "[ops][softmax]") {
+  define::test::run_op_cases({
+      {.name = "softmax/one_row_1", .inputs = {uniform({1, 1})}, .forward = [](V x) { return softmax(x[0], 1); }},
+      {.name = "softmax/row_length_31", .inputs = {uniform({3, 31})}, .forward = [](V x) { return softmax(x[0], 1); }},
+      {.name = "softmax/one_row_257", .inputs = {uniform({1, 257})}, .forward = [](V x) { return softmax(x[0], -1); }},
+      {.name = "softmax/9_rows_33", .inputs = {uniform({9, 33})}, .forward = [](V x) { return softmax(x[0], 1); }},
+      {.name = "softmax/dim0_33x7", .inputs = {uniform({33, 7})}, .forward = [](V x) { return softmax(x[0], 0); }},
+      {.name = "softmax/dim0_33x7_non_contiguous", .inputs = {strided({33, 7})},
+       .forward = [](V x) { return softmax(x[0], 0); }},
+      {.name = "softmax/middle_dim_40_columns", .inputs = {uniform({2, 5, 40})},
+       .forward = [](V x) { return softmax(x[0], 1); }},
+      // Full float64 Jacobians of these would take seconds; the smaller cases check the gradients.
+      {.name = "softmax/block_row_1100", .inputs = {spec({2, 1100}, -4, 4)},
+       .forward = [](V x) { return softmax(x[0], 1); }, .gradcheck = false},
+      {.name = "log_softmax/row_length_31", .inputs = {uniform({4, 31})},
+       .forward = [](V x) { return log_softmax(x[0], 1); }},
+      {.name = "log_softmax/one_row_257", .inputs = {spec({1, 257}, -5, 5)},
+       .forward = [](V x) { return log_softmax(x[0], 1); }},
+      {.name = "log_softmax/dim0_33x7", .inputs = {uniform({33, 7})},
+       .forward = [](V x) { return log_softmax(x[0], 0); }},
+      {.name = "log_softmax/block_row_1025", .inputs = {spec({3, 1025}, -4, 4)},
+       .forward = [](V x) { return log_softmax(x[0], -1); }, .gradcheck = false},
+      {.name = "log_softmax/dim0_1_row", .inputs = {uniform({1, 31})},
+       .forward = [](V x) { return log_softmax(x[0], 0); }},
   });
 }
 
@@ -122,6 +160,34 @@ TEST_CASE("ops: cross_entropy and nll_loss", "[ops][softmax]") {
        .forward = [](V x) { return nll_loss(x[0], x[1], -100, Reduction::None); }},
       {.name = "nll_loss/of_log_softmax_ignored", .inputs = {strided({4, 5}), with_ignored},
        .forward = [](V x) { return nll_loss(log_softmax(x[0], 1), x[1]); }},
+  });
+}
+
+TEST_CASE("ops: cross_entropy and nll_loss at odd sizes", "[ops][softmax]") {
+  // Ignored targets (-100) among the rows, so the ignored-row paths of every kernel run.
+  std::vector<double> targets31(31);
+  for (int i = 0; i < 31; ++i) targets31[i] = i % 4 == 1 ? -100 : (i * 7) % 33;
+  const InputSpec ignoring31 = fixed_targets(targets31);
+  define::test::run_op_cases({
+      {.name = "cross_entropy/31x33_ignored_mean", .inputs = {uniform({31, 33}), ignoring31},
+       .forward = [](V x) { return cross_entropy(x[0], x[1]); }},
+      {.name = "cross_entropy/31x33_ignored_smoothing_none", .inputs = {uniform({31, 33}), ignoring31},
+       .forward = [](V x) { return cross_entropy(x[0], x[1], -100, 0.15, Reduction::None); }},
+      {.name = "cross_entropy/one_row_257", .inputs = {spec({1, 257}, -3, 3), classes(1, 257)},
+       .forward = [](V x) { return cross_entropy(x[0], x[1], -100, 0.1); }},
+      {.name = "cross_entropy/one_row_1_class", .inputs = {uniform({1, 1}), classes(1, 1, DType::Int32)},
+       .forward = [](V x) { return cross_entropy(x[0], x[1], -100, 0.0, Reduction::Sum); }},
+      {.name = "cross_entropy/block_rows_1100_ignored",
+       .inputs = {spec({3, 1100}, -4, 4), fixed_targets({1099, -100, 0})},
+       .forward = [](V x) { return cross_entropy(x[0], x[1], -100, 0.05); }},
+      {.name = "cross_entropy/int32_ignore_hits_sum", .inputs = {uniform({4, 31}), int32_targets({30, 5, 5, 0})},
+       .forward = [](V x) { return cross_entropy(x[0], x[1], 5, 0.0, Reduction::Sum); }},
+      {.name = "nll_loss/31x33_ignored_mean", .inputs = {uniform({31, 33}), ignoring31},
+       .forward = [](V x) { return nll_loss(x[0], x[1]); }},
+      {.name = "nll_loss/257_classes_none", .inputs = {uniform({3, 257}), fixed_targets({256, -100, 0})},
+       .forward = [](V x) { return nll_loss(x[0], x[1], -100, Reduction::None); }},
+      {.name = "nll_loss/of_log_softmax_1100", .inputs = {spec({2, 1100}, -4, 4), fixed_targets({-100, 1099})},
+       .forward = [](V x) { return nll_loss(log_softmax(x[0], 1), x[1], -100, Reduction::Sum); }},
   });
 }
 

@@ -1,0 +1,303 @@
+// The CUDA elementwise kernels (kernels/cuda/elementwise.cu) on the emulated device, against the
+// CPU reference (kernels/ref/elementwise.cpp): every UnaryOp and BinaryOp on a large broadcast,
+// strided operand set, the grid-stride loop past the grid cap, many non-mergeable dims, in-place
+// use, and exact results for integer comparisons, where and masked_fill. The op harness
+// (tests/ops/elementwise_test.cpp, mode emu) covers the small shapes and the backward passes.
+// The kernels use no shared memory, barriers or warp intrinsics, so the emulator's schedule
+// cannot change their results and is not varied here.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/factory.h"
+#include "harness/op_harness.h"
+#include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/devices.h"
+#include "kernels/elementwise.h"
+
+using namespace define;
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+namespace {
+
+Tensor to_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
+Tensor to_cpu(const Tensor& t) { return copy_to_device(t.is_contiguous() ? t : kernels::contiguous(t), Device::cpu()); }
+
+// Runs f on the reference CPU path.
+Tensor reference(const std::function<Tensor()>& f) {
+  kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+  return f();
+}
+
+// The emulated device's result must be within atol + rtol*|ref| of the reference everywhere
+// (NaN where the reference has NaN).
+void check_close(const Tensor& emu, const Tensor& ref, double atol, double rtol, const std::string& what) {
+  REQUIRE(emu.device() == Device::emu());
+  REQUIRE(emu.shape() == ref.shape());
+  REQUIRE(emu.dtype() == ref.dtype());
+  // The conversions run on the reference path: the fast CPU path's OpenMP workers keep spinning
+  // after each parallel region and slow the emulator's threads down several times on 2 cores.
+  kernels::CpuBackendGuard single_threaded(kernels::Backend::Ref);
+  const auto cmp = test::compare(test::to_doubles(emu), test::to_doubles(ref), atol, rtol);
+  INFO(what << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst);
+  CHECK(cmp.max_share <= 1.0);
+}
+
+// Bit-identical results (the element bytes of the contiguous copies).
+void check_identical(const Tensor& emu, const Tensor& ref, const std::string& what) {
+  REQUIRE(emu.shape() == ref.shape());
+  REQUIRE(emu.dtype() == ref.dtype());
+  const Tensor a = to_cpu(emu), b = to_cpu(ref);
+  const std::size_t bytes = static_cast<std::size_t>(a.numel()) * dtype_size(a.dtype());
+  INFO(what);
+  CHECK(std::memcmp(a.raw_data(), b.raw_data(), bytes) == 0);
+}
+
+struct UnaryCase {
+  UnaryOp op;
+  double p0 = 0, p1 = 0;
+  bool positive = false;  // input drawn from [0.5, 2] (log, sqrt, fractional powers)
+};
+
+struct BinaryCase {
+  BinaryOp op;
+  double p0 = 0, p1 = 0;
+  bool positive_a = false, positive_b = false;
+};
+
+const std::vector<UnaryCase>& all_unary_cases() {
+  static const std::vector<UnaryCase> cases = {
+      {UnaryOp::Neg}, {UnaryOp::Exp}, {UnaryOp::Log, 0, 0, true}, {UnaryOp::Sqrt, 0, 0, true},
+      {UnaryOp::Abs}, {UnaryOp::Tanh}, {UnaryOp::Sigmoid}, {UnaryOp::Relu}, {UnaryOp::Gelu}, {UnaryOp::Silu},
+      {UnaryOp::AddScalar, 1.5}, {UnaryOp::MulScalar, -3.0}, {UnaryOp::RSubScalar, 2.0},
+      {UnaryOp::RDivScalar, 3.0, 0, true},
+      // PowScalar: the general case and the CPU path's special cases 2, 1 and 0.5.
+      {UnaryOp::PowScalar, 2.5, 0, true}, {UnaryOp::PowScalar, -1.5, 0, true}, {UnaryOp::PowScalar, 2.0},
+      {UnaryOp::PowScalar, 1.0}, {UnaryOp::PowScalar, 0.5, 0, true}, {UnaryOp::PowScalar, 3.0},
+      {UnaryOp::Clamp, -0.5, 0.25},
+      {UnaryOp::EqScalar, 0.5}, {UnaryOp::NeScalar, 0.5}, {UnaryOp::LtScalar, 0.25}, {UnaryOp::LeScalar, 0.25},
+      {UnaryOp::GtScalar, -0.1}, {UnaryOp::GeScalar, -0.1},
+  };
+  return cases;
+}
+
+const std::vector<BinaryCase>& all_binary_cases() {
+  static const std::vector<BinaryCase> cases = {
+      {BinaryOp::Add}, {BinaryOp::Sub}, {BinaryOp::Mul}, {BinaryOp::Div, 0, 0, false, true},
+      {BinaryOp::Maximum}, {BinaryOp::Minimum}, {BinaryOp::Pow, 0, 0, true, false},
+      {BinaryOp::AddScaled, -0.5}, {BinaryOp::AddScaled, 1.0},
+      {BinaryOp::Eq}, {BinaryOp::Ne}, {BinaryOp::Lt}, {BinaryOp::Le}, {BinaryOp::Gt}, {BinaryOp::Ge},
+      {BinaryOp::MaxWeight}, {BinaryOp::ReluBackward}, {BinaryOp::GeluBackward}, {BinaryOp::SiluBackward},
+      {BinaryOp::SigmoidBackward}, {BinaryOp::TanhBackward}, {BinaryOp::SqrtBackward, 0, 0, false, true},
+      {BinaryOp::AbsBackward}, {BinaryOp::ClampBackward, -0.5, 0.25},
+      {BinaryOp::PowScalarBackward, 2.5, 0, false, true}, {BinaryOp::PowScalarBackward, 2.0},
+      {BinaryOp::PowScalarBackward, 0.0},
+  };
+  return cases;
+}
+
+std::string describe(const char* name, double p0, double p1, DType dt) {
+  return std::string(name) + "(p0=" + std::to_string(p0) + ", p1=" + std::to_string(p1) + ") " + std::string(dtype_name(dt));
+}
+
+// Values on a coarse grid (multiples of 1/8 in [-2, 2]) so that comparisons and maximum see
+// many exact ties between the broadcast operands.
+Tensor grid_values(const Shape& shape, DType dt, Generator& gen) {
+  return kernels::cast(mul(kernels::cast(rand_int(shape, 33, {.dtype = DType::Int64}, gen), DType::Float64) - 16.0, 0.125), dt);
+}
+
+}  // namespace
+
+// Every op: float32 on a large case, float64 (tight tolerance: same formulas in double) on a smaller
+// one that also puts the broadcast operand first.
+TEST_CASE("cuda elementwise: every op on broadcast strided operands vs reference", "[cuda][elementwise]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(11);
+  struct Config {
+    DType dtype;
+    std::int64_t rows, cols;
+    double tol;
+    bool both_orders;
+  };
+  // float32: a is [320, 313] (100,160 elements), the transpose of a contiguous [313, 320], so not
+  // flat; the row [313] is broadcast over its rows.
+  for (const Config cfg : {Config{DType::Float32, 320, 313, 1e-5, false}, Config{DType::Float64, 67, 33, 1e-12, true}}) {
+    const DType dt = cfg.dtype;
+    const double tol = cfg.tol;
+    const Tensor a_base = grid_values({cfg.cols, cfg.rows}, dt, gen);
+    const Tensor a_pos_base = kernels::cast(rand_uniform({cfg.cols, cfg.rows}, 0.5, 2.0, {}, gen), dt);
+    const Tensor b = grid_values({cfg.cols}, dt, gen);
+    const Tensor b_pos = kernels::cast(rand_uniform({cfg.cols}, 0.5, 2.0, {}, gen), dt);
+    const Tensor a = transpose(a_base, 0, 1), a_pos = transpose(a_pos_base, 0, 1);
+    const Tensor ea = transpose(to_emu(a_base), 0, 1), ea_pos = transpose(to_emu(a_pos_base), 0, 1);
+    const Tensor eb = to_emu(b), eb_pos = to_emu(b_pos);
+    REQUIRE_FALSE(ea.is_contiguous());
+
+    for (const UnaryCase& c : all_unary_cases()) {
+      const Tensor& x = c.positive ? a_pos : a;
+      const Tensor& ex = c.positive ? ea_pos : ea;
+      const Tensor ref = reference([&] { return kernels::unary(c.op, x, c.p0, c.p1); });
+      check_close(kernels::unary(c.op, ex, c.p0, c.p1), ref, tol, tol, describe(kernels::op_name(c.op), c.p0, c.p1, dt));
+    }
+    for (const BinaryCase& c : all_binary_cases()) {
+      const std::string what = describe(kernels::op_name(c.op), c.p0, c.p1, dt);
+      {
+        const Tensor& x = c.positive_a ? a_pos : a;
+        const Tensor& ex = c.positive_a ? ea_pos : ea;
+        const Tensor& y = c.positive_b ? b_pos : b;
+        const Tensor& ey = c.positive_b ? eb_pos : eb;
+        check_close(kernels::binary(c.op, ex, ey, c.p0, c.p1),
+                    reference([&] { return kernels::binary(c.op, x, y, c.p0, c.p1); }), tol, tol, what + " [a, row]");
+      }
+      if (cfg.both_orders) {  // the broadcast operand first: the other stride pattern
+        const Tensor& x = c.positive_a ? b_pos : b;
+        const Tensor& ex = c.positive_a ? eb_pos : eb;
+        const Tensor& y = c.positive_b ? a_pos : a;
+        const Tensor& ey = c.positive_b ? ea_pos : ea;
+        check_close(kernels::binary(c.op, ex, ey, c.p0, c.p1),
+                    reference([&] { return kernels::binary(c.op, x, y, c.p0, c.p1); }), tol, tol, what + " [row, a]");
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda elementwise: odd flat sizes and the grid-stride loop past the grid cap", "[cuda][elementwise]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(12);
+  // 4096 blocks of 256 threads cover 1,048,576 elements; the last size makes every thread loop.
+  for (const std::int64_t n : {1, 31, 33, 255, 257, 4097, 1048576 + 333}) {
+    const Tensor a = rand_uniform({n}, -2, 2, {}, gen), b = rand_uniform({n}, -2, 2, {}, gen);
+    const Tensor ea = to_emu(a), eb = to_emu(b);
+    const std::string size = "n=" + std::to_string(n);
+    check_close(kernels::binary(BinaryOp::GeluBackward, ea, eb),
+                reference([&] { return kernels::binary(BinaryOp::GeluBackward, a, b); }), 1e-5, 1e-5, size + " gelu backward");
+    check_close(kernels::unary(UnaryOp::Silu, ea), reference([&] { return kernels::unary(UnaryOp::Silu, a); }), 1e-5, 1e-5,
+                size + " silu");
+    check_identical(kernels::where(kernels::unary(UnaryOp::GtScalar, ea, 0.0), ea, eb),
+                    reference([&] { return kernels::where(kernels::unary(UnaryOp::GtScalar, a, 0.0), a, b); }),
+                    size + " where");
+  }
+}
+
+TEST_CASE("cuda elementwise: many non-mergeable dims", "[cuda][elementwise]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(13);
+  // A permuted 5-d tensor (no two dims merge) plus a broadcast operand with size-1 dims.
+  const Tensor base = rand_uniform({3, 4, 5, 6, 7}, -2, 2, {}, gen);
+  const Tensor other = rand_uniform({6, 1, 5, 1}, -2, 2, {}, gen);
+  const Tensor x = permute(base, {4, 2, 0, 3, 1});  // [7, 5, 3, 6, 4]
+  const Tensor y = permute(other, {2, 1, 0, 3});    // [5, 1, 6, 1], broadcast to x's last 4 dims
+  const Tensor ex = permute(to_emu(base), {4, 2, 0, 3, 1});
+  const Tensor ey = permute(to_emu(other), {2, 1, 0, 3});
+  REQUIRE(ex.shape() == Shape{7, 5, 3, 6, 4});
+  check_close(kernels::binary(BinaryOp::Mul, ex, ey), reference([&] { return kernels::binary(BinaryOp::Mul, x, y); }),
+              1e-6, 1e-6, "mul");
+  check_identical(kernels::binary(BinaryOp::Maximum, ey, ex),
+                  reference([&] { return kernels::binary(BinaryOp::Maximum, y, x); }), "maximum");
+  check_close(kernels::unary(UnaryOp::Tanh, ex), reference([&] { return kernels::unary(UnaryOp::Tanh, x); }), 1e-5, 1e-5,
+              "tanh");
+  const Tensor mask = kernels::unary(UnaryOp::LtScalar, y, 0.0);
+  const Tensor emask = kernels::unary(UnaryOp::LtScalar, ey, 0.0);
+  check_identical(kernels::masked_fill(ex, emask, -7.5), reference([&] { return kernels::masked_fill(x, mask, -7.5); }),
+                  "masked_fill");
+  check_identical(kernels::where(emask, ey, ex), reference([&] { return kernels::where(mask, y, x); }), "where");
+}
+
+TEST_CASE("cuda elementwise: integer comparisons are exact", "[cuda][elementwise]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(14);
+  const std::vector<std::pair<BinaryOp, UnaryOp>> ops = {
+      {BinaryOp::Eq, UnaryOp::EqScalar}, {BinaryOp::Ne, UnaryOp::NeScalar}, {BinaryOp::Lt, UnaryOp::LtScalar},
+      {BinaryOp::Le, UnaryOp::LeScalar}, {BinaryOp::Gt, UnaryOp::GtScalar}, {BinaryOp::Ge, UnaryOp::GeScalar}};
+  for (const DType dt : {DType::Int32, DType::Int64}) {
+    // Small values, so ties are frequent; a [37, 41] block against a strided [41] row and a [37, 1] column.
+    const Tensor a = kernels::cast(rand_int({37, 41}, 5, {.dtype = DType::Int64}, gen), dt);
+    const Tensor row_base = kernels::cast(rand_int({82}, 5, {.dtype = DType::Int64}, gen), dt);
+    const Tensor row = row_base.as_strided({41}, {2}, 0);
+    const Tensor col = kernels::cast(rand_int({37, 1}, 5, {.dtype = DType::Int64}, gen), dt);
+    const Tensor ea = to_emu(a), erow = to_emu(row_base).as_strided({41}, {2}, 0), ecol = to_emu(col);
+    for (const auto& [bop, uop] : ops) {
+      const std::string name = std::string(kernels::op_name(bop)) + " " + std::string(dtype_name(dt));
+      const Tensor r1 = kernels::binary(bop, ea, erow);
+      CHECK(r1.dtype() == dt);
+      check_identical(r1, reference([&] { return kernels::binary(bop, a, row); }), name + " [a, row]");
+      check_identical(kernels::binary(bop, ecol, erow), reference([&] { return kernels::binary(bop, col, row); }),
+                      name + " [col, row]");
+      // Scalars that are not integers compare in double: x < 2.5 is not x < 2.
+      for (const double s : {2.0, 2.5, -0.5, 4.0}) {
+        check_identical(kernels::unary(uop, ea, s), reference([&] { return kernels::unary(uop, a, s); }),
+                        name + " scalar " + std::to_string(s));
+      }
+    }
+  }
+  // Values beyond float precision: a float32 scalar would round 16777217 to 16777216.
+  const Tensor big = from_vector<std::int32_t>({16777216, 16777217, 16777218});
+  CHECK(to_cpu(kernels::unary(UnaryOp::EqScalar, to_emu(big), 16777217.0)).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{0, 1, 0});
+  const Tensor i64 = from_vector<std::int64_t>({-3, 0, 7});
+  CHECK(to_cpu(kernels::unary(UnaryOp::LtScalar, to_emu(i64), -2.5)).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{1, 0, 0});
+}
+
+TEST_CASE("cuda elementwise: where and masked_fill are exact for every dtype pair", "[cuda][elementwise]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(15);
+  const std::vector<DType> dtypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64};
+  // A [11, 1] condition/mask broadcast against [11, 13] values: floats mix 0, -0.0 (false), NaN and
+  // a denormal-sized value (true); integers mix 0 with positive and negative values.
+  const std::vector<double> float_cond = {0, 1, -0.0, 0.5, std::nan(""), -2, 0, 2, 0, 0, 1e-30};
+  const std::vector<double> int_cond = {0, 1, 0, 3, -1, -2, 0, 2, 0, 0, 1};
+  for (const DType cd : dtypes) {
+    const Tensor cond = kernels::cast(from_vector<double>(is_integral(cd) ? int_cond : float_cond, {11, 1}), cd);
+    const Tensor econd = to_emu(cond);
+    for (const DType vd : dtypes) {
+      const std::string what = std::string("cond ") + std::string(dtype_name(cd)) + ", values " + std::string(dtype_name(vd));
+      // x: a non-contiguous [11, 13] (transpose of [13, 11]); y: a [13] row.
+      const Tensor x_base = kernels::cast(kernels::cast(rand_int({13, 11}, 1000, {.dtype = DType::Int64}, gen), DType::Float64) - 500.0, vd);
+      const Tensor y = kernels::cast(kernels::cast(rand_int({13}, 1000, {.dtype = DType::Int64}, gen), DType::Float64) - 500.0, vd);
+      const Tensor x = transpose(x_base, 0, 1), ex = transpose(to_emu(x_base), 0, 1), ey = to_emu(y);
+      check_identical(kernels::where(econd, ex, ey), reference([&] { return kernels::where(cond, x, y); }),
+                      what + " where(cond, x, row)");
+      check_identical(kernels::where(econd, ey, ex), reference([&] { return kernels::where(cond, y, x); }),
+                      what + " where(cond, row, x)");
+      const double value = is_integral(vd) ? -7.0 : -7.25;
+      check_identical(kernels::masked_fill(ex, econd, value), reference([&] { return kernels::masked_fill(x, cond, value); }),
+                      what + " masked_fill");
+    }
+  }
+}
+
+TEST_CASE("cuda elementwise: in place on strided views", "[cuda][elementwise][inplace]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(16);
+  const Tensor base = rand_uniform({33, 31}, -2, 2, {}, gen);
+  const Tensor row = rand_uniform({33}, -2, 2, {}, gen);
+  const Tensor mask = kernels::cast(rand_int({31, 1}, 2, {.dtype = DType::Int64}, gen), DType::Int32);
+  // Expected values: the same sequence out of place on the reference path.
+  const Tensor expected = reference([&] {
+    Tensor t = transpose(base, 0, 1);  // [31, 33]
+    t = kernels::binary(BinaryOp::AddScaled, t, row, -0.5);
+    t = kernels::unary(UnaryOp::Gelu, t);
+    t = kernels::binary(BinaryOp::Mul, t, t);
+    return kernels::masked_fill(t, mask, 3.0);
+  });
+  // On the device, each step writes into the transposed view of `ebase` itself.
+  const Tensor ebase = to_emu(base);
+  const Tensor view = transpose(ebase, 0, 1);
+  const Tensor erow = to_emu(row);
+  kernels::binary_into(BinaryOp::AddScaled, view, view, erow, -0.5);
+  kernels::unary_into(UnaryOp::Gelu, view, view);
+  kernels::binary_into(BinaryOp::Mul, view, view, view);
+  kernels::masked_fill_into(view, view, to_emu(mask), 3.0);
+  check_close(view, expected, 1e-5, 1e-5, "in-place sequence");
+  check_close(ebase, reference([&] { return kernels::contiguous(transpose(expected, 0, 1)); }), 1e-5, 1e-5,
+              "written through to the base");
+}

@@ -1,0 +1,138 @@
+// The CUDA embedding kernels (kernels/cuda/embedding.cu, with the grouping by token id from
+// kernels/cuda/index.cu) on the emulated device. The op harness (tests/ops/embedding_test.cpp,
+// mode emu) covers small shapes; here: the backward with heavy collisions and with vocabularies
+// that need several radix passes, compared with the reference, bit-identical under the
+// emulator's forward/reverse/random schedules (the sort uses warp shuffles and barriers) and
+// bit-identical to the CPU path, which sums every row in the same (position) order.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "harness/op_harness.h"
+#include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/devices.h"
+#include "kernels/embedding.h"
+
+using namespace define;
+
+namespace {
+
+Tensor to_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
+Tensor to_cpu(const Tensor& t) { return copy_to_device(kernels::contiguous(t), Device::cpu()); }
+
+Tensor on_cpu_backend(kernels::Backend backend, const std::function<Tensor()>& f) {
+  kernels::CpuBackendGuard guard(backend);
+  return f();
+}
+
+void check_close(const Tensor& got, const Tensor& ref, const std::string& what, double atol = 1e-5,
+                 double rtol = 1e-5) {
+  REQUIRE(got.shape() == ref.shape());
+  REQUIRE(got.dtype() == ref.dtype());
+  const auto cmp = test::compare(test::to_doubles(got), test::to_doubles(ref), atol, rtol);
+  INFO(what << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst);
+  CHECK(cmp.max_share <= 1.0);
+}
+
+void check_identical(const Tensor& a_in, const Tensor& b_in, const std::string& what) {
+  REQUIRE(a_in.shape() == b_in.shape());
+  REQUIRE(a_in.dtype() == b_in.dtype());
+  const Tensor a = to_cpu(a_in), b = to_cpu(b_in);
+  INFO(what);
+  CHECK(std::memcmp(a.raw_data(), b.raw_data(), static_cast<std::size_t>(a.numel()) * dtype_size(a.dtype())) == 0);
+}
+
+const std::vector<std::string> kSchedules = {"forward", "reverse", "random:20240611"};
+
+// embedding_backward on the emulated device under every schedule: all runs bit-identical, equal
+// to the CPU path bit for bit and to the reference within tolerance. Returns the device result.
+Tensor check_backward(const Tensor& grad, const Tensor& ids, std::int64_t rows, std::int64_t padding_idx,
+                      const std::string& what) {
+  const Tensor ref = on_cpu_backend(kernels::Backend::Ref,
+                                    [&] { return kernels::embedding_backward(grad, ids, rows, padding_idx); });
+  const Tensor cpu = on_cpu_backend(kernels::Backend::Cpu,
+                                    [&] { return kernels::embedding_backward(grad, ids, rows, padding_idx); });
+  const Tensor g = to_emu(grad), i = to_emu(ids);
+  Tensor first;
+  for (const std::string& schedule : kSchedules) {
+    kernels::EmuScheduleGuard guard(schedule);
+    const Tensor got = kernels::embedding_backward(g, i, rows, padding_idx);
+    REQUIRE(got.device() == Device::emu());
+    if (!first.defined()) first = got;
+    check_identical(got, first, what + ": schedule " + schedule + " vs forward");
+  }
+  check_identical(first, cpu, what + ": emu vs cpu path");
+  check_close(first, ref, what + ": emu vs reference");
+  return first;
+}
+
+}  // namespace
+
+TEST_CASE("cuda embedding: backward, 4096 tokens over 7 rows, deterministic", "[cuda][embedding]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(7);
+  const Tensor grad = rand_uniform({4096, 40}, -1, 1, {}, gen);
+  for (DType id_dtype : {DType::Int64, DType::Int32}) {
+    const Tensor ids = rand_int({4096}, 7, {.dtype = id_dtype}, gen);
+    check_backward(grad, ids, 7, -1, std::string("vocab 7, ids ") + std::string(dtype_name(id_dtype)));
+  }
+  // Ids as a [64, 64] batch (flattened by the entry point) and float64 gradients.
+  const Tensor ids2d = rand_int({64, 64}, 7, {.dtype = DType::Int64}, gen);
+  const Tensor grad64 = rand_uniform({64, 64, 33}, -1, 1, {.dtype = DType::Float64}, gen);
+  check_backward(grad64, ids2d, 7, -1, "vocab 7, float64, 2-d ids");
+}
+
+TEST_CASE("cuda embedding: backward padding row stays zero", "[cuda][embedding]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(11);
+  const Tensor grad = rand_uniform({3000, 9}, -1, 1, {}, gen);
+  const Tensor ids = rand_int({3000}, 7, {.dtype = DType::Int64}, gen);
+  const Tensor got = to_cpu(check_backward(grad, ids, 7, 3, "vocab 7, padding 3"));
+  const std::vector<float> w = got.to_vector<float>();
+  for (int k = 0; k < 9; ++k) CHECK(w[3 * 9 + k] == 0.0f);
+  // The padding row also stays zero when every token is padding.
+  const Tensor all_pad = to_cpu(kernels::embedding_backward(to_emu(grad), to_emu(zeros({3000}, {.dtype = DType::Int64})), 2, 0));
+  CHECK(all_pad.to_vector<float>() == std::vector<float>(18, 0.0f));
+}
+
+TEST_CASE("cuda embedding: backward over several radix passes and tiles", "[cuda][embedding]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(13);
+  // 50,000 rows need four 4-bit passes; 5,000 tokens fill two tiles of 2,048 and part of a third.
+  const Tensor grad = rand_uniform({5000, 4}, -1, 1, {}, gen);
+  const Tensor ids = rand_int({5000}, 50000, {.dtype = DType::Int32}, gen);
+  check_backward(grad, ids, 50000, 12345, "vocab 50000");
+  // Sizes around one tile, a vocabulary of one row, and a width of one.
+  for (std::int64_t n : {1, 31, 2047, 2048, 2049}) {
+    const Tensor g = rand_uniform({n, 1}, -1, 1, {}, gen);
+    check_backward(g, rand_int({n}, 257, {.dtype = DType::Int64}, gen), 257, -1, "vocab 257, tokens " + std::to_string(n));
+    check_backward(g, zeros({n}, {.dtype = DType::Int64}), 1, -1, "vocab 1, tokens " + std::to_string(n));
+  }
+}
+
+TEST_CASE("cuda embedding: backward with no tokens writes zeros", "[cuda][embedding]") {
+  REQUIRE(kernels::register_devices().emu);
+  const Tensor got = kernels::embedding_backward(to_emu(zeros({0, 3})), to_emu(zeros({0}, {.dtype = DType::Int64})), 5, -1);
+  CHECK(to_cpu(got).to_vector<float>() == std::vector<float>(15, 0.0f));
+}
+
+TEST_CASE("cuda embedding: lookup with odd shapes and strided tables", "[cuda][embedding]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(17);
+  for (std::int64_t width : {1, 33, 257}) {
+    const Tensor table = rand_uniform({width, 31}, -1, 1, {}, gen).as_strided({31, width}, {1, 31}, 0);  // transposed
+    const Tensor ids = rand_int({3, 67}, 31, {.dtype = DType::Int32}, gen);
+    const Tensor ref = on_cpu_backend(kernels::Backend::Ref, [&] { return kernels::embedding(table, ids); });
+    Tensor emu_table = empty({width, 31}, {.device = Device::emu()}).as_strided({31, width}, {1, 31}, 0);
+    kernels::copy_into(emu_table, to_emu(kernels::contiguous(table)));
+    const Tensor got = kernels::embedding(emu_table, to_emu(ids));
+    CHECK(got.shape() == Shape{3, 67, width});
+    check_identical(got, ref, "lookup width " + std::to_string(width));
+  }
+}

@@ -1,0 +1,157 @@
+// CUDA layer-norm kernels (kernels/cuda/layer_norm.cu) on the emulated device: larger shapes than
+// the op harness runs, against the CPU reference; results bit-identical under the emulator's
+// forward, reverse and random thread schedules; deterministic parameter gradients.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "harness/op_harness.h"
+#include "kernels/backend.h"
+#include "kernels/devices.h"
+#include "kernels/layer_norm.h"
+
+using namespace define;
+
+namespace {
+
+Tensor on_emu(const Tensor& t) { return t.defined() ? copy_to_device(t, Device::emu()) : t; }
+
+std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+
+// Everything one forward and one backward pass produce.
+struct LayerNormRun {
+  std::vector<double> y, mean, rstd, dx, dweight, dbias;
+};
+
+// Forward and backward of layer_norm on the tensors' device (the CPU reference for CPU tensors),
+// with every gradient requested (dweight and dbias also without weight and bias).
+LayerNormRun run_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& dy, double eps) {
+  kernels::CpuBackendGuard ref(kernels::Backend::Ref);
+  const kernels::LayerNormOutputs f = kernels::layer_norm(x, w, b, eps);
+  const kernels::LayerNormGrads g = kernels::layer_norm_backward(dy, x, w, f.mean, f.rstd, true, true, true);
+  return {values(f.y), values(f.mean), values(f.rstd), values(g.dx), values(g.dweight), values(g.dbias)};
+}
+
+void check_close(const char* what, const std::vector<double>& got, const std::vector<double>& ref, double atol,
+                 double rtol) {
+  REQUIRE(got.size() == ref.size());
+  const define::test::Comparison c = define::test::compare(got, ref, atol, rtol);
+  INFO(what << ": max abs err " << c.max_abs_err << " at element " << c.worst << ", " << 100 * c.max_share
+            << "% of allowed");
+  CHECK(c.max_share <= 1.0);
+}
+
+void check_close(const LayerNormRun& got, const LayerNormRun& ref, double atol, double rtol) {
+  check_close("y", got.y, ref.y, atol, rtol);
+  check_close("mean", got.mean, ref.mean, atol, rtol);
+  check_close("rstd", got.rstd, ref.rstd, atol, rtol);
+  check_close("dx", got.dx, ref.dx, atol, rtol);
+  check_close("dweight", got.dweight, ref.dweight, atol, rtol);
+  check_close("dbias", got.dbias, ref.dbias, atol, rtol);
+}
+
+void check_identical(const LayerNormRun& got, const LayerNormRun& ref) {
+  CHECK(got.y == ref.y);
+  CHECK(got.mean == ref.mean);
+  CHECK(got.rstd == ref.rstd);
+  CHECK(got.dx == ref.dx);
+  CHECK(got.dweight == ref.dweight);
+  CHECK(got.dbias == ref.dbias);
+}
+
+struct Problem {
+  Tensor x, w, b, dy;
+};
+
+Problem make_problem(std::int64_t rows, std::int64_t cols, DType dtype, std::uint64_t seed, double x_lo = -2,
+                     double x_hi = 2) {
+  Generator gen(seed);
+  Problem p;
+  p.x = rand_uniform({rows, cols}, x_lo, x_hi, {dtype}, gen);
+  p.w = rand_uniform({cols}, 0.5, 1.5, {dtype}, gen);
+  p.b = rand_uniform({cols}, -1, 1, {dtype}, gen);
+  p.dy = rand_uniform({rows, cols}, -1, 1, {dtype}, gen);
+  return p;
+}
+
+LayerNormRun run_on_emu(const Problem& p, double eps = 1e-5) {
+  return run_layer_norm(on_emu(p.x), on_emu(p.w), on_emu(p.b), on_emu(p.dy), eps);
+}
+
+}  // namespace
+
+TEST_CASE("cuda layer_norm: [257, 1031] forward and backward match the reference", "[cuda][layer_norm]") {
+  REQUIRE(kernels::register_devices().emu);
+  SECTION("float32, one block per row") {
+    const Problem p = make_problem(257, 1031, DType::Float32, 1);
+    check_close(run_on_emu(p), run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5), 1e-5, 1e-5);
+  }
+  SECTION("float64") {
+    const Problem p = make_problem(257, 1031, DType::Float64, 2);
+    check_close(run_on_emu(p), run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5), 1e-12, 1e-12);
+  }
+  SECTION("float32, one warp per row, without weight and bias") {
+    const Problem p = make_problem(257, 1000, DType::Float32, 3);
+    check_close(run_layer_norm(on_emu(p.x), Tensor(), Tensor(), on_emu(p.dy), 1e-5),
+                run_layer_norm(p.x, Tensor(), Tensor(), p.dy, 1e-5), 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("cuda layer_norm: statistics stay accurate when |mean| >> std", "[cuda][layer_norm]") {
+  REQUIRE(kernels::register_devices().emu);
+  // Rows around 1000 with spread 1: a one-pass E[x^2] - E[x]^2 in float32 would lose every digit.
+  for (std::int64_t cols : {300, 2000}) {  // one warp per row, one block per row
+    INFO("cols " << cols);
+    const Problem p = make_problem(64, cols, DType::Float32, 4, 999, 1001);
+    const LayerNormRun got = run_on_emu(p), ref = run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5);
+    check_close("rstd", got.rstd, ref.rstd, 1e-5, 1e-4);
+    check_close("y", got.y, ref.y, 1e-3, 1e-4);  // x - mean itself carries float32 rounding of x ~ 1000
+  }
+}
+
+TEST_CASE("cuda layer_norm: results are bit-identical under every thread schedule", "[cuda][layer_norm]") {
+  REQUIRE(kernels::register_devices().emu);
+  // Block per row (1031 cols) and warp per row (33 cols, 4 rows per block with the last block
+  // partly empty); dweight/dbias come from per-chunk partials summed in chunk order.
+  for (std::int64_t cols : {1031, 33}) {
+    INFO("cols " << cols);
+    const Problem p = make_problem(257, cols, DType::Float32, 5);
+    LayerNormRun forward;
+    {
+      kernels::EmuScheduleGuard schedule("forward");
+      forward = run_on_emu(p);
+    }
+    for (const std::string s : {"reverse", "random:1", "random:12345"}) {
+      INFO("schedule " << s);
+      kernels::EmuScheduleGuard schedule(s);
+      check_identical(run_on_emu(p), forward);
+    }
+  }
+}
+
+TEST_CASE("cuda layer_norm: parameter gradients do not depend on which gradients are requested",
+          "[cuda][layer_norm]") {
+  REQUIRE(kernels::register_devices().emu);
+  const Problem p = make_problem(100, 70, DType::Float32, 6);
+  const Tensor x = on_emu(p.x), w = on_emu(p.w), dy = on_emu(p.dy);
+  const kernels::LayerNormOutputs f = kernels::layer_norm(x, w, Tensor(), 1e-5);
+  const kernels::LayerNormGrads all = kernels::layer_norm_backward(dy, x, w, f.mean, f.rstd, true, true, true);
+  const kernels::LayerNormGrads only_w = kernels::layer_norm_backward(dy, x, w, f.mean, f.rstd, false, true, false);
+  const kernels::LayerNormGrads only_b = kernels::layer_norm_backward(dy, x, w, f.mean, f.rstd, false, false, true);
+  const kernels::LayerNormGrads only_dx = kernels::layer_norm_backward(dy, x, w, f.mean, f.rstd, true, false, false);
+  CHECK_FALSE(only_w.dx.defined());
+  CHECK_FALSE(only_w.dbias.defined());
+  CHECK(values(only_w.dweight) == values(all.dweight));
+  CHECK(values(only_b.dbias) == values(all.dbias));
+  CHECK_FALSE(only_dx.dweight.defined());
+  CHECK(values(only_dx.dx) == values(all.dx));
+  // And they are the reference's up to rounding.
+  const LayerNormRun ref = run_layer_norm(p.x, p.w, Tensor(), p.dy, 1e-5);
+  check_close("dweight", values(all.dweight), ref.dweight, 1e-5, 1e-5);
+  check_close("dbias", values(all.dbias), ref.dbias, 1e-5, 1e-5);
+  check_close("dx", values(all.dx), ref.dx, 1e-5, 1e-5);
+}

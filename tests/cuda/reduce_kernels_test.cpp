@@ -1,0 +1,226 @@
+// CUDA reduce kernels (kernels/cuda/reduce.cu) on the emulated device: shapes larger than the op
+// harness runs (a million-element sum, [257, 4099] over each dim, reductions long enough to be
+// split across blocks) against the CPU reference; column_sum at odd shapes and layouts; max and
+// argmax with ties and NaNs; and bit-identical results under the emulator's forward, reverse and
+// random thread schedules (the kernels promise a fixed summation order and use no atomics).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "harness/op_harness.h"
+#include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/devices.h"
+#include "kernels/matmul.h"
+#include "kernels/reduce.h"
+
+using namespace define;
+
+namespace {
+
+using Dims = std::vector<std::int64_t>;
+
+Tensor on_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
+
+std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+
+// The transpose of a 2-d tensor, as a view.
+Tensor transposed(const Tensor& t) {
+  return t.as_strided({t.shape()[1], t.shape()[0]}, {t.strides()[1], t.strides()[0]}, t.offset());
+}
+
+// Runs f with the CPU reference for CPU tensors.
+template <typename F>
+auto reference(F&& f) {
+  kernels::CpuBackendGuard ref(kernels::Backend::Ref);
+  return f();
+}
+
+void check_close(const std::string& what, const Tensor& got, const Tensor& ref, double tol) {
+  REQUIRE(got.device() == Device::emu());
+  REQUIRE(got.shape() == ref.shape());
+  const define::test::Comparison cmp = define::test::compare(values(got), values(ref), tol, tol);
+  INFO(what << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst << " (" << 100 * cmp.max_share
+            << "% of allowed)");
+  CHECK(cmp.max_share <= 1.0);
+}
+
+// Same values bit for bit (NaNs included).
+bool bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// A [rows, cols] float tensor of small integers (0..levels-1: ties everywhere) with NaN at the
+// given flat positions.
+Tensor ties_with_nans(std::int64_t rows, std::int64_t cols, int levels, const std::vector<std::int64_t>& nans,
+                      DType dtype = DType::Float32) {
+  Generator gen(5);
+  const Tensor ints = rand_int({rows, cols}, levels, {.dtype = DType::Int64}, gen);
+  std::vector<double> v = kernels::cast(ints, DType::Float64).to_vector<double>();
+  for (std::int64_t i : nans) v[i] = NAN;
+  return kernels::cast(from_vector<double>(v, {rows, cols}), dtype);
+}
+
+}  // namespace
+
+// The kernels accumulate in double: against the double-accumulating reference the only error left
+// is the final rounding, so these use 1e-6, ten times tighter than the harness.
+TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce]") {
+  kernels::register_devices();
+  Generator gen(21);
+  struct Case {
+    std::string name;
+    Shape shape;
+    Dims dims;
+    bool with_mean = false;
+  };
+  const std::vector<Case> cases = {
+      {"1000003 all", {1000003}, {}, true},
+      {"257x4099 dim0", {257, 4099}, {0}},
+      {"257x4099 dim1", {257, 4099}, {1}},
+      {"257x4099 all", {257, 4099}, {0, 1}},
+      {"3x100003 dim1 (rows split across blocks)", {3, 100003}, {1}, true},
+      {"100003x3 dim0 (columns split across blocks)", {100003, 3}, {0}, true},
+      {"7x1000x33 dims 0,2 (interleaved)", {7, 1000, 33}, {0, 2}, true},
+      {"5000x7 dim1 (sub-warp rows)", {5000, 7}, {1}, true},
+  };
+  for (const Case& c : cases) {
+    const Tensor x = rand_uniform(c.shape, -1, 1, {}, gen);
+    const Tensor xe = on_emu(x);
+    check_close("sum " + c.name, kernels::sum(xe, c.dims, false), reference([&] { return kernels::sum(x, c.dims, false); }),
+                1e-6);
+    if (c.with_mean)
+      check_close("mean " + c.name, kernels::mean(xe, c.dims, true),
+                  reference([&] { return kernels::mean(x, c.dims, true); }), 1e-6);
+  }
+  // Transposed input: the reduced dim of a row sum becomes the strided one.
+  const Tensor x = rand_uniform({4099, 257}, -1, 1, {}, gen);
+  for (std::int64_t dim : {0, 1}) {
+    const Tensor t = transposed(on_emu(x));
+    check_close("sum transposed dim " + std::to_string(dim), kernels::sum(t, {dim}, false),
+                reference([&] { return kernels::sum(transposed(x), {dim}, false); }), 1e-6);
+  }
+  // Same-sign data, where a float accumulator would drift: all partial sums of 0.1f are exact in
+  // double, so the mean equals the reference's bit for bit.
+  const Tensor tenths = full({1000003}, 0.1);
+  const Tensor got = kernels::mean(on_emu(tenths), {}, false);
+  const Tensor want = reference([&] { return kernels::mean(tenths, {}, false); });
+  CHECK(values(got) == values(want));
+  // float64.
+  const Tensor xd = rand_uniform({129, 1031}, -1, 1, {.dtype = DType::Float64}, gen);
+  for (std::int64_t dim : {0, 1})
+    check_close("float64 sum dim " + std::to_string(dim), kernels::sum(on_emu(xd), {dim}, false),
+                reference([&] { return kernels::sum(xd, {dim}, false); }), 1e-12);
+}
+
+TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce]") {
+  kernels::register_devices();
+  Generator gen(22);
+  for (const Shape& s : std::vector<Shape>{{1, 1}, {1, 33}, {31, 1}, {33, 257}, {257, 31}, {1000, 3}, {3, 1000},
+                                           {4099, 257}, {0, 5}}) {
+    for (DType dtype : {DType::Float32, DType::Float64}) {
+      const Tensor x = rand_uniform(s, -1, 1, {.dtype = dtype}, gen);
+      INFO("shape " << shape_str(s) << " " << dtype_name(dtype));
+      check_close("column_sum", kernels::column_sum(on_emu(x)), reference([&] { return kernels::column_sum(x); }),
+                  1e-6);
+    }
+  }
+  // Non-contiguous: a transposed matrix, and every other column of a wider one (as linear's
+  // backward may hand it a strided gradient).
+  const Tensor base = rand_uniform({257, 66}, -1, 1, {}, gen);
+  const Tensor base_emu = on_emu(base);
+  check_close("column_sum transposed", kernels::column_sum(transposed(base_emu)),
+              reference([&] { return kernels::column_sum(transposed(base)); }), 1e-6);
+  check_close("column_sum stride-2 columns", kernels::column_sum(base_emu.as_strided({257, 33}, {66, 2}, 1)),
+              reference([&] { return kernels::column_sum(base.as_strided({257, 33}, {66, 2}, 1)); }), 1e-6);
+  // No rows: zeros.
+  CHECK(values(kernels::column_sum(on_emu(zeros({0, 3})))) == std::vector<double>{0, 0, 0});
+}
+
+TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference", "[cuda][reduce]") {
+  kernels::register_devices();
+  // float32 at [257, 4099], float64 at [129, 1031]. NaNs: two in column 20 (rows 5 and 9: the
+  // first wins), one in row 100.
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const std::int64_t rows = dtype == DType::Float32 ? 257 : 129, cols = dtype == DType::Float32 ? 4099 : 1031;
+    const Tensor x = ties_with_nans(rows, cols, 7, {5 * cols + 20, 9 * cols + 20, 100 * cols + 1000}, dtype);
+    const Tensor xe = on_emu(x);
+    for (std::int64_t dim : {0, 1}) {
+      INFO(dtype_name(dtype) << " dim " << dim);
+      const auto [v, i] = kernels::max(xe, dim, false);
+      const auto [rv, ri] = reference([&] { return kernels::max(x, dim, false); });
+      CHECK(bitwise_equal(values(v), values(rv)));
+      CHECK(values(i) == values(ri));
+      CHECK(values(kernels::argmax(transposed(xe), 1 - dim, true)) ==
+            values(reference([&] { return kernels::argmax(transposed(x), 1 - dim, true); })));
+    }
+  }
+  // One long line (split into many lanes): the maximum appears three times, the first wins.
+  std::vector<double> line(1000003, -1.0);
+  for (std::int64_t i : {700001, 12345, 999999}) line[i] = 2.0;
+  const Tensor l = from_vector<double>(line, {1000003});
+  CHECK(values(kernels::argmax(on_emu(l), 0, false)) == std::vector<double>{12345});
+}
+
+TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][reduce]") {
+  kernels::register_devices();
+  Generator gen(23);
+  const Tensor x = rand_uniform({33, 5, 257}, -1, 1, {}, gen);
+  for (std::int64_t dim : {0, 1, 2}) {
+    for (bool keepdim : {false, true}) {
+      const auto [v, idx] = reference([&] { return kernels::max(x, dim, keepdim); });
+      const Tensor grad = rand_uniform(v.shape(), -1, 1, {}, gen);
+      INFO("dim " << dim << " keepdim " << keepdim);
+      const Tensor got = kernels::max_backward(on_emu(grad), on_emu(idx), x.shape(), dim, keepdim);
+      const Tensor want = reference([&] { return kernels::max_backward(grad, idx, x.shape(), dim, keepdim); });
+      CHECK(values(got) == values(want));
+    }
+  }
+}
+
+TEST_CASE("reduce kernels: bit-identical under forward, reverse and random schedules", "[cuda][reduce]") {
+  kernels::register_devices();
+  Generator gen(24);
+  const Tensor rows = on_emu(rand_uniform({33, 2051}, -1, 1, {}, gen));
+  const Tensor cols = on_emu(rand_uniform({513, 257}, -1, 1, {}, gen));
+  const Tensor long_line = on_emu(rand_uniform({100003}, -1, 1, {}, gen));
+  const Tensor ties = on_emu(ties_with_nans(257, 131, 3, {40 * 131 + 7, 41 * 131 + 7}));
+  const Tensor grad = on_emu(rand_uniform({1, 131}, -1, 1, {}, gen));
+  // Every kernel and layout: rows with several warps per output, sub-warp rows, columns, both
+  // split across blocks, max in both layouts, column_sum, max backward.
+  const std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
+      {"sum rows", [&] { return kernels::sum(rows, {1}, false); }},
+      {"sum sub-warp rows", [&] { return kernels::sum(rows.as_strided({33 * 2051 / 7, 7}, {7, 1}, 0), {1}, false); }},
+      {"sum columns (split)", [&] { return kernels::sum(cols, {0}, false); }},
+      {"mean all (split rows)", [&] { return kernels::mean(long_line, {}, false); }},
+      {"mean interleaved", [&] { return kernels::mean(cols.as_strided({3, 171, 257}, {171 * 257, 257, 1}, 0), {0, 2}, false); }},
+      {"column_sum", [&] { return kernels::column_sum(cols); }},
+      {"max rows", [&] { return kernels::max(ties, 1, false).first; }},
+      {"argmax rows", [&] { return kernels::argmax(ties, 1, false); }},
+      {"max columns", [&] { return kernels::max(ties, 0, false).first; }},
+      {"argmax columns", [&] { return kernels::argmax(ties, 0, true); }},
+      {"argmax long line", [&] { return kernels::argmax(long_line, 0, false); }},
+      {"max backward", [&] {
+         return kernels::max_backward(grad, kernels::argmax(ties, 0, true), ties.shape(), 0, true);
+       }},
+  };
+  for (const auto& [name, op] : ops) {
+    std::vector<double> forward;
+    {
+      kernels::EmuScheduleGuard s("forward");
+      forward = values(op());
+    }
+    for (const std::string schedule : {"reverse", "random:1", "random:4242"}) {
+      kernels::EmuScheduleGuard s(schedule);
+      INFO(name << " under " << schedule);
+      CHECK(bitwise_equal(values(op()), forward));
+      CHECK(bitwise_equal(values(op()), forward));  // and again: run to run
+    }
+  }
+}
