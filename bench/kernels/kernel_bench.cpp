@@ -6,8 +6,8 @@
 // (GB/s of compulsory traffic: every input read once, every output written once) or GFLOP/s next
 // to the device's measured limits, taken in the same run:
 //   * bandwidth: a device-to-device copy of 512 MiB (cudaMemcpy through the device interface);
-//   * GEMM rate: the cuBLAS SGEMM at 4096^3 (the default GEMM path), so the tiled kernel's
-//     figure reads as a share of cuBLAS.
+//   * GEMM rate: SGEMM at 4096^3 through the default path (cuBLAS), so the tiled kernel's figure
+//     reads as a share of cuBLAS (DEFINE_CUDA_GEMM=tiled makes the default the tiled kernel).
 // On the emulated device (--device emu, the default without a GPU) the same kernels run on the
 // CPU through the CUDA emulator at smaller sizes; each case prints the emulator's time next to the
 // fast CPU path's time for the same op and size, i.e. what the emulator costs, which is what the
@@ -27,6 +27,7 @@
 #include "core/device.h"
 #include "core/factory.h"
 #include "kernels/copy.h"
+#include "kernels/cuda/gemm_config.h"
 #include "kernels/devices.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
@@ -163,6 +164,17 @@ std::vector<Case> cases() {
                  const std::int64_t n = gpu ? 4096 : 256;
                  Tensor a = uniform({n, n}, d), b = uniform({n, n}, d);
                  return Problem{f32_bytes(3.0 * n * n), 2.0 * n * n * n, [=] { (void)kernels::matmul(a, b); }};
+               }});
+  // The backend's own tiled kernel (the emulator always runs it; on a GPU it reads as a share of cuBLAS).
+  c.push_back({"gemm (tiled kernel)", "4096^3", "256^3", [](Device d, bool gpu) {
+                 const std::int64_t n = gpu ? 4096 : 256;
+                 Tensor a = uniform({n, n}, d), b = uniform({n, n}, d);
+                 return Problem{f32_bytes(3.0 * n * n), 2.0 * n * n * n, [=] {
+                                  const kernels::CudaGemm previous = kernels::cuda_gemm();
+                                  kernels::set_cuda_gemm(kernels::CudaGemm::Tiled);
+                                  (void)kernels::matmul(a, b);
+                                  kernels::set_cuda_gemm(previous);
+                                }};
                }});
   c.push_back({"bmm 64 x 128^3", "64x128^3", "8x128^3", [](Device d, bool gpu) {
                  const std::int64_t batch = gpu ? 64 : 8, n = 128;

@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/current_device_guard.h"
 #include "kernels/cuda/device.h"
 #include "kernels/devices.h"
 
@@ -56,24 +57,9 @@ void check_index(int index) {
                n);
 }
 
-// Makes `index` current for the guard's lifetime, so a segment is allocated on (and freed
-// from) the device it belongs to, whatever device the calling thread has selected.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int index) {
-    DEFINE_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != index) DEFINE_CUDA_CHECK(cudaSetDevice(index));
-  }
-  ~DeviceGuard() {
-    int now = previous_;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
+// Segments are allocated on (and freed from) the device they belong to, whatever device the
+// calling thread has selected.
+using DeviceGuard = CurrentDeviceGuard;
 
 // Segments for one device come straight from cudaMalloc.
 class CudaRawMemory final : public RawDeviceMemory {

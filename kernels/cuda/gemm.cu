@@ -43,6 +43,7 @@
 #include "kernels/cuda/gemm_config.h"
 #include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/current_device_guard.h"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -312,24 +313,7 @@ cublasHandle_t cublas_handle(int device) {
   return handle;
 }
 
-// Makes the tensors' device current for the GEMM (cuBLAS handles and launches act on the
-// current device) and restores the caller's afterwards.
-class CurrentDeviceGuard {
- public:
-  explicit CurrentDeviceGuard(int index) {
-    DEFINE_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != index) DEFINE_CUDA_CHECK(cudaSetDevice(index));
-  }
-  ~CurrentDeviceGuard() {
-    int now = previous_;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
-  }
-  CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
-  CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
+using ::define::DEFINE_CUDA_NS::CurrentDeviceGuard;  // kernels/cuda/current_device_guard.h
 
 // How cuBLAS (column-major) can read a strided matrix M (rows x cols): as itself (OP_N) when its
 // rows are unit-stride, as the transpose of what it stores (OP_T) when its columns are, each with a

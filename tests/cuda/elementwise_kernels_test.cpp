@@ -16,6 +16,7 @@
 
 #include "autograd/ops.h"
 #include "core/factory.h"
+#include "cuda/emu_test_util.h"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
@@ -28,37 +29,18 @@ using kernels::UnaryOp;
 
 namespace {
 
-Tensor to_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
-Tensor to_cpu(const Tensor& t) { return copy_to_device(t.is_contiguous() ? t : kernels::contiguous(t), Device::cpu()); }
+using test::check_identical;
+using test::to_cpu;
+using test::to_emu;
 
 // Runs f on the reference CPU path.
-Tensor reference(const std::function<Tensor()>& f) {
-  kernels::CpuBackendGuard guard(kernels::Backend::Ref);
-  return f();
-}
+Tensor reference(const std::function<Tensor()>& f) { return test::on_cpu_backend(kernels::Backend::Ref, f); }
 
 // The emulated device's result must be within atol + rtol*|ref| of the reference everywhere
 // (NaN where the reference has NaN).
 void check_close(const Tensor& emu, const Tensor& ref, double atol, double rtol, const std::string& what) {
   REQUIRE(emu.device() == Device::emu());
-  REQUIRE(emu.shape() == ref.shape());
-  REQUIRE(emu.dtype() == ref.dtype());
-  // The conversions run on the reference path: the fast CPU path's OpenMP workers keep spinning
-  // after each parallel region and slow the emulator's threads down several times on 2 cores.
-  kernels::CpuBackendGuard single_threaded(kernels::Backend::Ref);
-  const auto cmp = test::compare(test::to_doubles(emu), test::to_doubles(ref), atol, rtol);
-  INFO(what << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst);
-  CHECK(cmp.max_share <= 1.0);
-}
-
-// Bit-identical results (the element bytes of the contiguous copies).
-void check_identical(const Tensor& emu, const Tensor& ref, const std::string& what) {
-  REQUIRE(emu.shape() == ref.shape());
-  REQUIRE(emu.dtype() == ref.dtype());
-  const Tensor a = to_cpu(emu), b = to_cpu(ref);
-  const std::size_t bytes = static_cast<std::size_t>(a.numel()) * dtype_size(a.dtype());
-  INFO(what);
-  CHECK(std::memcmp(a.raw_data(), b.raw_data(), bytes) == 0);
+  test::check_close(emu, ref, what, atol, rtol);
 }
 
 struct UnaryCase {

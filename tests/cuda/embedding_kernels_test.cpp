@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/factory.h"
+#include "cuda/emu_test_util.h"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
@@ -20,33 +21,10 @@
 #include "kernels/embedding.h"
 
 using namespace define;
+using namespace define::test;
 
 namespace {
 
-Tensor to_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
-Tensor to_cpu(const Tensor& t) { return copy_to_device(kernels::contiguous(t), Device::cpu()); }
-
-Tensor on_cpu_backend(kernels::Backend backend, const std::function<Tensor()>& f) {
-  kernels::CpuBackendGuard guard(backend);
-  return f();
-}
-
-void check_close(const Tensor& got, const Tensor& ref, const std::string& what, double atol = 1e-5,
-                 double rtol = 1e-5) {
-  REQUIRE(got.shape() == ref.shape());
-  REQUIRE(got.dtype() == ref.dtype());
-  const auto cmp = test::compare(test::to_doubles(got), test::to_doubles(ref), atol, rtol);
-  INFO(what << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst);
-  CHECK(cmp.max_share <= 1.0);
-}
-
-void check_identical(const Tensor& a_in, const Tensor& b_in, const std::string& what) {
-  REQUIRE(a_in.shape() == b_in.shape());
-  REQUIRE(a_in.dtype() == b_in.dtype());
-  const Tensor a = to_cpu(a_in), b = to_cpu(b_in);
-  INFO(what);
-  CHECK(std::memcmp(a.raw_data(), b.raw_data(), static_cast<std::size_t>(a.numel()) * dtype_size(a.dtype())) == 0);
-}
 
 const std::vector<std::string> kSchedules = {"forward", "reverse", "random:20240611"};
 

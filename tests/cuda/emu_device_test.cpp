@@ -9,18 +9,15 @@
 
 #include "autograd/ops.h"
 #include "core/factory.h"
+#include "cuda/emu_test_util.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/device.h"
 #include "kernels/devices.h"
 
 using namespace define;
 
-namespace {
-
-Tensor to_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
-Tensor to_cpu(const Tensor& t) { return copy_to_device(t.is_contiguous() ? t : kernels::contiguous(t), Device::cpu()); }
-
-}  // namespace
+using test::to_cpu;
+using test::to_emu;
 
 TEST_CASE("emu device: registration, names and allocator statistics", "[cuda][emu]") {
   const kernels::DeviceAvailability a = kernels::register_devices();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/factory.h"
+#include "cuda/emu_test_util.h"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
@@ -23,11 +24,10 @@
 #include "kernels/index.h"
 
 using namespace define;
+using namespace define::test;
 
 namespace {
 
-Tensor to_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
-Tensor to_cpu(const Tensor& t) { return copy_to_device(kernels::contiguous(t), Device::cpu()); }
 
 // The same values in a transposed (non-contiguous) layout on `device`: t's last two dims swapped
 // in memory.
@@ -43,41 +43,6 @@ Tensor transposed_layout(const Tensor& t, Device device) {
   return view;
 }
 
-Tensor on_cpu_backend(kernels::Backend backend, const std::function<Tensor()>& f) {
-  kernels::CpuBackendGuard guard(backend);
-  return f();
-}
-
-void check_close(const Tensor& got, const Tensor& ref, const std::string& what, double atol = 1e-5) {
-  REQUIRE(got.shape() == ref.shape());
-  REQUIRE(got.dtype() == ref.dtype());
-  const auto cmp = test::compare(test::to_doubles(got), test::to_doubles(ref), atol, 1e-5);
-  INFO(what << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst);
-  CHECK(cmp.max_share <= 1.0);
-}
-
-void check_identical(const Tensor& a_in, const Tensor& b_in, const std::string& what) {
-  REQUIRE(a_in.shape() == b_in.shape());
-  REQUIRE(a_in.dtype() == b_in.dtype());
-  const Tensor a = to_cpu(a_in), b = to_cpu(b_in);
-  INFO(what);
-  CHECK(std::memcmp(a.raw_data(), b.raw_data(), static_cast<std::size_t>(a.numel()) * dtype_size(a.dtype())) == 0);
-}
-
-const std::vector<std::string> kSchedules = {"forward", "reverse", "random:4242"};
-
-// Runs f (an op on emulated tensors) under every schedule; all results must be bit-identical.
-Tensor run_all_schedules(const std::function<Tensor()>& f, const std::string& what) {
-  Tensor first;
-  for (const std::string& schedule : kSchedules) {
-    kernels::EmuScheduleGuard guard(schedule);
-    const Tensor got = f();
-    REQUIRE(got.device() == Device::emu());
-    if (!first.defined()) first = got;
-    check_identical(got, first, what + ": schedule " + schedule + " vs forward");
-  }
-  return first;
-}
 
 // An op's operands; on_emu copies them to the emulated device, x and src in a transposed
 // layout when `strided` (tensors of 2 or more dims).

@@ -1,0 +1,66 @@
+// Helpers shared by the CUDA kernel tests (tests/cuda/*_kernels_test.cpp): moving tensors to and
+// from the emulated device, running an op on a chosen CPU backend, and the two comparisons every
+// kernel test makes (close to the reference; bit-identical, e.g. across emulator schedules).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "harness/op_harness.h"
+#include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/devices.h"
+
+namespace define::test {
+
+inline Tensor to_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
+// A contiguous CPU copy (any device, any strides).
+inline Tensor to_cpu(const Tensor& t) {
+  return copy_to_device(t.is_contiguous() ? t : kernels::contiguous(t), Device::cpu());
+}
+
+// f() with CPU tensors served by `backend` (Ref: the double-accumulating oracle; Cpu: the fast path).
+inline Tensor on_cpu_backend(kernels::Backend backend, const std::function<Tensor()>& f) {
+  kernels::CpuBackendGuard guard(backend);
+  return f();
+}
+
+// got within atol + rtol*|ref| of ref everywhere (NaN where ref has NaN), same shape and dtype.
+inline void check_close(const Tensor& got, const Tensor& ref, const std::string& what, double atol = 1e-5,
+                        double rtol = 1e-5) {
+  REQUIRE(got.shape() == ref.shape());
+  REQUIRE(got.dtype() == ref.dtype());
+  const Comparison cmp = compare(to_doubles(got), to_doubles(ref), atol, rtol);
+  INFO(what << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst);
+  CHECK(cmp.max_share <= 1.0);
+}
+
+// The same element bytes (after contiguous CPU copies).
+inline void check_identical(const Tensor& a_in, const Tensor& b_in, const std::string& what) {
+  REQUIRE(a_in.shape() == b_in.shape());
+  REQUIRE(a_in.dtype() == b_in.dtype());
+  const Tensor a = to_cpu(a_in), b = to_cpu(b_in);
+  INFO(what);
+  CHECK(std::memcmp(a.raw_data(), b.raw_data(), static_cast<std::size_t>(a.numel()) * dtype_size(a.dtype())) == 0);
+}
+
+// Runs f (an op on emulated tensors) under each emulator schedule; every result must be
+// bit-identical to the first (a missing __syncthreads shows up as a difference). Returns it.
+inline Tensor run_all_schedules(const std::function<Tensor()>& f, const std::string& what,
+                                const std::vector<std::string>& schedules = {"forward", "reverse", "random:4242"}) {
+  Tensor first;
+  for (const std::string& s : schedules) {
+    kernels::EmuScheduleGuard guard(s);
+    const Tensor got = f();
+    if (!first.defined()) first = got;
+    else check_identical(got, first, what + " under schedule " + s);
+  }
+  return first;
+}
+
+}  // namespace define::test
