@@ -14,7 +14,7 @@ if [ $# -gt 0 ]; then files=("$@"); else files=(kernels/cuda/*.cu tests/emu/kern
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 status=0
-printf '%-18s %-5s %5s %8s %8s %6s  %s\n' file arch regs spill_st spill_ld smem kernel
+printf '%-32s %-5s %5s %8s %8s %6s  %s\n' file arch regs spill_st spill_ld smem kernel
 for f in "${files[@]}"; do
   for a in $archs; do
     log="$tmp/$(basename "$f").$a.log"
@@ -26,13 +26,13 @@ for f in "${files[@]}"; do
     fi
     # ptxas prints, per kernel: "Compiling entry function '<mangled>' for 'sm_75'", then
     # "... bytes stack frame, N bytes spill stores, M bytes spill loads", then "Used R registers, ...".
-    awk -v file="$(basename "$f")" -v arch="$a" '
+    awk -v file="$f" -v arch="$a" '
       /Compiling entry function/ { match($0, /'"'"'[^'"'"']*'"'"'/); name = substr($0, RSTART + 1, RLENGTH - 2); st = 0; ld = 0; next }
       /spill stores/ { for (i = 1; i <= NF; ++i) { if ($(i+1) == "bytes" && $(i+2) == "spill" && $(i+3) ~ /stores/) st = $i; if ($(i+1) == "bytes" && $(i+2) == "spill" && $(i+3) ~ /loads/) ld = $i } next }
       /Used [0-9]+ registers/ {
         regs = 0; smem = 0
         for (i = 1; i <= NF; ++i) { if ($i == "registers,") regs = $(i-1); if ($i ~ /^smem/) smem = $(i-2) }
-        printf "%-18s %-5s %5s %8s %8s %6s  %s\n", file, "sm_" arch, regs, st, ld, smem, name
+        printf "%-32s %-5s %5s %8s %8s %6s  %s\n", file, "sm_" arch, regs, st, ld, smem, name
         if (st + 0 > 0 || ld + 0 > 0) bad = 1
       }
       END { exit bad }' "$log" > "$tmp/rows" || { echo "check-ptxas: register spills in $f for sm_$a" >&2; status=1; }
