@@ -16,22 +16,12 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/matmul.h"
+#include "bench/bench_util.h"
 #include "core/factory.h"
 
 namespace {
 
-// Best wall time in seconds of `runs` calls after one untimed warm-up call.
-double best_seconds(const std::function<void()>& f, int runs = 5) {
-  f();
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
-  }
-  return best;
-}
+using define::bench::best_seconds;
 
 double gflops(double flops, double seconds) { return flops / seconds * 1e-9; }
 

@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_util.h"
 #include "core/device.h"
 #include "core/factory.h"
 #include "kernels/copy.h"
@@ -41,6 +42,7 @@
 namespace {
 
 using namespace define;
+using bench::best_seconds;
 
 struct Problem {
   double bytes = 0;  // compulsory memory traffic of one call
@@ -54,22 +56,6 @@ struct Case {
   std::string size_gpu, size_emu;  // shown in the table
   std::function<Problem(Device device, bool gpu_size)> make;
 };
-
-double best_seconds(const std::function<void()>& f, Device device, int runs) {
-  auto sync = [&] {
-    if (!device.is_cpu()) device_interface(device.type).synchronize();
-  };
-  f();
-  sync();
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    sync();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
 
 Tensor uniform(const Shape& s, Device d) { return copy_to_device(rand_uniform(s, -1, 1), d); }
 Tensor indices(const Shape& s, std::int64_t high, Device d) { return copy_to_device(rand_int(s, high), d); }
