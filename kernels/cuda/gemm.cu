@@ -44,26 +44,13 @@
 #include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/current_device_guard.h"
+#include "kernels/cuda/tile_gemm.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Tiled kernel.
-
-constexpr int kTile = 64;          // rows and columns of out per block
-constexpr int kTileK = 16;         // depth of one k slice staged in shared memory
-constexpr int kMicro = 4;          // each thread owns kMicro x kMicro outputs
-constexpr int kThreadsPerDim = kTile / kMicro;                 // 16 x 16 threads
-constexpr int kGemmThreads = kThreadsPerDim * kThreadsPerDim;  // 256
-constexpr int kLoadsPerThread = kTile * kTileK / kGemmThreads;  // slice elements each thread loads
-// Shared rows are padded by 2 elements: with a row length of 66, the k-fastest stores of one warp
-// (16 k values x 2 columns) land on 32 different banks.
-constexpr int kPad = 2;
-// CUDA's limit for gridDim.y and gridDim.z; the kernel loops when n tiles or batches exceed it.
-constexpr std::int64_t kMaxGridYZ = 65535;
-
-static_assert(kTile * kTileK % kGemmThreads == 0, "a slice must split evenly over the threads");
+// Tiled kernel (tile geometry, slice loading and k loop: kernels/cuda/tile_gemm.cuh).
 
 // Where matrix `batch` of each operand starts: batch * stride when every operand's offsets are
 // uniform, else row `batch` of a device table of {a, b, out} offsets.
@@ -87,111 +74,43 @@ struct TiledGemmArgs {
   bool a_k_fastest = false, b_k_fastest = false;
 };
 
-template <typename T>
-using SliceTile = T[kTileK][kTile + kPad];
-
-// This thread's share of the k slices of one operand. Both operands are seen as "tile index t x k":
-// rows of op(a), columns of op(b); element (t, kk) of the slice starting at k0 lies at
-// (t0 + t) * stride_t + (k0 + kk) * stride_k. A thread loads kLoadsPerThread elements per slice,
-// at (t + r * t_step, kk + r * kk_step) for r = 0, 1, ...: one of the two steps is 0, so the
-// addresses are an offset plus r times a fixed stride, and the loop over k only moves the offset.
-// Elements outside the matrix (partial tiles) load as 0.
-struct SliceLoader {
-  std::int64_t offset = 0;  // of the thread's first element in the current slice
-  std::int64_t r_stride = 0;
-  std::int64_t k_stride = 0;  // from one slice to the next
-  int t = 0, kk = 0, t_step = 0, kk_step = 0;
-  int t_inside = 0;  // tile indices t < t_inside lie inside the matrix
+// Slices of strided operands: consecutive lanes of a warp take consecutive k when k_fastest
+// (coalesced when stride_k is 1), otherwise consecutive t; which one is known only at run time.
+struct RunTimeSteps {
+  int t_step = 0, kk_step = 0;
 };
+using StridedSliceLoader = SliceLoader<RunTimeSteps>;
 
-// k_fastest: a warp's consecutive lanes take consecutive k (coalesced when stride_k is 1);
-// otherwise consecutive t.
-__device__ __forceinline__ SliceLoader make_slice_loader(std::int64_t extent_t, std::int64_t t0,
-                                                         std::int64_t stride_t, std::int64_t stride_k,
-                                                         bool k_fastest) {
+// The loader of an operand whose element (t, kk) of the slice starting at k0 lies at
+// (t0 + t) * stride_t + (k0 + kk) * stride_k, for t < extent_t - t0 (any strides, 0 included).
+__device__ __forceinline__ StridedSliceLoader make_slice_loader(std::int64_t extent_t, std::int64_t t0,
+                                                                std::int64_t stride_t, std::int64_t stride_k,
+                                                                bool k_fastest) {
   const int tid = static_cast<int>(threadIdx.x);
-  SliceLoader l;
+  StridedSliceLoader l;
   l.t = k_fastest ? tid / kTileK : tid % kTile;
   l.kk = k_fastest ? tid % kTileK : tid / kTile;
   l.t_step = k_fastest ? kGemmThreads / kTileK : 0;
   l.kk_step = k_fastest ? 0 : kGemmThreads / kTile;
   l.offset = (t0 + l.t) * stride_t + l.kk * stride_k;
   l.r_stride = l.t_step * stride_t + l.kk_step * stride_k;
-  l.k_stride = kTileK * stride_k;
-  l.t_inside = static_cast<int>(extent_t - t0 < kTile ? extent_t - t0 : kTile);
+  l.slice_step = kTileK * stride_k;
+  l.t_inside = tile_extent(extent_t, t0);
   return l;
 }
 
-// Loads the current slice into registers and advances to the next one. k_inside: how many of
-// the slice's kTileK k values lie inside the matrix.
-template <typename T>
-__device__ __forceinline__ void load_slice(T (&regs)[kLoadsPerThread], const T* __restrict__ base, SliceLoader& l,
-                                           int k_inside) {
-#pragma unroll
-  for (int r = 0; r < kLoadsPerThread; ++r) {
-    const bool inside = l.t + r * l.t_step < l.t_inside && l.kk + r * l.kk_step < k_inside;
-    regs[r] = inside ? base[l.offset + r * l.r_stride] : T(0);
-  }
-  l.offset += l.k_stride;
-}
-
-// Stores what load_slice read into the shared slice, laid out [kk][t] for the inner product loop.
-template <typename T>
-__device__ __forceinline__ void store_slice(SliceTile<T>& tile, const T (&regs)[kLoadsPerThread],
-                                            const SliceLoader& l) {
-#pragma unroll
-  for (int r = 0; r < kLoadsPerThread; ++r) tile[l.kk + r * l.kk_step][l.t + r * l.t_step] = regs[r];
-}
-
-// How many of the kTileK k values of the slice starting at k0 are < k.
-__device__ __forceinline__ int slice_depth(std::int64_t k, std::int64_t k0) {
-  return static_cast<int>(k - k0 < kTileK ? k - k0 : kTileK);
-}
-
-// One 64x64 tile of out at (row0, col0) for matrices a, b, c of one batch entry. Thread (ty, tx)
-// owns rows row0 + ty + 16*i and columns col0 + tx + 16*j: in the inner loop a warp then reads 16
-// consecutive b values and 2 a values (no bank conflicts), and its stores to a row-major out cover
-// 16 consecutive columns. The next slice is fetched into registers while the current one is used.
-// Called by every thread of the block (it contains barriers).
+// One 64x64 tile of out at (row0, col0) for matrices a, b, c of one batch entry (thread layout:
+// tile_gemm.cuh), scaled by alpha and added to beta * out. Called by every thread of the block
+// (it contains barriers).
 template <typename T>
 __device__ __forceinline__ void gemm_tile(const TiledGemmArgs<T>& p, const T* __restrict__ a,
                                           const T* __restrict__ b, T* c, std::int64_t row0, std::int64_t col0,
                                           SliceTile<T>& a_tile, SliceTile<T>& b_tile) {
   const int tx = static_cast<int>(threadIdx.x) % kThreadsPerDim;
   const int ty = static_cast<int>(threadIdx.x) / kThreadsPerDim;
-  T acc[kMicro][kMicro];
-#pragma unroll
-  for (int i = 0; i < kMicro; ++i)
-#pragma unroll
-    for (int j = 0; j < kMicro; ++j) acc[i][j] = T(0);
-
-  SliceLoader la = make_slice_loader(p.m, row0, p.a_row, p.a_col, p.a_k_fastest);
-  SliceLoader lb = make_slice_loader(p.n, col0, p.b_col, p.b_row, p.b_k_fastest);
-  T a_next[kLoadsPerThread], b_next[kLoadsPerThread];
-  load_slice(a_next, a, la, slice_depth(p.k, 0));
-  load_slice(b_next, b, lb, slice_depth(p.k, 0));
-  for (std::int64_t k0 = 0; k0 < p.k; k0 += kTileK) {
-    store_slice(a_tile, a_next, la);
-    store_slice(b_tile, b_next, lb);
-    __syncthreads();
-    if (k0 + kTileK < p.k) {  // block-uniform: prefetch the next slice while this one is used
-      load_slice(a_next, a, la, slice_depth(p.k, k0 + kTileK));
-      load_slice(b_next, b, lb, slice_depth(p.k, k0 + kTileK));
-    }
-#pragma unroll
-    for (int kk = 0; kk < kTileK; ++kk) {
-      T af[kMicro], bf[kMicro];
-#pragma unroll
-      for (int i = 0; i < kMicro; ++i) af[i] = a_tile[kk][ty + i * kThreadsPerDim];
-#pragma unroll
-      for (int j = 0; j < kMicro; ++j) bf[j] = b_tile[kk][tx + j * kThreadsPerDim];
-#pragma unroll
-      for (int i = 0; i < kMicro; ++i)
-#pragma unroll
-        for (int j = 0; j < kMicro; ++j) acc[i][j] += af[i] * bf[j];
-    }
-    __syncthreads();  // the slice is overwritten by the next iteration's stores
-  }
+  const MicroTile<T> acc =
+      multiply_tile(p.k, a, make_slice_loader(p.m, row0, p.a_row, p.a_col, p.a_k_fastest), b,
+                    make_slice_loader(p.n, col0, p.b_col, p.b_row, p.b_k_fastest), a_tile, b_tile, tx, ty);
 
 #pragma unroll
   for (int i = 0; i < kMicro; ++i) {
@@ -202,7 +121,7 @@ __device__ __forceinline__ void gemm_tile(const TiledGemmArgs<T>& p, const T* __
       if (row < p.m && col < p.n) {
         T& dst = c[row * p.c_row + col * p.c_col];
         // beta == 0 must not read out: it may hold garbage or NaN.
-        dst = p.beta == T(0) ? p.alpha * acc[i][j] : p.alpha * acc[i][j] + p.beta * dst;
+        dst = p.beta == T(0) ? p.alpha * acc.sum[i][j] : p.alpha * acc.sum[i][j] + p.beta * dst;
       }
     }
   }
@@ -279,11 +198,7 @@ void gemm_tiled(const Tensor& a, const Tensor& b, const Tensor& out, const Batch
     p.batch = BatchOffsets{table.data<std::int64_t>(), 0, 0, 0};
   }
 
-  const std::int64_t row_tiles = (p.m + kTile - 1) / kTile;
-  const std::int64_t col_tiles = (p.n + kTile - 1) / kTile;
-  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(std::min(col_tiles, kMaxGridYZ)),
-                  static_cast<unsigned>(std::min(p.batch_count, kMaxGridYZ)));
-  launch_checked("gemm", gemm_tiled_kernel<T>, grid, dim3(kGemmThreads), 0, p);
+  launch_checked("gemm", gemm_tiled_kernel<T>, tile_grid(p.m, p.n, p.batch_count), dim3(kGemmThreads), 0, p);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,173 @@
+// Fast CPU grouped-linear kernels. Group i of x (columns [i*k_in, (i+1)*k_in) of every row) is a
+// row-major matrix with outer stride g*k_in, so Eigen maps every group's operands in place: no
+// split, no concat, no copies.
+//
+// Work is cut into tasks whose number and boundaries depend only on the shapes: (group, block of
+// kRowBlock rows) for y and dx, whose rows are independent; (group, chunk of rows) for dweight,
+// which sums over rows: each chunk's x_c^T @ dy_c lands in its own buffer (chunk 0 directly in
+// dweight) and the buffers are added in chunk order. The task loops always open an OpenMP team
+// (no `if` clause): Eigen runs a GEMM single-threaded inside an active team, so each GEMM's
+// blocking, and with it its rounding, never depends on the thread count. Results are therefore
+// bit-identical for any number of threads. dbias is a column sum in row order.
+//
+// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsic headers when Eigen's GEMM
+// kernels are inlined (see kernels/cpu/matmul.cpp): a known false positive, silenced for this file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "kernels/cpu/grouped_linear.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace define::kernels::cpu {
+namespace {
+
+constexpr std::int64_t kRowBlock = 256;      // rows per y / dx task
+constexpr std::int64_t kMinDwTasks = 16;     // (group, chunk) tasks wanted for dweight
+constexpr std::int64_t kMinChunkRows = 256;  // fewest rows in a dweight chunk
+constexpr std::int64_t kColBlock = 256;      // dbias columns per task (a vectorisable run in L1)
+constexpr std::int64_t kSumBlock = 4096;     // dweight elements per task of the partial-sum pass
+
+template <typename T>
+using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using ConstMap = Eigen::Map<const RowMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <typename T>
+using MutMap = Eigen::Map<RowMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+struct Sizes {
+  std::int64_t groups, k_in, k_out, rows;
+  std::int64_t x_width() const { return groups * k_in; }
+  std::int64_t y_width() const { return groups * k_out; }
+  std::int64_t row_blocks() const { return (rows + kRowBlock - 1) / kRowBlock; }
+};
+
+// rows_of: x, y or dy (any [T, ...] matrix of the problem).
+Sizes sizes_of(const Tensor& rows_of, const Tensor& weight) {
+  return {weight.shape()[0], weight.shape()[1], weight.shape()[2], rows_of.shape()[0]};
+}
+
+// Rows [r0, r0 + n) of group i of a [rows, groups * width] matrix.
+template <typename T>
+ConstMap<T> group_rows(const T* p, const Sizes& s, std::int64_t width, std::int64_t i, std::int64_t r0,
+                       std::int64_t n) {
+  return ConstMap<T>(p + r0 * s.groups * width + i * width, n, width, Eigen::OuterStride<>(s.groups * width));
+}
+template <typename T>
+MutMap<T> group_rows_mut(T* p, const Sizes& s, std::int64_t width, std::int64_t i, std::int64_t r0, std::int64_t n) {
+  return MutMap<T>(p + r0 * s.groups * width + i * width, n, width, Eigen::OuterStride<>(s.groups * width));
+}
+template <typename T>
+ConstMap<T> group_weight(const T* w, const Sizes& s, std::int64_t i) {
+  return ConstMap<T>(w + i * s.k_in * s.k_out, s.k_in, s.k_out, Eigen::OuterStride<>(s.k_out));
+}
+
+template <typename T>
+void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+  const Sizes s = sizes_of(x, weight);
+  const T* xp = x.data<T>();
+  const T* wp = weight.data<T>();
+  const T* bp = bias.defined() ? bias.data<T>() : nullptr;
+  T* yp = y.data<T>();
+  const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
+    const std::int64_t n = std::min(kRowBlock, s.rows - r0);
+    MutMap<T> out = group_rows_mut(yp, s, s.k_out, i, r0, n);
+    if (s.k_in == 0) out.setZero();  // an empty product (Eigen asserts on empty reductions)
+    else out.noalias() = group_rows(xp, s, s.k_in, i, r0, n) * group_weight(wp, s, i);
+    if (bp) out.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bp + i * s.k_out, s.k_out);
+  }
+}
+
+template <typename T>
+void dx_typed(const Sizes& s, const T* dyp, const T* wp, T* dxp) {
+  const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
+    const std::int64_t n = std::min(kRowBlock, s.rows - r0);
+    group_rows_mut(dxp, s, s.k_in, i, r0, n).noalias() =
+        group_rows(dyp, s, s.k_out, i, r0, n) * group_weight(wp, s, i).transpose();
+  }
+}
+
+// Row chunks of the dweight sum: enough (group, chunk) tasks to share out, none under
+// kMinChunkRows rows. A function of the shape only.
+std::int64_t dweight_chunks(const Sizes& s) {
+  const std::int64_t wanted = (kMinDwTasks + s.groups - 1) / s.groups;
+  const std::int64_t most = std::max<std::int64_t>(1, s.rows / kMinChunkRows);
+  return std::clamp<std::int64_t>(wanted, 1, most);
+}
+
+template <typename T>
+void dweight_typed(const Sizes& s, const T* xp, const T* dyp, T* dwp) {
+  const std::int64_t chunks = dweight_chunks(s);
+  const std::int64_t chunk_rows = (s.rows + chunks - 1) / chunks;
+  const std::int64_t per_group = s.k_in * s.k_out;
+  // Chunk c > 0 of group i sums into partial[((c - 1) * groups + i) * per_group ...].
+  std::vector<T> partial(static_cast<std::size_t>((chunks - 1) * s.groups * per_group));
+  const std::int64_t tasks = s.groups * chunks;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::int64_t i = task / chunks, c = task % chunks;
+    const std::int64_t r0 = std::min(s.rows, c * chunk_rows), n = std::min(chunk_rows, s.rows - r0);
+    T* dst = c == 0 ? dwp + i * per_group : partial.data() + ((c - 1) * s.groups + i) * per_group;
+    MutMap<T> out(dst, s.k_in, s.k_out, Eigen::OuterStride<>(s.k_out));
+    if (n == 0) out.setZero();
+    else out.noalias() = group_rows(xp, s, s.k_in, i, r0, n).transpose() * group_rows(dyp, s, s.k_out, i, r0, n);
+  }
+  if (chunks == 1) return;
+  const std::int64_t total = s.groups * per_group, blocks = (total + kSumBlock - 1) / kSumBlock;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t e0 = blk * kSumBlock, e1 = std::min(total, e0 + kSumBlock);
+    for (std::int64_t c = 1; c < chunks; ++c) {  // chunk order
+      const T* src = partial.data() + (c - 1) * total;
+      for (std::int64_t e = e0; e < e1; ++e) dwp[e] += src[e];
+    }
+  }
+}
+
+// dbias = column sums of dy: every column summed over rows in row order.
+template <typename T>
+void dbias_typed(const Sizes& s, const T* dyp, T* dbp) {
+  const std::int64_t cols = s.y_width(), blocks = (cols + kColBlock - 1) / kColBlock;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t j0 = blk * kColBlock, j1 = std::min(cols, j0 + kColBlock);
+    for (std::int64_t j = j0; j < j1; ++j) dbp[j] = T(0);
+    for (std::int64_t r = 0; r < s.rows; ++r) {
+      const T* row = dyp + r * cols;
+      for (std::int64_t j = j0; j < j1; ++j) dbp[j] += row[j];
+    }
+  }
+}
+
+template <typename T>
+void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& dx, const Tensor& dweight,
+                    const Tensor& dbias) {
+  const Sizes s = sizes_of(dy, weight);
+  if (dx.defined()) dx_typed(s, dy.data<T>(), weight.data<T>(), dx.data<T>());
+  if (dweight.defined()) dweight_typed(s, x.data<T>(), dy.data<T>(), dweight.data<T>());
+  if (dbias.defined()) dbias_typed(s, dy.data<T>(), dbias.data<T>());
+}
+
+}  // namespace
+
+void grouped_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+  DEFINE_DISPATCH_FLOAT(x.dtype(), "grouped_linear", [&] { forward_typed<scalar_t>(x, weight, bias, y); });
+}
+
+void grouped_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& dx,
+                             const Tensor& dweight, const Tensor& dbias) {
+  DEFINE_DISPATCH_FLOAT(dy.dtype(), "grouped_linear_backward",
+                        [&] { backward_typed<scalar_t>(dy, x, weight, dx, dweight, dbias); });
+}
+
+}  // namespace define::kernels::cpu

@@ -1,0 +1,137 @@
+#include "nn/optim/clip.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "autograd/grad_mode.h"
+#include "core/factory.h"
+#include "kernels/copy.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+
+namespace define::optim {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+namespace {
+
+void check_norm_type(const char* op, double p) {
+  if (!(p > 0)) fail(op, "norm_type must be > 0 or infinity (got {})", p);
+}
+
+// ||g||_p^p for finite p, max |g| for p = inf, as a 0-d float64 tensor on g's device (no sync).
+Tensor partial_norm(const Tensor& g, double p) {
+  Tensor part;
+  if (std::isinf(p)) {
+    Tensor a = kernels::contiguous(kernels::unary(UnaryOp::Abs, g));
+    part = kernels::max(a.as_strided({a.numel()}, {1}, a.offset()), 0, false).first;
+  } else if (p == 2) {
+    part = kernels::sum(kernels::binary(BinaryOp::Mul, g, g), {}, false);
+  } else if (p == 1) {
+    part = kernels::sum(kernels::unary(UnaryOp::Abs, g), {}, false);
+  } else {
+    part = kernels::sum(kernels::unary(UnaryOp::PowScalar, kernels::unary(UnaryOp::Abs, g), p), {}, false);
+  }
+  return kernels::cast(part, DType::Float64);
+}
+
+double finish(double acc, double p) { return std::isinf(p) || p == 1 ? acc : std::pow(acc, 1.0 / p); }
+
+// Adds up the partial norms on each device (in float64) and reads one number per device, so a
+// model on a GPU costs one synchronisation, not one per parameter.
+double total_norm(const NamedParameters& params, double p) {
+  std::vector<std::pair<Device, Tensor>> acc;
+  for (const auto& np : params) {
+    Tensor g = np.second.grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    Tensor part = partial_norm(g, p);
+    auto it = acc.begin();
+    while (it != acc.end() && it->first != g.device()) ++it;
+    if (it == acc.end()) {
+      acc.emplace_back(g.device(), part);
+    } else {
+      // Maximum propagates NaN from either side, like the sum does.
+      kernels::binary_into(std::isinf(p) ? BinaryOp::Maximum : BinaryOp::Add, it->second, it->second, part);
+    }
+  }
+  double total = 0;
+  for (const auto& [dev, t] : acc) {
+    (void)dev;
+    const double v = t.item_double();
+    if (std::isinf(p)) total = (std::isnan(v) || std::isnan(total)) ? NAN : std::max(total, v);
+    else total += v;
+  }
+  return finish(total, p);
+}
+
+// For the error message: the first parameter whose own gradient norm is not finite.
+std::string first_nonfinite(const NamedParameters& params, double p) {
+  for (const auto& np : params) {
+    Tensor g = np.second.grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    if (!std::isfinite(partial_norm(g, p).item_double())) return np.first;
+  }
+  return "";  // every part finite: the sum overflowed
+}
+
+}  // namespace
+
+double grad_norm(const NamedParameters& params, double norm_type) {
+  check_norm_type("grad_norm", norm_type);
+  NoGradGuard no_grad;
+  return total_norm(params, norm_type);
+}
+
+double grad_norm(const std::vector<Tensor>& params, double norm_type) {
+  return grad_norm(name_parameters(params), norm_type);
+}
+
+double clip_grad_norm(const NamedParameters& params, double max_norm, double norm_type, NonFinite on_nonfinite) {
+  check_norm_type("clip_grad_norm", norm_type);
+  if (!(max_norm >= 0) || std::isinf(max_norm))
+    fail("clip_grad_norm", "max_norm must be finite and >= 0 (got {})", max_norm);
+  NoGradGuard no_grad;
+  const double total = total_norm(params, norm_type);
+  if (!std::isfinite(total)) {
+    if (on_nonfinite == NonFinite::Skip) return total;
+    const std::string who = first_nonfinite(params, norm_type);
+    if (who.empty())
+      fail("clip_grad_norm", "the total gradient norm overflowed to {} (every gradient is finite)", total);
+    fail("clip_grad_norm", "the total gradient norm is {}: the gradient of '{}' contains NaN or inf", total, who);
+  }
+  // torch.nn.utils.clip_grad_norm_'s coefficient; the 1e-6 guards max_norm / 0.
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1) {
+    for (const auto& np : params) {
+      Tensor g = np.second.grad();
+      if (!g.defined()) continue;
+      kernels::unary_into(UnaryOp::MulScalar, g, g, coef);
+      g.bump_version();
+    }
+  }
+  return total;
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, NonFinite on_nonfinite) {
+  return clip_grad_norm(name_parameters(params), max_norm, norm_type, on_nonfinite);
+}
+
+void clip_grad_value(const NamedParameters& params, double clip_value) {
+  if (!(clip_value >= 0) || std::isinf(clip_value))
+    fail("clip_grad_value", "clip_value must be finite and >= 0 (got {})", clip_value);
+  NoGradGuard no_grad;
+  for (const auto& np : params) {
+    Tensor g = np.second.grad();
+    if (!g.defined()) continue;
+    kernels::unary_into(UnaryOp::Clamp, g, g, -clip_value, clip_value);
+    g.bump_version();
+  }
+}
+
+void clip_grad_value(const std::vector<Tensor>& params, double clip_value) {
+  clip_grad_value(name_parameters(params), clip_value);
+}
+
+}  // namespace define::optim

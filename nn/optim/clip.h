@@ -1,0 +1,54 @@
+// Gradient clipping (in place, on whatever device the gradients live).
+//
+// clip_grad_norm scales every gradient by max_norm / (total + 1e-6) when the total norm
+// `total` = (sum over gradients of ||g||_p^p)^(1/p) (the max |g| for p = inf) exceeds max_norm,
+// and leaves them untouched otherwise. It returns the total norm before clipping, so callers can
+// log it. Parameters without a gradient are skipped.
+//
+// A non-finite total norm (a NaN or inf gradient, or an overflow of the sum) cannot be clipped
+// meaningfully: scaling would turn every gradient into NaN. What happens is the caller's choice:
+//   NonFinite::Error (default)  throw define::Error naming the first parameter whose gradient
+//                               norm is not finite; gradients are left untouched;
+//   NonFinite::Skip             leave the gradients untouched and return the non-finite norm,
+//                               for a loop that skips the step (check std::isfinite on it).
+#pragma once
+
+#include <limits>
+#include <vector>
+
+#include "nn/optim/optimizer.h"
+
+namespace define::optim {
+
+enum class NonFinite { Error, Skip };
+
+inline constexpr double kInfNorm = std::numeric_limits<double>::infinity();
+
+// The total gradient norm, without clipping. norm_type > 0 or kInfNorm.
+double grad_norm(const NamedParameters& params, double norm_type = 2.0);
+double grad_norm(const std::vector<Tensor>& params, double norm_type = 2.0);
+template <NamedTensorRange R>
+double grad_norm(const R& params, double norm_type = 2.0) {
+  return grad_norm(to_named_parameters(params), norm_type);
+}
+
+double clip_grad_norm(const NamedParameters& params, double max_norm, double norm_type = 2.0,
+                      NonFinite on_nonfinite = NonFinite::Error);
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
+                      NonFinite on_nonfinite = NonFinite::Error);
+
+template <NamedTensorRange R>
+double clip_grad_norm(const R& params, double max_norm, double norm_type = 2.0, NonFinite on_nonfinite = NonFinite::Error) {
+  return clip_grad_norm(to_named_parameters(params), max_norm, norm_type, on_nonfinite);
+}
+
+// Clamps every gradient element into [-clip_value, clip_value] (clip_value >= 0). NaN elements
+// stay NaN.
+void clip_grad_value(const NamedParameters& params, double clip_value);
+void clip_grad_value(const std::vector<Tensor>& params, double clip_value);
+template <NamedTensorRange R>
+void clip_grad_value(const R& params, double clip_value) {
+  clip_grad_value(to_named_parameters(params), clip_value);
+}
+
+}  // namespace define::optim

@@ -1,0 +1,53 @@
+#include "nn_test_util.h"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "harness/op_harness.h"
+
+namespace define::test {
+
+std::vector<double> values(const Tensor& t) { return to_doubles(t); }
+
+void check_gradients(const std::function<Tensor()>& f, const std::vector<std::pair<std::string, Tensor>>& wrt,
+                     double eps, double atol, double rtol) {
+  const Tensor out = f();
+  REQUIRE(out.dtype() == DType::Float64);
+  Generator ug(99);
+  const Tensor u = rand_uniform(out.shape(), -1.0, 1.0, {.dtype = DType::Float64}, ug);
+  std::vector<Tensor> leaves;
+  for (const auto& [name, t] : wrt) {
+    INFO(name);
+    REQUIRE(t.dtype() == DType::Float64);
+    REQUIRE(t.device().is_cpu());
+    REQUIRE(t.is_contiguous());
+    REQUIRE(t.requires_grad());
+    leaves.push_back(t);
+  }
+  const std::vector<Tensor> analytic = define::grad(sum(mul(out, u)), leaves);
+
+  NoGradGuard no_grad;
+  const auto loss = [&] { return sum(mul(f(), u)).item<double>(); };
+  for (std::size_t j = 0; j < wrt.size(); ++j) {
+    double* data = wrt[j].second.data<double>();
+    std::vector<double> numeric;
+    for (std::int64_t i = 0; i < wrt[j].second.numel(); ++i) {
+      const double saved = data[i];
+      data[i] = saved + eps;
+      const double plus = loss();
+      data[i] = saved - eps;
+      const double minus = loss();
+      data[i] = saved;
+      numeric.push_back((plus - minus) / (2 * eps));
+    }
+    // A leaf the output does not depend on gets no gradient: compare against zeros then.
+    const std::vector<double> ana = analytic[j].defined() ? values(analytic[j]) : std::vector<double>(numeric.size(), 0.0);
+    const Comparison cmp = compare(ana, numeric, atol, rtol);
+    fmt::print("  [nn grad] d L / d {} ({} elements): max abs err {:.3g}, {:.1f}% of allowed\n", wrt[j].first,
+               numeric.size(), cmp.max_abs_err, 100.0 * cmp.max_share);
+    INFO(wrt[j].first << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst);
+    CHECK(cmp.max_share <= 1.0);
+  }
+}
+
+}  // namespace define::test
