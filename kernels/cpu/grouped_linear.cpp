@@ -5,9 +5,13 @@
 // Work is cut into tasks whose number and boundaries depend only on the shapes: (group, block of
 // kRowBlock rows) for y and dx, whose rows are independent; (group, chunk of rows) for dweight,
 // which sums over rows: each chunk's x_c^T @ dy_c lands in its own buffer (chunk 0 directly in
-// dweight) and the buffers are added in chunk order. The task loops always open an OpenMP team
-// (no `if` clause): Eigen runs a GEMM single-threaded inside an active team, so each GEMM's
-// blocking, and with it its rounding, never depends on the thread count. Results are therefore
+// dweight) and the buffers are added in chunk order. The task loops open an OpenMP team whenever
+// Eigen could otherwise split a GEMM across threads: Eigen runs a GEMM single-threaded inside an
+// active team, so each GEMM's blocking, and with it its rounding, never depends on the thread
+// count. Smaller calls (under kEigenParallelWork multiply-adds in all) run without a team: Eigen
+// never splits a GEMM of fewer than 2 x 50,000 multiply-adds, so they are single-threaded either
+// way, and a team costs more than such work (badly so when processes share the cores, as tests
+// under ctest -j do: 30 s instead of 0.2 s for the gradient checks). Results are therefore
 // bit-identical for any number of threads. dbias is a column sum in row order.
 //
 // GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsic headers when Eigen's GEMM
@@ -31,6 +35,11 @@ constexpr std::int64_t kMinDwTasks = 16;     // (group, chunk) tasks wanted for 
 constexpr std::int64_t kMinChunkRows = 256;  // fewest rows in a dweight chunk
 constexpr std::int64_t kColBlock = 256;      // dbias columns per task (a vectorisable run in L1)
 constexpr std::int64_t kSumBlock = 4096;     // dweight elements per task of the partial-sum pass
+// Below this many multiply-adds in a whole call Eigen would not parallelise any of its GEMMs
+// (it wants 50,000 per thread), so the call runs without an OpenMP team, with the same results.
+constexpr std::int64_t kEigenParallelWork = 100000;
+// Plain loops (dbias, partial sums) below this many elements run without a team.
+constexpr std::int64_t kLoopParallelWork = 1 << 15;
 
 template <typename T>
 using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -44,6 +53,8 @@ struct Sizes {
   std::int64_t x_width() const { return groups * k_in; }
   std::int64_t y_width() const { return groups * k_out; }
   std::int64_t row_blocks() const { return (rows + kRowBlock - 1) / kRowBlock; }
+  // Multiply-adds of one of the three GEMM passes (all groups).
+  std::int64_t gemm_work() const { return groups * rows * k_in * k_out; }
 };
 
 // rows_of: x, y or dy (any [T, ...] matrix of the problem).
@@ -74,7 +85,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   const T* bp = bias.defined() ? bias.data<T>() : nullptr;
   T* yp = y.data<T>();
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (s.gemm_work() >= kEigenParallelWork)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
     const std::int64_t n = std::min(kRowBlock, s.rows - r0);
@@ -88,7 +99,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 template <typename T>
 void dx_typed(const Sizes& s, const T* dyp, const T* wp, T* dxp) {
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (s.gemm_work() >= kEigenParallelWork)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
     const std::int64_t n = std::min(kRowBlock, s.rows - r0);
@@ -113,7 +124,7 @@ void dweight_typed(const Sizes& s, const T* xp, const T* dyp, T* dwp) {
   // Chunk c > 0 of group i sums into partial[((c - 1) * groups + i) * per_group ...].
   std::vector<T> partial(static_cast<std::size_t>((chunks - 1) * s.groups * per_group));
   const std::int64_t tasks = s.groups * chunks;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (s.gemm_work() >= kEigenParallelWork)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t i = task / chunks, c = task % chunks;
     const std::int64_t r0 = std::min(s.rows, c * chunk_rows), n = std::min(chunk_rows, s.rows - r0);
@@ -124,7 +135,7 @@ void dweight_typed(const Sizes& s, const T* xp, const T* dyp, T* dwp) {
   }
   if (chunks == 1) return;
   const std::int64_t total = s.groups * per_group, blocks = (total + kSumBlock - 1) / kSumBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (total * (chunks - 1) >= kLoopParallelWork)
   for (std::int64_t blk = 0; blk < blocks; ++blk) {
     const std::int64_t e0 = blk * kSumBlock, e1 = std::min(total, e0 + kSumBlock);
     for (std::int64_t c = 1; c < chunks; ++c) {  // chunk order
@@ -138,7 +149,7 @@ void dweight_typed(const Sizes& s, const T* xp, const T* dyp, T* dwp) {
 template <typename T>
 void dbias_typed(const Sizes& s, const T* dyp, T* dbp) {
   const std::int64_t cols = s.y_width(), blocks = (cols + kColBlock - 1) / kColBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (s.rows * cols >= kLoopParallelWork)
   for (std::int64_t blk = 0; blk < blocks; ++blk) {
     const std::int64_t j0 = blk * kColBlock, j1 = std::min(cols, j0 + kColBlock);
     for (std::int64_t j = j0; j < j1; ++j) dbp[j] = T(0);
