@@ -25,8 +25,10 @@ using ::define::cuda::RawDeviceMemory;
 
 #if defined(__CUDACC__)
 constexpr DeviceType kDeviceType = DeviceType::CUDA;
+constexpr const char* kBackendName = "cuda";  // the op name in this backend's error messages
 #else
 constexpr DeviceType kDeviceType = DeviceType::Emu;
+constexpr const char* kBackendName = "emu";
 #endif
 
 // DEFINE_CUDA_CACHE=0 gives every tensor its own cudaMalloc (PyTorch's
@@ -53,8 +55,7 @@ int query_device_count() {
 
 void check_index(int index) {
   const int n = device_count();
-  DEFINE_CHECK(index >= 0 && index < n, Device{kDeviceType, 0}.str(), "device {} out of range ({} devices)", index,
-               n);
+  DEFINE_CHECK(index >= 0 && index < n, kBackendName, "device {} out of range ({} devices)", index, n);
 }
 
 // Segments are allocated on (and freed from) the device they belong to, whatever device the
