@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/factory.h"
+#include "cuda/emu_test_util.h"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
@@ -26,7 +27,7 @@ namespace {
 
 using Dims = std::vector<std::int64_t>;
 
-Tensor on_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
+using define::test::to_emu;
 
 std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
 
@@ -92,7 +93,7 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce]") {
   };
   for (const Case& c : cases) {
     const Tensor x = rand_uniform(c.shape, -1, 1, {}, gen);
-    const Tensor xe = on_emu(x);
+    const Tensor xe = to_emu(x);
     check_close("sum " + c.name, kernels::sum(xe, c.dims, false), reference([&] { return kernels::sum(x, c.dims, false); }),
                 1e-6);
     if (c.with_mean)
@@ -102,20 +103,20 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce]") {
   // Transposed input: the reduced dim of a row sum becomes the strided one.
   const Tensor x = rand_uniform({4099, 257}, -1, 1, {}, gen);
   for (std::int64_t dim : {0, 1}) {
-    const Tensor t = transposed(on_emu(x));
+    const Tensor t = transposed(to_emu(x));
     check_close("sum transposed dim " + std::to_string(dim), kernels::sum(t, {dim}, false),
                 reference([&] { return kernels::sum(transposed(x), {dim}, false); }), 1e-6);
   }
   // Same-sign data, where a float accumulator would drift: all partial sums of 0.1f are exact in
   // double, so the mean equals the reference's bit for bit.
   const Tensor tenths = full({1000003}, 0.1);
-  const Tensor got = kernels::mean(on_emu(tenths), {}, false);
+  const Tensor got = kernels::mean(to_emu(tenths), {}, false);
   const Tensor want = reference([&] { return kernels::mean(tenths, {}, false); });
   CHECK(values(got) == values(want));
   // float64.
   const Tensor xd = rand_uniform({129, 1031}, -1, 1, {.dtype = DType::Float64}, gen);
   for (std::int64_t dim : {0, 1})
-    check_close("float64 sum dim " + std::to_string(dim), kernels::sum(on_emu(xd), {dim}, false),
+    check_close("float64 sum dim " + std::to_string(dim), kernels::sum(to_emu(xd), {dim}, false),
                 reference([&] { return kernels::sum(xd, {dim}, false); }), 1e-12);
 }
 
@@ -127,20 +128,20 @@ TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce
     for (DType dtype : {DType::Float32, DType::Float64}) {
       const Tensor x = rand_uniform(s, -1, 1, {.dtype = dtype}, gen);
       INFO("shape " << shape_str(s) << " " << dtype_name(dtype));
-      check_close("column_sum", kernels::column_sum(on_emu(x)), reference([&] { return kernels::column_sum(x); }),
+      check_close("column_sum", kernels::column_sum(to_emu(x)), reference([&] { return kernels::column_sum(x); }),
                   1e-6);
     }
   }
   // Non-contiguous: a transposed matrix, and every other column of a wider one (as linear's
   // backward may hand it a strided gradient).
   const Tensor base = rand_uniform({257, 66}, -1, 1, {}, gen);
-  const Tensor base_emu = on_emu(base);
+  const Tensor base_emu = to_emu(base);
   check_close("column_sum transposed", kernels::column_sum(transposed(base_emu)),
               reference([&] { return kernels::column_sum(transposed(base)); }), 1e-6);
   check_close("column_sum stride-2 columns", kernels::column_sum(base_emu.as_strided({257, 33}, {66, 2}, 1)),
               reference([&] { return kernels::column_sum(base.as_strided({257, 33}, {66, 2}, 1)); }), 1e-6);
   // No rows: zeros.
-  CHECK(values(kernels::column_sum(on_emu(zeros({0, 3})))) == std::vector<double>{0, 0, 0});
+  CHECK(values(kernels::column_sum(to_emu(zeros({0, 3})))) == std::vector<double>{0, 0, 0});
 }
 
 TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference", "[cuda][reduce]") {
@@ -150,7 +151,7 @@ TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference
   for (DType dtype : {DType::Float32, DType::Float64}) {
     const std::int64_t rows = dtype == DType::Float32 ? 257 : 129, cols = dtype == DType::Float32 ? 4099 : 1031;
     const Tensor x = ties_with_nans(rows, cols, 7, {5 * cols + 20, 9 * cols + 20, 100 * cols + 1000}, dtype);
-    const Tensor xe = on_emu(x);
+    const Tensor xe = to_emu(x);
     for (std::int64_t dim : {0, 1}) {
       INFO(dtype_name(dtype) << " dim " << dim);
       const auto [v, i] = kernels::max(xe, dim, false);
@@ -165,7 +166,7 @@ TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference
   std::vector<double> line(1000003, -1.0);
   for (std::int64_t i : {700001, 12345, 999999}) line[i] = 2.0;
   const Tensor l = from_vector<double>(line, {1000003});
-  CHECK(values(kernels::argmax(on_emu(l), 0, false)) == std::vector<double>{12345});
+  CHECK(values(kernels::argmax(to_emu(l), 0, false)) == std::vector<double>{12345});
 }
 
 TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][reduce]") {
@@ -177,7 +178,7 @@ TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][re
       const auto [v, idx] = reference([&] { return kernels::max(x, dim, keepdim); });
       const Tensor grad = rand_uniform(v.shape(), -1, 1, {}, gen);
       INFO("dim " << dim << " keepdim " << keepdim);
-      const Tensor got = kernels::max_backward(on_emu(grad), on_emu(idx), x.shape(), dim, keepdim);
+      const Tensor got = kernels::max_backward(to_emu(grad), to_emu(idx), x.shape(), dim, keepdim);
       const Tensor want = reference([&] { return kernels::max_backward(grad, idx, x.shape(), dim, keepdim); });
       CHECK(values(got) == values(want));
     }
@@ -187,11 +188,11 @@ TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][re
 TEST_CASE("reduce kernels: bit-identical under forward, reverse and random schedules", "[cuda][reduce]") {
   kernels::register_devices();
   Generator gen(24);
-  const Tensor rows = on_emu(rand_uniform({33, 2051}, -1, 1, {}, gen));
-  const Tensor cols = on_emu(rand_uniform({513, 257}, -1, 1, {}, gen));
-  const Tensor long_line = on_emu(rand_uniform({100003}, -1, 1, {}, gen));
-  const Tensor ties = on_emu(ties_with_nans(257, 131, 3, {40 * 131 + 7, 41 * 131 + 7}));
-  const Tensor grad = on_emu(rand_uniform({1, 131}, -1, 1, {}, gen));
+  const Tensor rows = to_emu(rand_uniform({33, 2051}, -1, 1, {}, gen));
+  const Tensor cols = to_emu(rand_uniform({513, 257}, -1, 1, {}, gen));
+  const Tensor long_line = to_emu(rand_uniform({100003}, -1, 1, {}, gen));
+  const Tensor ties = to_emu(ties_with_nans(257, 131, 3, {40 * 131 + 7, 41 * 131 + 7}));
+  const Tensor grad = to_emu(rand_uniform({1, 131}, -1, 1, {}, gen));
   // Every kernel and layout: rows with several warps per output, sub-warp rows, columns, both
   // split across blocks, max in both layouts, column_sum, max backward.
   const std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
