@@ -2,9 +2,11 @@
 #pragma once
 
 #include "nn/container.h"
+#include "nn/define_unit.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/embedding_dropout.h"
+#include "nn/glt.h"
 #include "nn/init.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"

@@ -1,0 +1,87 @@
+#include "nn/glt.h"
+
+#include <string>
+
+#include "autograd/dropout.h"
+#include "autograd/elementwise.h"
+#include "autograd/grouped_linear.h"
+#include "autograd/split_mix.h"
+#include "autograd/views.h"
+#include "core/factory.h"
+#include "nn/dropout.h"
+#include "nn/init.h"
+
+namespace define::nn {
+
+GltNorm parse_glt_norm(std::string_view name) {
+  if (name == "none") return GltNorm::None;
+  if (name == "chunk") return GltNorm::Chunk;
+  fail("GroupLinear", "unknown norm '{}' (expected none or chunk)", name);
+}
+
+Activation parse_activation(std::string_view name) {
+  if (name == "none") return Activation::None;
+  if (name == "relu") return Activation::Relu;
+  if (name == "gelu") return Activation::Gelu;
+  if (name == "swish") return Activation::Swish;
+  fail("GroupLinear", "unknown activation '{}' (expected none, relu, gelu or swish)", name);
+}
+
+const char* to_string(GltNorm norm) { return norm == GltNorm::Chunk ? "chunk" : "none"; }
+
+const char* to_string(Activation act) {
+  switch (act) {
+    case Activation::Relu: return "relu";
+    case Activation::Gelu: return "gelu";
+    case Activation::Swish: return "swish";
+    case Activation::None: break;
+  }
+  return "none";
+}
+
+Tensor apply_activation(const Tensor& x, Activation act) {
+  switch (act) {
+    case Activation::Relu: return relu(x);
+    case Activation::Gelu: return gelu(x);
+    case Activation::Swish: return silu(x);  // swish = x * sigmoid(x)
+    case Activation::None: break;
+  }
+  return x;
+}
+
+GroupLinear::GroupLinear(std::int64_t in_features, std::int64_t out_features, std::int64_t groups,
+                         GroupLinearOptions opt, Generator& gen)
+    : Module("GroupLinear"), in_(in_features), out_(out_features), groups_(groups), opt_(opt) {
+  if (in_ <= 0 || out_ <= 0 || groups_ <= 0)
+    fail("GroupLinear", "sizes must be positive, got {} -> {} with {} groups", in_, out_, groups_);
+  if (in_ % groups_ != 0 || out_ % groups_ != 0)
+    fail("GroupLinear", "groups {} must divide both in_features {} and out_features {}", groups_, in_, out_);
+  check_dropout_probability("GroupLinear", opt_.dropout);
+  const std::int64_t kin = in_ / groups_, kout = out_ / groups_;
+  // Released code: xavier_uniform_ on the 3-D tensor [g, in/g, out/g], whose PyTorch fans are
+  // fan_in = (in/g)(out/g) and fan_out = g * (out/g) = out (spec §1 "Init" [FLAG]). We reproduce
+  // that bound, sqrt(6 / ((in/g)(out/g) + out)), rather than the per-group Xavier bound.
+  weight_ = &register_parameter("weight", init::xavier_uniform({groups_, kin, kout}, kin * kout, out_, gen));
+  if (opt_.bias) bias_ = &register_parameter("bias", zeros({groups_, kout}));
+  if (opt_.norm == GltNorm::Chunk)
+    norm_ = register_module("norm", std::make_shared<LayerNorm>(kout, LayerNormOptions{.eps = opt_.norm_eps}));
+}
+
+Tensor GroupLinear::forward(const Tensor& x) const {
+  if (x.dim() < 1 || x.size(-1) != in_)
+    fail("GroupLinear", "expected input [..., {}], got {}", in_, shape_str(x.shape()));
+  Tensor y = grouped_linear(x, *weight_, bias());
+  if (opt_.shuffle && groups_ > 1) y = channel_shuffle(y, groups_);
+  if (norm_) {
+    // [..., out] -> [..., g, out/g]: each row is normalised with the one shared affine pair.
+    Shape rows = y.shape();
+    const Shape flat = rows;
+    rows.back() = groups_;
+    rows.push_back(out_ / groups_);
+    y = reshape(norm_->forward(reshape(y, rows)), flat);
+  }
+  y = apply_activation(y, opt_.activation);
+  return dropout(y, opt_.dropout, is_training(), generator());
+}
+
+}  // namespace define::nn

@@ -1,0 +1,307 @@
+// GroupLinear (GLT) and DefineUnit (the paper form of DeFINE, spec §11): the §11 parameter-count
+// table, forward semantics checked by hand (shuffle order, per-chunk LayerNorm with one shared
+// affine pair), config errors, float64 gradient checks of every variant, dropout in eval mode,
+// and the emulated device against the CPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/op_harness.h"
+#include "kernels/devices.h"
+#include "nn/define_unit.h"
+#include "nn/glt.h"
+#include "nn_test_util.h"
+
+using namespace define;
+using namespace define::nn;
+using Catch::Contains;
+using define::test::check_gradients;
+using define::test::values;
+
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+
+DefineConfig config(std::int64_t n, std::int64_t k, std::int64_t N, std::int64_t m, std::int64_t g_max,
+                    const char* variant = "define") {
+  return {.n = n, .k = k, .N = N, .m = m, .g_max = g_max, .variant = parse_define_variant(variant)};
+}
+
+// Every parameter replaced by U(-0.5, 0.5) noise (LN weights around 1), so zero biases and unit
+// LayerNorm weights cannot hide a wrong gradient or a missing term.
+void randomise(Module& m, Generator& gen) {
+  NoGradGuard g;
+  for (const auto& [name, p] : m.named_parameters()) {
+    const bool ln_weight = name.ends_with("norm.weight");
+    copy_(p, rand_uniform(p.shape(), ln_weight ? 0.5 : -0.5, ln_weight ? 1.5 : 0.5, {.dtype = p.dtype()}, gen));
+  }
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : values(t)) m = std::max(m, std::abs(v));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("define: GroupLinear parameters, names and the released Xavier bound", "[define]") {
+  Generator gen(3);
+  GroupLinear glt(64, 216, 8, {.norm = GltNorm::Chunk}, gen);
+  CHECK(glt.num_parameters() == 64 * 216 / 8 + 216 + 2 * 27);  // 1,998
+  CHECK(glt.named_parameters().keys() == std::vector<std::string>{"weight", "bias", "norm.weight", "norm.bias"});
+  CHECK(glt.weight().shape() == Shape{8, 8, 27});
+  CHECK(glt.bias().shape() == Shape{8, 27});
+  CHECK(glt.norm()->weight().shape() == Shape{27});
+  CHECK(max_abs(glt.bias()) == 0.0);
+  // xavier_uniform_ on [g, in/g, out/g] as PyTorch computes its fans: sqrt(6 / (8 * 27 + 216)).
+  const double bound = std::sqrt(6.0 / (8.0 * 27.0 + 216.0));
+  CHECK(max_abs(glt.weight()) <= bound);
+  CHECK(max_abs(glt.weight()) > 0.9 * bound);
+  CHECK(GroupLinear(64, 216, 8).num_parameters() == 64 * 27 + 216);
+  CHECK(GroupLinear(64, 216, 8, {.bias = false}).num_parameters() == 64 * 27);
+  CHECK(GroupLinear(6, 4, 1).weight().shape() == Shape{1, 6, 4});  // groups == 1: a dense layer
+}
+
+TEST_CASE("define: GroupLinear forward by hand: groups, shuffle order, shared per-chunk LayerNorm", "[define]") {
+  // in 4, out 8, 2 groups: group i reads x[2i .. 2i+1] and writes 4 outputs.
+  const std::vector<double> xv{1.0, -2.0, 0.5, 3.0};
+  std::vector<double> w(2 * 2 * 4), b(2 * 4);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.1 * double(i) - 0.7;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = 0.05 * double(i);
+  // y_i[j] = sum_c x[2i + c] W[i, c, j] + b[i, j]
+  std::vector<double> a(4), bb(4);
+  for (int j = 0; j < 4; ++j) {
+    a[j] = xv[0] * w[0 * 8 + 0 * 4 + j] + xv[1] * w[0 * 8 + 1 * 4 + j] + b[j];
+    bb[j] = xv[2] * w[1 * 8 + 0 * 4 + j] + xv[3] * w[1 * 8 + 1 * 4 + j] + b[4 + j];
+  }
+  const auto set = [&](GroupLinear& g) {
+    NoGradGuard ng;
+    copy_(g.weight(), from_vector<double>(w, {2, 2, 4}));
+    copy_(g.bias(), from_vector<double>(b, {2, 4}));
+  };
+  const Tensor x = from_vector<double>(xv, {1, 4});
+  const auto near = [](const std::vector<double>& got, const std::vector<double>& want) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-12).margin(1e-12));
+  };
+
+  SECTION("plain: group-major [a0..a3 | b0..b3]") {
+    GroupLinear g(4, 8, 2);
+    g.to(DType::Float64);
+    set(g);
+    near(values(g.forward(x)), {a[0], a[1], a[2], a[3], bb[0], bb[1], bb[2], bb[3]});
+  }
+  SECTION("shuffle: [a0 b0 a1 b1 a2 b2 a3 b3]") {
+    GroupLinear g(4, 8, 2, {.shuffle = true});
+    g.to(DType::Float64);
+    set(g);
+    near(values(g.forward(x)), {a[0], bb[0], a[1], bb[1], a[2], bb[2], a[3], bb[3]});
+  }
+  // LayerNorm of each 4-wide row with the same gamma / beta, then the activation.
+  const std::vector<double> gamma{1.5, 0.5, -1.0, 2.0}, beta{0.1, -0.2, 0.3, 0.0};
+  const auto ln_row = [&](std::vector<double> r) {
+    double mean = 0, var = 0;
+    for (double v : r) mean += v / 4;
+    for (double v : r) var += (v - mean) * (v - mean) / 4;
+    for (int j = 0; j < 4; ++j) r[j] = (r[j] - mean) / std::sqrt(var + 1e-5) * gamma[j] + beta[j];
+    return r;
+  };
+  const auto set_norm = [&](GroupLinear& g) {
+    NoGradGuard ng;
+    copy_(g.norm()->weight(), from_vector<double>(gamma));
+    copy_(g.norm()->bias(), from_vector<double>(beta));
+  };
+  SECTION("per-chunk LayerNorm shares one affine pair across the groups, then relu") {
+    GroupLinear g(4, 8, 2, {.norm = GltNorm::Chunk, .activation = Activation::Relu});
+    g.to(DType::Float64);
+    set(g);
+    set_norm(g);
+    std::vector<double> want = ln_row(a), second = ln_row(bb);
+    want.insert(want.end(), second.begin(), second.end());
+    for (double& v : want) v = std::max(v, 0.0);
+    near(values(g.forward(x)), want);
+  }
+  SECTION("with shuffle the normalised rows are the post-shuffle chunks") {
+    GroupLinear g(4, 8, 2, {.shuffle = true, .norm = GltNorm::Chunk});
+    g.to(DType::Float64);
+    set(g);
+    set_norm(g);
+    std::vector<double> want = ln_row({a[0], bb[0], a[1], bb[1]}), second = ln_row({a[2], bb[2], a[3], bb[3]});
+    want.insert(want.end(), second.begin(), second.end());
+    near(values(g.forward(x)), want);
+  }
+}
+
+TEST_CASE("define: the spec §11 parameter-count table", "[define]") {
+  struct Row {
+    DefineConfig cfg;
+    Ints groups, widths;
+    std::int64_t params;
+  };
+  DefineConfig no_norm = config(64, 512, 3, 256, 8);
+  no_norm.norm = GltNorm::None;
+  const std::vector<Row> rows{
+      {config(64, 512, 3, 256, 8, "define"), {8, 4, 2}, {216, 368, 512}, 271'254},
+      {config(64, 512, 3, 256, 8, "define-nomix"), {8, 4, 2}, {216, 368, 512}, 271'254},
+      {config(64, 512, 3, 256, 8, "hgt"), {8, 4, 2}, {216, 368, 512}, 248'982},
+      {config(64, 512, 3, 256, 8, "glt"), {8, 8, 8}, {216, 368, 512}, 167'914},
+      {config(64, 512, 3, 256, 8, "glt-shuffle"), {8, 8, 8}, {216, 368, 512}, 167'914},  // not in the table
+      {config(64, 512, 3, 256, 8, "linear"), {1, 1, 1}, {216, 368, 512}, 416'344},
+      {config(64, 512, 3, 256, 8, "define-residual"), {8, 4, 2}, {256, 256, 256}, 118'208},
+      // The table lists 117,654 here, which is hgt without its reduce (checked below); the §11 rule
+      // ("no reduce layer, the unit outputs y_N") on define keeps the mixer: 271,254 - 131,328.
+      {config(64, 512, 3, 256, 8, "no-reduce"), {8, 4, 2}, {216, 368, 512}, 139'926},
+      {no_norm, {8, 4, 2}, {216, 368, 512}, 270'504},
+      {config(256, 1024, 3, 256, 32, "define"), {32, 16, 8}, {512, 768, 1024}, 437'120},
+      {config(128, 1024, 7, 400, 64, "define"), {64, 32, 16, 8, 4, 2, 1}, {256, 384, 512, 640, 768, 896, 1024},
+       2'088'208},
+  };
+  for (const Row& r : rows) {
+    INFO(to_string(r.cfg.variant) << " n=" << r.cfg.n << " k=" << r.cfg.k << " N=" << r.cfg.N << " norm "
+                                  << to_string(r.cfg.norm));
+    const DefineUnit unit(r.cfg);
+    CHECK(unit.groups() == r.groups);
+    CHECK(unit.widths() == r.widths);
+    CHECK(unit.num_parameters() == r.params);
+    const DefineSchedule s = define_schedule(r.cfg);
+    CHECK(s.groups == r.groups);
+    CHECK(s.widths == r.widths);
+  }
+  // Where the table's no-reduce figure comes from: hgt's three layers alone.
+  const DefineUnit hgt(config(64, 512, 3, 256, 8, "hgt"));
+  CHECK(hgt.num_parameters() - hgt.reduce()->num_parameters() == 117'654);
+}
+
+TEST_CASE("define: DefineUnit names, input widths and forward shapes of every variant", "[define]") {
+  const DefineUnit unit(config(8, 32, 3, 8, 4));
+  CHECK(unit.named_parameters().keys() ==
+        std::vector<std::string>{"layers.0.weight", "layers.0.bias", "layers.0.norm.weight", "layers.0.norm.bias",
+                                 "layers.1.weight", "layers.1.bias", "layers.1.norm.weight", "layers.1.norm.bias",
+                                 "layers.2.weight", "layers.2.bias", "layers.2.norm.weight", "layers.2.norm.bias",
+                                 "reduce.weight", "reduce.bias"});
+  CHECK(unit.parameter("layers.1.weight").shape() == Shape{2, (8 + 16) / 2, 24 / 2});  // mixer input n + o_1
+  CHECK(DefineUnit(config(8, 32, 3, 8, 4, "hgt")).parameter("layers.1.weight").shape() == Shape{2, 8, 12});
+  CHECK(DefineUnit(config(8, 32, 3, 8, 4, "define-residual")).parameter("reduce.weight").shape() == Shape{8, 16});
+  CHECK_FALSE(DefineUnit(config(8, 32, 3, 8, 4, "no-reduce")).has_parameter("reduce.weight"));
+
+  for (const char* v : {"define", "define-nomix", "hgt", "glt", "glt-shuffle", "linear", "define-residual", "no-reduce"}) {
+    INFO(v);
+    CHECK(std::string(to_string(parse_define_variant(v))) == v);
+    const DefineUnit u(config(8, 32, 3, 6, 4, v));
+    const std::int64_t out = std::string(v) == "no-reduce" ? 32 : 6;
+    CHECK(u.out_features() == out);
+    CHECK(u.forward(zeros({2, 3, 8})).shape() == Shape{2, 3, out});
+    CHECK(u.forward(zeros({8})).shape() == Shape{out});
+  }
+  REQUIRE_THROWS_WITH(unit.forward(zeros({2, 7})), Contains("DefineUnit: expected input [..., 8], got [2,7]"));
+
+  // Same weights (same seed), different wiring: the mixer's interleaving is not a plain concat.
+  Generator g1(2), g2(2), xg(3);
+  const DefineUnit mix(config(8, 32, 3, 8, 4, "define"), g1), cat(config(8, 32, 3, 8, 4, "define-nomix"), g2);
+  const Tensor x = rand_uniform({2, 8}, -1, 1, {}, xg);
+  CHECK(values(mix.forward(x)) != values(cat.forward(x)));
+}
+
+TEST_CASE("define: configuration errors name the offending values", "[define]") {
+  REQUIRE_THROWS_WITH(DefineUnit(config(64, 512, 3, 256, 6)), Contains("DefineUnit: g_max must be a power of two, got 6"));
+  REQUIRE_THROWS_WITH(DefineUnit(config(64, 512, 3, 256, 0)), Contains("g_max must be a power of two, got 0"));
+  REQUIRE_THROWS_WITH(DefineUnit(config(60, 512, 3, 256, 8)),
+                      Contains("n = 60 must be divisible by the first layer's groups g_1 = 8"));
+  REQUIRE_THROWS_WITH(DefineUnit(config(64, 500, 1, 256, 8)),
+                      Contains("k = 500 must be divisible by the last layer's groups g_N = 8"));
+  REQUIRE_THROWS_WITH(DefineUnit(config(64, 520, 3, 256, 16, "glt")),
+                      Contains("k = 520 must be divisible by the last layer's groups g_N = 16"));
+  REQUIRE_THROWS_WITH(DefineUnit(config(64, 24, 3, 256, 8, "define-residual")),
+                      Contains("define-residual needs k/2 divisible by g_1 = 8, got k = 24"));
+  REQUIRE_THROWS_WITH(DefineUnit(config(64, 512, 0, 256, 8)), Contains("n, k, N and m must be positive"));
+  REQUIRE_THROWS_WITH(parse_define_variant("define-mix"), Contains("DefineUnit: unknown variant 'define-mix'"));
+  REQUIRE_THROWS_WITH(parse_activation("tanh"), Contains("unknown activation 'tanh'"));
+  REQUIRE_THROWS_WITH(parse_glt_norm("batch"), Contains("unknown norm 'batch'"));
+  REQUIRE_THROWS_WITH(GroupLinear(10, 8, 4),
+                      Contains("GroupLinear: groups 4 must divide both in_features 10 and out_features 8"));
+  REQUIRE_THROWS_WITH(GroupLinear(8, 10, 4), Contains("in_features 8 and out_features 10"));
+  REQUIRE_THROWS_WITH(GroupLinear(8, 8, 2, {.dropout = 1.5}), Contains("dropout probability 1.5 is outside [0, 1]"));
+  REQUIRE_THROWS_WITH(GroupLinear(8, 8, 2).forward(zeros({3, 6})), Contains("GroupLinear: expected input [..., 8], got [3,6]"));
+}
+
+TEST_CASE("define: float64 gradient checks of every variant w.r.t. input and parameters", "[define]") {
+  Generator gen(11);
+  const auto check_unit = [&](DefineConfig cfg) {
+    DefineUnit unit(cfg, gen);
+    unit.to(DType::Float64);
+    randomise(unit, gen);
+    Generator dg(5);
+    unit.set_generator(dg);
+    const Tensor x = rand_uniform({3, cfg.n}, -1, 1, {.dtype = DType::Float64}, gen).set_requires_grad();
+    std::vector<std::pair<std::string, Tensor>> wrt{{"x", x}};
+    for (const auto& [name, p] : unit.named_parameters()) wrt.emplace_back(name, p);
+    // Same dropout mask on every evaluation.
+    check_gradients([&] { dg.set_state({5, 0}); return unit.forward(x); }, wrt);
+  };
+  for (const char* v : {"define", "define-nomix", "hgt", "glt", "glt-shuffle", "linear", "define-residual", "no-reduce"}) {
+    DYNAMIC_SECTION(v) { check_unit(config(8, 32, 3, 8, 4, v)); }
+  }
+  SECTION("define with gelu, no norm and dropout") {
+    DefineConfig c = config(8, 32, 3, 8, 4);
+    c.activation = Activation::Gelu;
+    c.norm = GltNorm::None;
+    c.dropout = 0.3;
+    check_unit(c);
+  }
+  SECTION("GroupLinear with shuffle, norm and swish") {
+    GroupLinear g(6, 12, 3, {.shuffle = true, .norm = GltNorm::Chunk, .activation = Activation::Swish}, gen);
+    g.to(DType::Float64);
+    randomise(g, gen);
+    const Tensor x = rand_uniform({2, 2, 6}, -1, 1, {.dtype = DType::Float64}, gen).set_requires_grad();
+    check_gradients([&] { return g.forward(x); }, {{"x", x},
+                                                   {"weight", g.weight()},
+                                                   {"bias", g.bias()},
+                                                   {"norm.weight", g.norm()->weight()},
+                                                   {"norm.bias", g.norm()->bias()}});
+  }
+}
+
+TEST_CASE("define: dropout is active in training and off (deterministic) in eval mode", "[define]") {
+  Generator gen(4), dg(9);
+  DefineConfig c = config(8, 32, 3, 8, 4);
+  c.dropout = 0.5;
+  DefineUnit unit(c, gen);
+  unit.set_generator(dg);
+  const Tensor x = rand_uniform({4, 8}, -1, 1, {}, gen);
+  const std::vector<double> t1 = values(unit.forward(x)), t2 = values(unit.forward(x));
+  CHECK(t1 != t2);  // fresh masks each call
+  unit.eval();
+  const std::vector<double> e1 = values(unit.forward(x)), e2 = values(unit.forward(x));
+  CHECK(e1 == e2);
+  CHECK(e1 != t1);
+  // Eval output equals the same weights without dropout.
+  Generator gen2(4);
+  DefineUnit plain(config(8, 32, 3, 8, 4), gen2);
+  CHECK(values(plain.forward(x)) == e1);
+}
+
+TEST_CASE("define: a unit on the emulated device matches the CPU", "[define]") {
+  REQUIRE(kernels::register_devices().emu);
+  for (const char* v : {"define", "glt-shuffle", "define-residual"}) {
+    INFO(v);
+    Generator gen(8);
+    DefineConfig c = config(16, 64, 3, 24, 8, v);
+    c.dropout = 0.2;
+    DefineUnit unit(c, gen);
+    randomise(unit, gen);
+    Generator dg(3);
+    unit.set_generator(dg);
+    const Tensor x = rand_uniform({5, 2, 16}, -1, 1, {}, gen);
+    dg.set_state({3, 0});
+    const std::vector<double> cpu = values(unit.forward(x));
+    unit.to(Device::emu());
+    dg.set_state({3, 0});  // the same Philox masks on both devices
+    const Tensor y = unit.forward(copy_to_device(x, Device::emu()));
+    CHECK(y.device() == Device::emu());
+    CHECK(define::test::compare(values(y), cpu, 1e-5, 1e-5).max_share <= 1.0);
+  }
+}
