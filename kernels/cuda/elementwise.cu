@@ -16,26 +16,12 @@
 #include "core/dtype.h"
 #include "kernels/elementwise.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_math.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
-// ---- Device math: the float or double function of the C library for each element type. ----
-// Always qualified with ::, because define::kernels declares exp/log/... for tensors.
-__device__ __forceinline__ float dev_exp(float x) { return ::expf(x); }
-__device__ __forceinline__ double dev_exp(double x) { return ::exp(x); }
-__device__ __forceinline__ float dev_log(float x) { return ::logf(x); }
-__device__ __forceinline__ double dev_log(double x) { return ::log(x); }
-__device__ __forceinline__ float dev_sqrt(float x) { return ::sqrtf(x); }
-__device__ __forceinline__ double dev_sqrt(double x) { return ::sqrt(x); }
-__device__ __forceinline__ float dev_abs(float x) { return ::fabsf(x); }
-__device__ __forceinline__ double dev_abs(double x) { return ::fabs(x); }
-__device__ __forceinline__ float dev_tanh(float x) { return ::tanhf(x); }
-__device__ __forceinline__ double dev_tanh(double x) { return ::tanh(x); }
-__device__ __forceinline__ float dev_erf(float x) { return ::erff(x); }
-__device__ __forceinline__ double dev_erf(double x) { return ::erf(x); }
-__device__ __forceinline__ float dev_pow(float x, float y) { return ::powf(x, y); }
-__device__ __forceinline__ double dev_pow(double x, double y) { return ::pow(x, y); }
+// Device math (dev_exp, dev_log, ...): kernels/cuda/device_math.cuh.
 
 template <typename T>
 __device__ __forceinline__ T sigmoid(T x) {

@@ -24,6 +24,7 @@
 #include "core/dtype.h"
 #include "kernels/softmax.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_math.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -47,11 +48,6 @@ __device__ __forceinline__ T quiet_nan() {
   return std::numeric_limits<T>::quiet_NaN();
 }
 
-// Qualified calls: unqualified exp/log would find define's tensor ops first.
-__device__ __forceinline__ float exp_of(float x) { return ::expf(x); }
-__device__ __forceinline__ double exp_of(double x) { return ::exp(x); }
-__device__ __forceinline__ float log_of(float x) { return ::logf(x); }
-__device__ __forceinline__ double log_of(double x) { return ::log(x); }
 
 // ---------------------------------------------------------------------------------------------
 // Reduction states. Each is a plain aggregate (it lives in __shared__ arrays, where a constructor
@@ -70,16 +66,16 @@ struct MaxSum {
 
   __device__ void add(T v) {
     if (v > max) {
-      sum = sum * exp_of(max - v) + T(1);
+      sum = sum * dev_exp(max - v) + T(1);
       max = v;
     } else if (v != -infinity<T>()) {  // -inf adds exp(-inf) = 0; skipping it avoids exp(-inf - -inf)
-      sum += exp_of(v - max);          // a NaN v lands here and poisons the sum, as it should
+      sum += dev_exp(v - max);          // a NaN v lands here and poisons the sum, as it should
     }
   }
 
   // The sum rescaled to a larger maximum m. A state that never saw a finite element has sum 0,
   // or NaN if it saw a NaN: multiplying by 0 keeps exactly that.
-  __device__ T sum_at(T m) const { return max == -infinity<T>() ? sum * T(0) : sum * exp_of(max - m); }
+  __device__ T sum_at(T m) const { return max == -infinity<T>() ? sum * T(0) : sum * dev_exp(max - m); }
 
   __device__ MaxSum merged(const MaxSum& o) const {
     const T m = o.max > max ? o.max : max;
@@ -166,7 +162,7 @@ struct SoftmaxForward {
     if constexpr (kLog) {
       // (x - max) - log(sum) rather than x - lse: lse is rounded at the magnitude of x, which
       // would cost the log-probabilities of large logits their low bits.
-      const T log_sum = log_of(sum);
+      const T log_sum = dev_log(sum);
       for (std::int64_t j = first; j < n; j += step) {
         const std::int64_t k = base + j * stride;
         y[k] = (x[k] - st.max) - log_sum;
@@ -175,7 +171,7 @@ struct SoftmaxForward {
       const T inv = T(1) / sum;
       for (std::int64_t j = first; j < n; j += step) {
         const std::int64_t k = base + j * stride;
-        y[k] = exp_of(x[k] - st.max) * inv;
+        y[k] = dev_exp(x[k] - st.max) * inv;
       }
     }
   }
@@ -196,7 +192,7 @@ struct SoftmaxBackward {
                          int first, int step) const {
     for (std::int64_t j = first; j < n; j += step) {
       const std::int64_t k = base + j * stride;
-      dx[k] = kLog ? dy[k] - exp_of(y[k]) * st.value : y[k] * (dy[k] - st.value);
+      dx[k] = kLog ? dy[k] - dev_exp(y[k]) * st.value : y[k] * (dy[k] - st.value);
     }
   }
 };
@@ -394,7 +390,7 @@ __global__ void cross_entropy_backward_kernel(const T* __restrict__ logits, cons
     }
     const T scale = grad_loss[per_row ? i : 0] / w;
     const T target_weight = (c == static_cast<std::int64_t>(t) ? target_share : T(0)) + smooth_share;
-    grad[k] = scale * (exp_of(logits[k] - lse[i]) - target_weight);
+    grad[k] = scale * (dev_exp(logits[k] - lse[i]) - target_weight);
   }
 }
 

@@ -19,6 +19,7 @@ using namespace define;
 using namespace define::nn;
 using Catch::Contains;
 using define::test::check_gradients;
+using define::test::max_abs;
 using define::test::values;
 
 namespace {
@@ -38,12 +39,6 @@ void randomise(Module& m, Generator& gen) {
     const bool ln_weight = name.ends_with("norm.weight");
     copy_(p, rand_uniform(p.shape(), ln_weight ? 0.5 : -0.5, ln_weight ? 1.5 : 0.5, {.dtype = p.dtype()}, gen));
   }
-}
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double v : values(t)) m = std::max(m, std::abs(v));
-  return m;
 }
 
 }  // namespace

@@ -11,15 +11,9 @@ using namespace define;
 using namespace define::nn;
 using Catch::Contains;
 using define::test::check_gradients;
+using define::test::max_abs;
 using define::test::values;
 
-namespace {
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double v : values(t)) m = std::max(m, std::abs(v));
-  return m;
-}
-}  // namespace
 
 TEST_CASE("nn: parameter counts of every layer", "[nn]") {
   CHECK(Linear(400, 1150).num_parameters() == 461'150);

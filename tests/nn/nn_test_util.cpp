@@ -1,6 +1,9 @@
 #include "nn_test_util.h"
 
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "harness/op_harness.h"
@@ -8,6 +11,12 @@
 namespace define::test {
 
 std::vector<double> values(const Tensor& t) { return to_doubles(t); }
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : values(t)) m = std::max(m, std::abs(v));
+  return m;
+}
 
 void check_gradients(const std::function<Tensor()>& f, const std::vector<std::pair<std::string, Tensor>>& wrt,
                      double eps, double atol, double rtol) {

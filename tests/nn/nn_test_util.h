@@ -12,6 +12,8 @@
 namespace define::test {
 
 std::vector<double> values(const Tensor& t);
+// Largest |element| (0 for an empty tensor).
+double max_abs(const Tensor& t);
 
 // Checks the gradient of L = sum(f() * u) (u a fixed random tensor) with respect to each named
 // float64 CPU leaf in `wrt` (parameters or inputs; all requiring grad): backward against central
