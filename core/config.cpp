@@ -245,7 +245,7 @@ void Config::require_all_used() const {
   collect_leaves(state_->root, "", leaves);
   std::vector<std::string> unknown;
   for (const std::string& leaf : leaves)
-    if (!state_->used.count(leaf)) unknown.push_back(leaf);
+    if (leaf.compare(0, prefix_.size(), prefix_) == 0 && !state_->used.count(leaf)) unknown.push_back(leaf);
   if (unknown.size() == 1) fail(kOp, "unknown config key '{}' in {}", unknown[0], state_->source);
   if (!unknown.empty()) fail(kOp, "unknown config keys in {}: '{}'", state_->source, fmt::join(unknown, "', '"));
 }

@@ -53,8 +53,8 @@ class Config {
   std::string get_string(std::string_view key, std::string_view fallback) const;
   std::vector<std::int64_t> get_int_list(std::string_view key, const std::vector<std::int64_t>& fallback) const;
 
-  // Throws listing every key present in the config that no getter read (objects count as read
-  // when all their keys were).
+  // Throws listing every key of this view (the whole config, or a section) that no getter read
+  // (objects count as read when all their keys were).
   void require_all_used() const;
   // The configuration as read: the file, the overrides and every default a getter used, as
   // indented JSON.

@@ -15,5 +15,6 @@ struct Command {
 
 int run_demo(const std::vector<std::string>& args);
 int run_devices(const std::vector<std::string>& args);
+int run_params(const std::vector<std::string>& args);
 
 }  // namespace define::cli

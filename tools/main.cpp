@@ -24,6 +24,8 @@ const std::vector<Command>& commands() {
        define::cli::run_demo},
       {"devices", "list the devices this build can use (cpu, the emulated CUDA device, GPUs)",
        define::cli::run_devices},
+      {"params", "print a config's parameter count split as the papers do (DeFINE, context model, input-output)",
+       define::cli::run_params},
       {"version", "print the version", run_version},
   };
   return table;

@@ -1,0 +1,198 @@
+#include "data/corpus.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "core/error.h"
+
+namespace define::data {
+
+namespace {
+
+// The ASCII whitespace of Python's str.split() minus '\n', which separates lines here.
+bool is_word_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+bool has_space(std::string_view word) {
+  for (char c : word)
+    if (c == '\n' || is_word_space(c)) return true;
+  return false;
+}
+
+std::string read_whole_file(const std::filesystem::path& path, std::string_view who) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(who, "file '{}' does not exist", path.string());
+  if (std::filesystem::is_directory(path, ec)) fail(who, "'{}' is a folder, expected a text file", path.string());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(who, "cannot open '{}' for reading", path.string());
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) fail(who, "error while reading '{}'", path.string());
+  return std::move(buf).str();
+}
+
+// Calls on_word(word, line_number) for every word and on_eos(line_number) at the end of every line.
+template <typename OnWord, typename OnEos>
+void for_each_token(std::string_view text, OnWord&& on_word, OnEos&& on_eos) {
+  std::int64_t line = 1;
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  while (i < n) {
+    const std::size_t end = std::min(text.find('\n', i), n);
+    std::size_t p = i;
+    while (p < end) {
+      while (p < end && is_word_space(text[p])) ++p;
+      const std::size_t start = p;
+      while (p < end && !is_word_space(text[p])) ++p;
+      if (p > start) on_word(text.substr(start, p - start), line);
+    }
+    on_eos(line);
+    ++line;
+    i = end + 1;  // past the '\n' (or past the end for a last line without one)
+  }
+}
+
+std::string read_split(const std::filesystem::path& file, std::string_view who) {
+  std::string text = read_whole_file(file, who);
+  if (text.empty()) fail(who, "split '{}' is empty (0 bytes): expected one sentence a line", file.string());
+  return text;
+}
+
+}  // namespace
+
+std::int64_t Vocabulary::add(std::string_view word) {
+  if (auto it = ids_.find(word); it != ids_.end()) return it->second;
+  if (word.empty()) fail("Vocabulary::add", "empty word");
+  if (has_space(word)) fail("Vocabulary::add", "word '{}' contains whitespace", word);
+  const std::int64_t id = size();
+  words_.emplace_back(word);
+  ids_.emplace(words_.back(), id);
+  return id;
+}
+
+std::optional<std::int64_t> Vocabulary::find(std::string_view word) const {
+  if (auto it = ids_.find(word); it != ids_.end()) return it->second;
+  return std::nullopt;
+}
+
+std::int64_t Vocabulary::id(std::string_view word) const {
+  if (auto it = ids_.find(word); it != ids_.end()) return it->second;
+  fail("Vocabulary::id", "word '{}' is not in the vocabulary ({} words)", word, size());
+}
+
+const std::string& Vocabulary::word(std::int64_t id) const {
+  if (id < 0 || id >= size()) fail("Vocabulary::word", "id {} is out of range [0, {})", id, size());
+  return words_[static_cast<std::size_t>(id)];
+}
+
+std::string Vocabulary::to_text() const {
+  std::string out;
+  for (const std::string& w : words_) {
+    out += w;
+    out += '\n';
+  }
+  return out;
+}
+
+Vocabulary Vocabulary::from_text(std::string_view text, std::string_view source) {
+  Vocabulary v;
+  std::int64_t line = 1;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t end = std::min(text.find('\n', i), text.size());
+    const std::string_view w = text.substr(i, end - i);
+    if (w.empty()) fail("Vocabulary", "{}:{}: empty line (expected one word a line)", source, line);
+    if (has_space(w)) fail("Vocabulary", "{}:{}: word '{}' contains whitespace", source, line, w);
+    if (auto seen = v.find(w))
+      fail("Vocabulary", "{}:{}: word '{}' duplicates line {}", source, line, w, *seen + 1);
+    v.add(w);
+    ++line;
+    i = end + 1;
+  }
+  if (v.size() == 0) fail("Vocabulary", "{}: no words (an empty vocabulary)", source);
+  return v;
+}
+
+void Vocabulary::save(const std::filesystem::path& path) const {
+  if (words_.empty()) fail("Vocabulary::save", "refusing to save an empty vocabulary to '{}'", path.string());
+  // Temporary file in the same folder, then rename: the rename is atomic on POSIX file systems.
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("Vocabulary::save", "cannot open '{}' for writing", tmp.string());
+    const std::string text = to_text();
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    if (!out) fail("Vocabulary::save", "error while writing '{}'", tmp.string());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) fail("Vocabulary::save", "cannot rename '{}' to '{}': {}", tmp.string(), path.string(), ec.message());
+}
+
+Vocabulary Vocabulary::load(const std::filesystem::path& path) {
+  return from_text(read_whole_file(path, "Vocabulary::load"), path.string());
+}
+
+std::vector<std::int64_t> tokenize_file_growing(const std::filesystem::path& file, Vocabulary& vocab) {
+  const std::string text = read_split(file, "Corpus");
+  std::vector<std::int64_t> ids;
+  ids.reserve(text.size() / 5);  // ~5.7 bytes a token in PTB and WikiText: one reallocation at most
+  for_each_token(
+      text, [&](std::string_view w, std::int64_t) { ids.push_back(vocab.add(w)); },
+      [&](std::int64_t) { ids.push_back(vocab.add(kEos)); });
+  return ids;
+}
+
+std::vector<std::int64_t> tokenize_file(const std::filesystem::path& file, const Vocabulary& vocab) {
+  const std::optional<std::int64_t> eos = vocab.find(kEos);
+  if (!eos) fail("Corpus", "the vocabulary ({} words) has no '{}', needed to read '{}'", vocab.size(), kEos, file.string());
+  const std::string text = read_split(file, "Corpus");
+  std::vector<std::int64_t> ids;
+  ids.reserve(text.size() / 5);
+  for_each_token(
+      text,
+      [&](std::string_view w, std::int64_t line) {
+        const std::optional<std::int64_t> id = vocab.find(w);
+        if (!id)
+          fail("Corpus", "{}:{}: word '{}' is not in the vocabulary ({} words, built on the training split)",
+               file.string(), line, w, vocab.size());
+        ids.push_back(*id);
+      },
+      [&](std::int64_t) { ids.push_back(*eos); });
+  return ids;
+}
+
+namespace {
+
+void check_folder(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    fail("Corpus", "corpus folder '{}' does not exist (expected train/valid/test files in it; tools/get-data fetches them)",
+         dir.string());
+}
+
+}  // namespace
+
+Corpus Corpus::load(const std::filesystem::path& dir, const CorpusFiles& files) {
+  check_folder(dir);
+  Corpus c;
+  c.train = tokenize_file_growing(dir / files.train, c.vocab);
+  c.valid = tokenize_file(dir / files.valid, c.vocab);
+  c.test = tokenize_file(dir / files.test, c.vocab);
+  return c;
+}
+
+Corpus Corpus::load(const std::filesystem::path& dir, Vocabulary vocab, const CorpusFiles& files) {
+  check_folder(dir);
+  Corpus c;
+  c.vocab = std::move(vocab);
+  c.train = tokenize_file(dir / files.train, c.vocab);
+  c.valid = tokenize_file(dir / files.valid, c.vocab);
+  c.test = tokenize_file(dir / files.test, c.vocab);
+  return c;
+}
+
+}  // namespace define::data

@@ -1,0 +1,86 @@
+// LSTM language model: token representation (models/token_representation.h: standard embedding,
+// projective, adaptive, DeFINE in every form, DExTra) -> stacked LSTM -> classifier tied to the
+// representation's table, with AWD-LSTM's regularisers (Merity et al. 2018):
+//
+//   e  = input(tokens)           embedding dropout (dropoute) drops whole rows of the map table
+//   e  = LockedDropout(e)        dropouti: one mask per sequence, shared over time
+//   h  = LSTM(e)                 hidden sizes [hidden] * (layers - 1) + [last]; weight drop
+//                                (wdrop) on every weight_hh; locked dropout (dropouth) between
+//                                layers
+//   h  = LockedDropout(h)        dropout
+//   loss = output(h, targets)    tied: last = n (the map width) unless set, else a projection
+//
+// The last LSTM layer's width defaults to the map width n, so tying needs no projection: with
+// V = 10,000, n = 400, hidden 1150 and 3 layers this is AWD-LSTM, 24,221,600 parameters; with
+// the DeFINE input (n = 128, m = 400) the last layer is 128 wide (spec §5.3).
+//
+// Parameter names: input.*, rnn.module.weight_hh_l0 (weight drop wraps the LSTM as "module";
+// rnn.weight_hh_l0 without weight drop), output.bias. Parts: the DeFINE / DExTra unit,
+// "context model" = the LSTM, "input-output" = tables, projections, softmax.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/config.h"
+#include "models/parameter_parts.h"
+#include "models/token_representation.h"
+#include "nn/embedding_dropout.h"
+#include "nn/locked_dropout.h"
+#include "nn/lstm.h"
+#include "nn/weight_drop.h"
+
+namespace define::models {
+
+struct LstmLMConfig {
+  TokenInputConfig input;
+  std::int64_t hidden = 1150;
+  std::int64_t layers = 3;
+  std::int64_t last_hidden = 0;     // 0: the map width n (tied without a projection)
+  double dropout_embedding = 0.0;   // dropoute
+  double dropout_input = 0.0;       // dropouti
+  double dropout_hidden = 0.0;      // dropouth
+  double dropout_output = 0.0;      // dropout
+  double weight_drop = 0.0;         // wdrop
+  double adaptive_dropout = 0.0;    // adaptive softmax input/tail dropout
+};
+
+// Reads the `model` section: vocab_size (required unless given), input (see
+// read_token_input_config), hidden, layers, last_hidden, dropout.{embedding,input,hidden,output,
+// weight}, adaptive_dropout.
+LstmLMConfig read_lstm_lm_config(const Config& model, std::int64_t vocab);
+
+class LstmLM : public nn::Module {
+ public:
+  explicit LstmLM(const LstmLMConfig& cfg, Generator& gen = default_generator());
+
+  struct Output {
+    Tensor loss;           // mean NLL over the targets (scalar)
+    nn::LSTMState state;   // to carry (detached) into the next chunk
+    Tensor output;         // [T, B, last] after the output dropout (for AR)
+    Tensor raw_output;     // [T, B, last] before it (for TAR)
+  };
+  // tokens, targets [T, B] int64; state empty (zeros) or from the previous chunk.
+  Output forward(const Tensor& tokens, const Tensor& targets, const nn::LSTMState& state = {});
+  // Log-probabilities of the next token [T, B, V] (eval / generation) and the new state.
+  std::pair<Tensor, nn::LSTMState> log_prob(const Tensor& tokens, const nn::LSTMState& state = {});
+
+  const LstmLMConfig& config() const { return cfg_; }
+  const TokenInput& input() const { return *input_; }
+  const nn::LSTM& lstm() const { return *lstm_; }
+  PartRules part_rules() const;
+
+ private:
+  nn::LSTMOutput run_lstm(const Tensor& x, const nn::LSTMState& state);
+  Tensor embed(const Tensor& tokens) const;
+
+  LstmLMConfig cfg_;
+  std::shared_ptr<TokenInput> input_;
+  std::shared_ptr<nn::EmbeddingDropout> embedding_dropout_;
+  std::shared_ptr<nn::LockedDropout> input_dropout_, output_dropout_;
+  std::shared_ptr<nn::LSTM> lstm_;
+  std::shared_ptr<nn::WeightDrop<nn::LSTM>> weight_drop_;  // null without weight drop
+  std::shared_ptr<TiedOutput> output_;
+};
+
+}  // namespace define::models

@@ -1,0 +1,229 @@
+#include "models/token_representation.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "nn/delight_block.h"
+
+namespace define::models {
+namespace {
+
+constexpr const char* kInput = "TokenInput";
+
+struct KindName {
+  TokenInputKind kind;
+  const char* name;
+};
+constexpr KindName kKinds[] = {{TokenInputKind::Embedding, "embedding"}, {TokenInputKind::Projective, "projective"},
+                               {TokenInputKind::Define, "define"},       {TokenInputKind::DefineIclr, "define-iclr"},
+                               {TokenInputKind::DExTra, "dextra"},       {TokenInputKind::Adaptive, "adaptive"}};
+
+nn::EmbeddingOptions table_options(const TokenInputConfig& cfg) {
+  nn::EmbeddingOptions opt;
+  if (cfg.init_range) opt.init_range = *cfg.init_range;
+  return opt;
+}
+
+}  // namespace
+
+TokenInputKind parse_token_input_kind(const std::string& name) {
+  for (const KindName& k : kKinds)
+    if (name == k.name) return k.kind;
+  fail(kInput, "unknown input type '{}' (expected embedding, projective, define, define-iclr, dextra or adaptive)",
+       name);
+}
+
+const char* to_string(TokenInputKind kind) {
+  for (const KindName& k : kKinds)
+    if (kind == k.kind) return k.name;
+  return "?";
+}
+
+TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
+  TokenInputConfig cfg;
+  cfg.vocab = vocab;
+  cfg.kind = parse_token_input_kind(c.get_string("type", "embedding"));
+  cfg.map_dim = c.get_int("dim");
+  const bool released = cfg.kind == TokenInputKind::DefineIclr || cfg.kind == TokenInputKind::DExTra;
+  const bool has_unit = released || cfg.kind == TokenInputKind::Define || cfg.kind == TokenInputKind::Projective;
+  cfg.out_dim = has_unit ? c.get_int("out_dim") : cfg.map_dim;
+  cfg.scale = c.get_bool("scale", released);
+  if (c.has("init_range")) cfg.init_range = c.get_double("init_range");
+  const auto unit_options = [&] {
+    cfg.norm = nn::parse_glt_norm(c.get_string("norm", "chunk"));
+    cfg.activation = nn::parse_activation(c.get_string("activation", "swish"));
+    cfg.unit_dropout = c.get_double("dropout", 0.0);
+  };
+  switch (cfg.kind) {
+    case TokenInputKind::Embedding:
+    case TokenInputKind::Projective: break;
+    case TokenInputKind::Define:
+      unit_options();
+      cfg.define.k = c.get_int("k");
+      cfg.define.N = c.get_int("depth");
+      cfg.define.g_max = c.get_int("g_max");
+      cfg.define.variant = nn::parse_define_variant(c.get_string("variant", "define"));
+      break;
+    case TokenInputKind::DefineIclr: {
+      unit_options();
+      // The released DeFINE mode is configured like the paper (peak width k), which DExTraEmb
+      // expresses as w = k / n.
+      const std::int64_t k = c.get_int("k");
+      cfg.width_mult = static_cast<double>(k) / static_cast<double>(cfg.map_dim);
+      cfg.depth = c.get_int("depth");
+      cfg.max_groups = c.get_int("max_groups");
+      break;
+    }
+    case TokenInputKind::DExTra:
+      unit_options();
+      cfg.width_mult = c.get_double("width_mult", 2.0);
+      cfg.depth = c.get_int("depth", 4);
+      // DeLighT's rule (spec §4.1) only when not given: it is undefined for d_m < 32.
+      cfg.max_groups = c.has("max_groups") ? c.get_int("max_groups") : c.get_int("max_groups", nn::delight_max_groups(cfg.out_dim));
+      break;
+    case TokenInputKind::Adaptive:
+      cfg.cutoffs = c.get_int_list("cutoffs");
+      cfg.factor = c.get_double("factor", 4.0);
+      break;
+  }
+  return cfg;
+}
+
+TokenInput::TokenInput(const TokenInputConfig& cfg, Generator& gen) : Module(kInput), cfg_(cfg) {
+  if (cfg.vocab < 1) fail(kInput, "vocabulary size must be positive, got {}", cfg.vocab);
+  if (cfg.map_dim < 1) fail(kInput, "dim must be positive, got {}", cfg.map_dim);
+  switch (cfg.kind) {
+    case TokenInputKind::Embedding:
+      map_ = register_module("map", std::make_shared<nn::Embedding>(cfg.vocab, cfg.map_dim, table_options(cfg), gen));
+      break;
+    case TokenInputKind::Projective:
+      map_ = register_module("map", std::make_shared<nn::Embedding>(cfg.vocab, cfg.map_dim, table_options(cfg), gen));
+      projection_ = register_module(
+          "projection", std::make_shared<nn::Linear>(cfg.map_dim, cfg.out_dim, nn::LinearOptions{.bias = false}, gen));
+      break;
+    case TokenInputKind::Define: {
+      map_ = register_module("map", std::make_shared<nn::Embedding>(cfg.vocab, cfg.map_dim, table_options(cfg), gen));
+      nn::DefineConfig d = cfg.define;
+      d.n = cfg.map_dim;
+      d.m = cfg.out_dim;
+      d.norm = cfg.norm;
+      d.activation = cfg.activation;
+      d.dropout = cfg.unit_dropout;
+      define_ = register_module("unit", std::make_shared<nn::DefineUnit>(d, gen));
+      if (define_->out_features() != cfg.out_dim)
+        fail(kInput, "the DeFINE variant '{}' outputs {} features, not out_dim = {}", nn::to_string(d.variant),
+             define_->out_features(), cfg.out_dim);
+      break;
+    }
+    case TokenInputKind::DefineIclr:
+    case TokenInputKind::DExTra: {
+      nn::DExTraEmbConfig e;
+      e.vocab = cfg.vocab;
+      e.map_dim = cfg.map_dim;
+      e.scale_embedding = cfg.scale;
+      e.out_dim = cfg.out_dim;
+      e.width_mult = cfg.width_mult;
+      e.depth = cfg.depth;
+      e.max_groups = cfg.max_groups;
+      e.mode = cfg.kind == TokenInputKind::DefineIclr ? nn::DExTraMode::DefineIclr : nn::DExTraMode::DExTra;
+      e.norm = cfg.norm;
+      e.activation = cfg.activation;
+      e.dropout = cfg.unit_dropout;
+      auto shared_map =
+          register_module("map", std::make_shared<nn::Embedding>(cfg.vocab, cfg.map_dim, table_options(cfg), gen));
+      map_ = shared_map;
+      dextra_ = register_module("dextra_emb", std::make_shared<nn::DExTraEmb>(e, shared_map, gen));
+      break;
+    }
+    case TokenInputKind::Adaptive: {
+      nn::AdaptiveInputConfig a;
+      a.vocab = cfg.vocab;
+      a.dim = cfg.map_dim;
+      a.cutoffs = cfg.cutoffs;
+      a.factor = cfg.factor;
+      a.project_band0 = false;  // DeFINE's LSTM form (spec §5.3): band 0 is already n wide
+      adaptive_ = register_module("adaptive", std::make_shared<nn::AdaptiveInput>(a, gen));
+      break;
+    }
+  }
+}
+
+Tensor TokenInput::forward(const Tensor& tokens) const {
+  switch (cfg_.kind) {
+    case TokenInputKind::Embedding: {
+      Tensor e = map_->forward(tokens);
+      return cfg_.scale ? mul(e, std::sqrt(static_cast<double>(cfg_.map_dim))) : e;
+    }
+    case TokenInputKind::Projective: {
+      Tensor e = map_->forward(tokens);
+      if (cfg_.scale) e = mul(e, std::sqrt(static_cast<double>(cfg_.map_dim)));
+      return projection_->forward(e);
+    }
+    case TokenInputKind::Define: {
+      Tensor e = map_->forward(tokens);
+      if (cfg_.scale) e = mul(e, std::sqrt(static_cast<double>(cfg_.map_dim)));
+      return define_->forward(e);
+    }
+    case TokenInputKind::DefineIclr:
+    case TokenInputKind::DExTra: return dextra_->forward(tokens);
+    case TokenInputKind::Adaptive: return adaptive_->forward(tokens);
+  }
+  fail(kInput, "unreachable input kind");
+}
+
+const Tensor& TokenInput::table() const {
+  if (!map_) fail(kInput, "input type '{}' has no single table to tie", to_string(cfg_.kind));
+  return map_->weight();
+}
+
+PartRules TokenInput::part_rules(const std::string& prefix) const {
+  // Everything is input-output except the token-representation unit (and a projective
+  // embedding's projection, which the papers count with the embedding).
+  PartRules rules = {{prefix, kPartInputOutput}};
+  if (define_) rules.emplace_back(prefix + "unit.", kPartDefine);
+  if (dextra_) rules.emplace_back(prefix + "dextra_emb.", kPartDefine);
+  return rules;
+}
+
+TiedOutput::TiedOutput(const TokenInput& input, const TiedOutputConfig& cfg, Generator& gen) : Module("TiedOutput") {
+  const TokenInputConfig& in = input.config();
+  if (cfg.hidden_dim < 1) fail("TiedOutput", "hidden_dim must be positive, got {}", cfg.hidden_dim);
+  if (cfg.hidden_dim != in.map_dim)
+    project_out_ = register_module(
+        "project_out", std::make_shared<nn::Linear>(cfg.hidden_dim, in.map_dim, nn::LinearOptions{.bias = false}, gen));
+  if (input.adaptive()) {
+    nn::AdaptiveSoftmaxConfig s;
+    s.vocab = in.vocab;
+    s.dim = in.map_dim;
+    s.cutoffs = in.cutoffs;
+    s.factor = in.factor;
+    s.dropout = cfg.adaptive_dropout;
+    s.tie_weights = true;
+    s.tie_projections = true;
+    softmax_ = register_module("softmax", std::make_shared<nn::AdaptiveSoftmax>(s, input.adaptive(), gen));
+    return;
+  }
+  table_ = input.table();
+  if (cfg.bias) bias_ = &register_parameter("bias", zeros({in.vocab}, {.dtype = table_.dtype()}));
+}
+
+Tensor TiedOutput::to_map_space(const Tensor& hidden) const {
+  return project_out_ ? project_out_->forward(hidden) : hidden;
+}
+
+Tensor TiedOutput::log_prob(const Tensor& hidden) const {
+  const Tensor h = to_map_space(hidden);
+  if (softmax_) return softmax_->log_prob(h);
+  return log_softmax(linear(h, table_, bias_ ? *bias_ : Tensor()), -1);
+}
+
+Tensor TiedOutput::loss(const Tensor& hidden, const Tensor& target, Reduction reduction) const {
+  const Tensor h = to_map_space(hidden);
+  if (softmax_) return softmax_->loss(h, target, reduction);
+  const Tensor logits = linear(h, table_, bias_ ? *bias_ : Tensor());
+  const std::int64_t v = logits.shape().back();
+  return cross_entropy(reshape(logits, {-1, v}), reshape(target, {-1}), -100, 0.0, reduction);
+}
+
+}  // namespace define::models

@@ -1,0 +1,123 @@
+// Token representations of a language model, selectable by config (`model.input.type`), and the
+// classifier tied to them. This is where the papers' comparison lives: the same context model
+// with a standard embedding, a projective embedding, adaptive input, the DeFINE unit (paper form
+// and its ablations, or the released define-iclr form) or DExTra in front of it.
+//
+//   type         input (tokens -> [.., out_dim])                          tied output works in
+//   embedding    table V x n (out_dim = n)                                  n
+//   projective   table V x n -> Linear n -> m                               n
+//   define       table V x n -> DefineUnit (paper form, spec §11) -> m       n
+//   define-iclr  DExTraEmb in define-iclr mode (released DeFINE, §2.3/2.6)  n
+//   dextra       DExTraEmb in dextra mode (DeLighT, §2.4/2.6)               n
+//   adaptive     AdaptiveInput (bands, factor) -> n                          AdaptiveSoftmax (tied)
+//
+// As in DeFINE Fig. 1 and the released code (§2.7), the classifier works in the map space: the
+// context model's output (width h) goes through a bias-free Linear h -> n when h != n, then
+// logits = x E^T + b with the map table E, or the tied adaptive softmax. The unit itself is never
+// tied to the output.
+//
+// Parameter names: input.map.weight, input.unit.layers.0.weight (define), input.dextra_emb.* (the
+// released forms), input.bands.* (adaptive), output.project_out.weight, output.bias, output.softmax.*.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/softmax.h"
+#include "core/config.h"
+#include "models/parameter_parts.h"
+#include "nn/adaptive.h"
+#include "nn/define_unit.h"
+#include "nn/dextra_embedding.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace define::models {
+
+enum class TokenInputKind { Embedding, Projective, Define, DefineIclr, DExTra, Adaptive };
+TokenInputKind parse_token_input_kind(const std::string& name);
+const char* to_string(TokenInputKind kind);
+
+struct TokenInputConfig {
+  TokenInputKind kind = TokenInputKind::Embedding;
+  std::int64_t vocab = 0;
+  std::int64_t map_dim = 0;   // n: the table width (and the tied classifier's width)
+  std::int64_t out_dim = 0;   // m: what the context model reads (= n for embedding / adaptive)
+  bool scale = false;         // multiply the map output by sqrt(n) (the released forms default on)
+  std::optional<double> init_range;  // table rows ~ U(-r, r) (AWD-LSTM: 0.1); unset: N(0, n^-0.5)
+  // define (paper form)
+  nn::DefineConfig define;     // n and m are filled from map_dim / out_dim
+  // define-iclr / dextra (released forms)
+  double width_mult = 2.0;     // w: peak width n * w
+  std::int64_t depth = 4;      // N
+  std::int64_t max_groups = 1; // G
+  nn::GltNorm norm = nn::GltNorm::Chunk;
+  nn::Activation activation = nn::Activation::Swish;
+  double unit_dropout = 0.0;
+  // adaptive
+  std::vector<std::int64_t> cutoffs;
+  double factor = 4.0;
+};
+
+// Reads the `model.input` section. Keys (defaults in brackets):
+//   type [embedding]; dim (n, required); out_dim [dim]; scale; init_range;
+//   define:      k, depth, g_max, variant [define], norm [chunk], activation [swish], dropout [0]
+//   define-iclr: k (peak width; w = k / n), depth, max_groups, norm, activation, dropout
+//   dextra:      width_mult [2], depth [4], max_groups [2^ceil(log2(out_dim // 32))], norm, activation, dropout
+//   adaptive:    cutoffs, factor [4]
+TokenInputConfig read_token_input_config(const Config& section, std::int64_t vocab);
+
+class TokenInput : public nn::Module {
+ public:
+  explicit TokenInput(const TokenInputConfig& cfg, Generator& gen = default_generator());
+
+  // tokens (int32/int64, any shape) -> [tokens..., out_dim].
+  Tensor forward(const Tensor& tokens) const;
+
+  const TokenInputConfig& config() const { return cfg_; }
+  std::int64_t out_dim() const { return cfg_.out_dim; }
+  // The V x n table a tied classifier reuses (undefined for adaptive input).
+  const Tensor& table() const;
+  const nn::AdaptiveInput* adaptive() const { return adaptive_.get(); }
+  // Which of this module's parameters are the token-representation unit and which the
+  // input-output tables, for names under `prefix` ("input.").
+  PartRules part_rules(const std::string& prefix) const;
+
+ private:
+  TokenInputConfig cfg_;
+  std::shared_ptr<nn::Embedding> map_;
+  std::shared_ptr<nn::Linear> projection_;        // projective
+  std::shared_ptr<nn::DefineUnit> define_;        // define (paper form)
+  std::shared_ptr<nn::DExTraEmb> dextra_;         // define-iclr, dextra
+  std::shared_ptr<nn::AdaptiveInput> adaptive_;   // adaptive
+};
+
+struct TiedOutputConfig {
+  std::int64_t hidden_dim = 0;  // width of the context model's output
+  bool bias = true;             // logits bias (V) for the table classifier
+  double adaptive_dropout = 0;  // adaptive softmax: dropout on its input and tail projections
+};
+
+// The classifier tied to a TokenInput: logits = project_out(h) E^T + b, or the tied adaptive
+// softmax for adaptive input.
+class TiedOutput : public nn::Module {
+ public:
+  TiedOutput(const TokenInput& input, const TiedOutputConfig& cfg, Generator& gen = default_generator());
+
+  // hidden [..., hidden_dim], target [...] -> mean (or summed) NLL over non-ignored rows.
+  Tensor loss(const Tensor& hidden, const Tensor& target, Reduction reduction = Reduction::Mean) const;
+  // hidden [..., hidden_dim] -> log-probabilities [..., V].
+  Tensor log_prob(const Tensor& hidden) const;
+
+ private:
+  Tensor to_map_space(const Tensor& hidden) const;
+  std::shared_ptr<nn::Linear> project_out_;  // hidden -> n, when they differ
+  Tensor table_;                              // the input's table (shared tensor)
+  Tensor* bias_ = nullptr;
+  std::shared_ptr<nn::AdaptiveSoftmax> softmax_;
+};
+
+}  // namespace define::models

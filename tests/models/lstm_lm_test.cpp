@@ -1,0 +1,158 @@
+// The LSTM language model (models/lstm_lm.h) and its token representations
+// (models/token_representation.h), built from configs as `define params` / `define train` build
+// them: the papers' parameter counts split by part, float64 gradient checks of the whole model for
+// every input type, the tied classifier's loss against its own log-probabilities, and config
+// errors that name the key.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "autograd/ops.h"
+#include "core/config.h"
+#include "models/lstm_lm.h"
+#include "models/registry.h"
+#include "nn/nn_test_util.h"
+
+using namespace define;
+using namespace define::models;
+using Catch::Contains;
+
+namespace {
+
+std::int64_t part(const std::vector<ParameterPart>& parts, const std::string& name) {
+  for (const ParameterPart& p : parts)
+    if (p.name == name) return p.count;
+  return -1;
+}
+
+// PyTorch LSTM layer count: 4H(in + H) + 8H.
+std::int64_t lstm_layer(std::int64_t in, std::int64_t h) { return 4 * h * (in + h) + 8 * h; }
+
+BuiltModel build(const std::string& json, std::int64_t vocab = 0) {
+  Generator gen(1);
+  const Config cfg = Config::from_text(json, "<test>");
+  BuiltModel m = build_model(cfg.section("model"), vocab, gen);
+  cfg.require_all_used();
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("lstm_lm: AWD-LSTM on PTB has 24,221,600 parameters", "[models][lstm_lm]") {
+  const BuiltModel m = build(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
+      "input": {"type": "embedding", "dim": 400}, "hidden": 1150, "layers": 3,
+      "dropout": {"weight": 0.5}}})");
+  const auto parts = count_parameter_parts(*m.module, m.parts);
+  const std::int64_t rnn = lstm_layer(400, 1150) + lstm_layer(1150, 1150) + lstm_layer(1150, 400);
+  CHECK(rnn == 20211600);
+  CHECK(part(parts, kPartContext) == rnn);
+  CHECK(part(parts, kPartInputOutput) == 10000 * 400 + 10000);  // tied table + softmax bias
+  CHECK(m.module->num_parameters() == 24221600);
+  CHECK(part(parts, kPartDefine) == -1);  // no unit, no row
+  // Weight drop wraps the LSTM without renaming the raw weights' owner.
+  CHECK(m.module->has_parameter("rnn.module.weight_hh_l2"));
+  CHECK_THAT(format_parameter_table(parts), Contains("total                 24,221,600       24.22"));
+}
+
+TEST_CASE("lstm_lm: DeFINE AWD-LSTM narrows the last layer to the 128-d table (spec 5.3)", "[models][lstm_lm]") {
+  // Paper form, n=128, k=1024, N=7, m=400, g_max=64: the unit is spec 11's last row.
+  const BuiltModel paper = build(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
+      "input": {"type": "define", "dim": 128, "out_dim": 400, "k": 1024, "depth": 7, "g_max": 64},
+      "hidden": 1150, "layers": 3}})");
+  const auto parts = count_parameter_parts(*paper.module, paper.parts);
+  const std::int64_t rnn = lstm_layer(400, 1150) + lstm_layer(1150, 1150) + lstm_layer(1150, 128);
+  CHECK(part(parts, kPartDefine) == 2088208);
+  CHECK(part(parts, kPartContext) == rnn);
+  CHECK(part(parts, kPartInputOutput) == 10000 * 128 + 10000);
+  CHECK(rnn + 10000 * 128 + 10000 == 19673760);  // spec 5.3, before the unit
+
+  // Released form (define-iclr, G=8): spec 2.3's worked example, 2,177,588.
+  const BuiltModel released = build(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
+      "input": {"type": "define-iclr", "dim": 128, "out_dim": 400, "k": 1024, "depth": 7, "max_groups": 8},
+      "hidden": 1150, "layers": 3}})");
+  CHECK(part(count_parameter_parts(*released.module, released.parts), kPartDefine) == 2177588);
+  CHECK(released.module->num_parameters() == 19673760 + 2177588);
+}
+
+TEST_CASE("lstm_lm: projective and adaptive inputs count as input-output", "[models][lstm_lm]") {
+  const BuiltModel proj = build(R"({"model": {"type": "lstm_lm", "vocab_size": 1000,
+      "input": {"type": "projective", "dim": 64, "out_dim": 200}, "hidden": 300, "layers": 2}})");
+  const auto pp = count_parameter_parts(*proj.module, proj.parts);
+  CHECK(part(pp, kPartInputOutput) == 1000 * 64 + 64 * 200 + 1000);
+  CHECK(part(pp, kPartContext) == lstm_layer(200, 300) + lstm_layer(300, 64));
+
+  // Adaptive input + tied adaptive softmax (DeFINE's LSTM form: no band-0 projection).
+  const BuiltModel ad = build(R"({"model": {"type": "lstm_lm", "vocab_size": 1000,
+      "input": {"type": "adaptive", "dim": 64, "cutoffs": [200, 500], "factor": 4}, "hidden": 100, "layers": 1}})");
+  const auto ap = count_parameter_parts(*ad.module, ad.parts);
+  // Bands 200x64, 300x16 (+16->64 projection), 500x4 (+4->64); head cluster logits 2x64.
+  CHECK(part(ap, kPartInputOutput) == 200 * 64 + 300 * 16 + 16 * 64 + 500 * 4 + 4 * 64 + 2 * 64);
+  CHECK(part(ap, kPartContext) == lstm_layer(64, 64));
+}
+
+TEST_CASE("lstm_lm: config errors name the key", "[models][lstm_lm]") {
+  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8}, "hiden": 3}})"),
+                    Contains("unknown config key 'model.hiden'"));
+  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "glove", "dim": 8}}})"),
+                    Contains("unknown input type 'glove'"));
+  CHECK_THROWS_WITH(build(R"({"model": {"type": "rnn", "vocab_size": 10}})"), Contains("unknown model type 'rnn'"));
+  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8}}})", 12),
+                    Contains("model.vocab_size = 10 but the data's vocabulary has 12 words"));
+  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "input": {"dim": 8}}})"),
+                    Contains("missing required key 'model.vocab_size'"));
+  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8},
+                              "dropout": {"output": 1.5}}})"),
+                    Contains("dropout.output must be in [0, 1), got 1.5"));
+}
+
+TEST_CASE("lstm_lm: float64 gradients of the whole model for every input type", "[models][lstm_lm]") {
+  const char* inputs[] = {
+      R"({"type": "embedding", "dim": 6})",
+      R"({"type": "projective", "dim": 4, "out_dim": 6})",
+      R"({"type": "define", "dim": 4, "out_dim": 6, "k": 8, "depth": 2, "g_max": 2})",
+      R"({"type": "define-iclr", "dim": 4, "out_dim": 8, "k": 8, "depth": 2, "max_groups": 2})",
+      R"({"type": "dextra", "dim": 4, "out_dim": 8, "width_mult": 2, "depth": 2, "max_groups": 2})",
+      R"({"type": "adaptive", "dim": 8, "cutoffs": [4, 8], "factor": 2})",
+  };
+  for (const char* input : inputs) {
+    INFO(input);
+    const BuiltModel built = build(std::string(R"({"model": {"type": "lstm_lm", "vocab_size": 12, "input": )") + input +
+                                   R"(, "hidden": 5, "layers": 2}})");
+    auto& lm = dynamic_cast<LstmLM&>(*built.module);
+    lm.to(DType::Float64);
+    Generator g(5);
+    const Tensor tokens = rand_int({3, 2}, 12, {.dtype = DType::Int64}, g);
+    const Tensor targets = rand_int({3, 2}, 12, {.dtype = DType::Int64}, g);
+    std::vector<std::pair<std::string, Tensor>> wrt;
+    for (const auto& [name, p] : lm.named_parameters()) wrt.emplace_back(name, p);
+    test::check_gradients([&] { return lm.forward(tokens, targets).loss; }, wrt);
+
+    // The loss is the mean of -log p(target) from the model's own log-probabilities.
+    const Tensor lp = lm.log_prob(tokens).first;
+    REQUIRE(lp.shape() == Shape{3, 2, 12});
+    const auto lpv = test::values(lp);
+    const auto tv = targets.to_vector<std::int64_t>();
+    double nll = 0;
+    for (std::size_t i = 0; i < tv.size(); ++i) nll -= lpv[i * 12 + static_cast<std::size_t>(tv[i])];
+    CHECK(test::values(lm.forward(tokens, targets).loss)[0] == Approx(nll / 6).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("lstm_lm: carried state equals one pass over the concatenation", "[models][lstm_lm]") {
+  const BuiltModel built = build(R"({"model": {"type": "lstm_lm", "vocab_size": 9,
+      "input": {"type": "embedding", "dim": 4}, "hidden": 5, "layers": 2}})");
+  auto& lm = dynamic_cast<LstmLM&>(*built.module);
+  lm.to(DType::Float64);
+  Generator g(2);
+  const Tensor tokens = rand_int({6, 2}, 9, {.dtype = DType::Int64}, g);
+  const Tensor whole = lm.log_prob(tokens).first;
+  auto [first, state] = lm.log_prob(narrow(tokens, 0, 0, 4));
+  const Tensor second = lm.log_prob(narrow(tokens, 0, 4, 2), nn::detach(state)).first;
+  const auto w = test::values(whole), a = test::values(first), b = test::values(second);
+  REQUIRE(a.size() + b.size() == w.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(w[i]).epsilon(1e-13));
+  for (std::size_t i = 0; i < b.size(); ++i) CHECK(b[i] == Approx(w[a.size() + i]).epsilon(1e-13));
+}
