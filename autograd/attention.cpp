@@ -1,0 +1,63 @@
+// Scaled dot-product attention with its backward beside it: the fused attention family of
+// kernels/attention.h (GEMM, one fused mask + softmax + dropout row kernel, GEMM; the backward
+// the same way round).
+//
+// The backward saves the probabilities P (pre-dropout), q, k and v, never the dropout mask: the
+// mask is a pure function of (seed, offset, element) and the backward row kernel regenerates it,
+// rebuilding D = dropout(P) for dv on the way. The backward closure calls the kernels directly, so
+// the op supports first derivatives only (like softmax).
+#include "autograd/attention.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "kernels/attention.h"
+
+namespace define {
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options) {
+  const char* op = "scaled_dot_product_attention";
+  if (!(options.dropout >= 0.0 && options.dropout <= 1.0)) fail(op, "dropout {} is outside [0, 1]", options.dropout);
+  // Shapes, dtypes and devices are checked by kernels::attention_forward; until then only what
+  // the default scale and the dropout stream need is looked at.
+  const bool four_d = q.defined() && k.defined() && q.dim() == 4 && k.dim() == 4;
+  if (four_d && q.size(3) == 0 && options.scale == 0.0)
+    fail(op, "the default scale 1 / sqrt(d) needs d > 0, got q {}", shape_str(q.shape()));
+  const double scale =
+      options.scale != 0.0 || !four_d ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+
+  kernels::AttentionMasking masking{.key_padding_mask = options.key_padding_mask, .causal = options.causal};
+  if (options.training && options.dropout > 0.0) {
+    masking.dropout = options.dropout;
+    // As in dropout(): p == 1 drops everything and draws nothing from the stream.
+    if (options.dropout < 1.0 && four_d) {
+      Generator& gen = options.generator != nullptr ? *options.generator : default_generator();
+      masking.seed = gen.state().seed;
+      // One word per element of the [B, H, Tq, Tk] probability tensor.
+      const auto elements = static_cast<std::uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2));
+      masking.offset = gen.reserve(elements);
+    }
+  }
+
+  const bool grad = needs_grad({q, k, v});
+  kernels::AttentionOutput fw = kernels::attention_forward(q, k, v, masking, scale, grad);
+  if (grad) {
+    // dq = scale * dS k, dk = scale * dS^T q, dv = D^T dO, with dS from the fused backward row
+    // kernel (kernels/attention.h). The padding mask is not needed: masked entries of P are 0.
+    masking.key_padding_mask = Tensor();
+    record(op, {q, k, v}, {fw.out},
+           [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), probs = fw.probs, masking,
+            scale](const BackwardArgs& a) {
+             kernels::AttentionGrads g =
+                 kernels::attention_backward(a.grad(), sq.get("attention"), sk.get("attention"), sv.get("attention"),
+                                             probs, masking, scale, a.needs(0), a.needs(1), a.needs(2));
+             return std::vector<Tensor>{g.grad_q, g.grad_k, g.grad_v};
+           });
+  }
+  return fw.out;
+}
+
+}  // namespace define

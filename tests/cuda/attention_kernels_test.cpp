@@ -1,0 +1,184 @@
+// CUDA attention row kernels (kernels/cuda/attention.cu) on the emulated device, for what the op
+// harness cannot express: bit-identical results under every emulator schedule (warp shuffles,
+// shared memory behind barriers, passes that read back their own writes), the whole op at larger
+// shapes against the reference, the dropout mask identical to the CPU paths and to the dropout
+// family's contract, and the zero rows of fully masked queries.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "cuda/emu_test_util.h"
+#include "harness/op_harness.h"
+#include "kernels/attention.h"
+#include "kernels/backend.h"
+#include "kernels/devices.h"
+#include "kernels/dropout.h"
+
+using namespace define;
+using define::test::check_close;
+using define::test::check_identical;
+using define::test::on_cpu_backend;
+using define::test::run_all_schedules;
+using define::test::to_emu;
+
+namespace {
+
+void register_emu() {
+  static const kernels::DeviceAvailability devices = kernels::register_devices();
+  REQUIRE(devices.emu);
+}
+
+std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+
+// [B, Tk] int32: batch b pads keys j with (j + b) % 5 == 2, and the last batch pads every key.
+Tensor padding(std::int64_t b, std::int64_t tk) {
+  std::vector<std::int32_t> m(static_cast<std::size_t>(b * tk));
+  for (std::int64_t i = 0; i < b; ++i)
+    for (std::int64_t j = 0; j < tk; ++j)
+      m[static_cast<std::size_t>(i * tk + j)] = (i == b - 1 || (j + i) % 5 == 2) ? 1 : 0;
+  return from_vector(m, Shape{b, tk});
+}
+
+kernels::AttentionMasking masking(const Tensor& pad, bool causal, double p) {
+  return {.key_padding_mask = pad, .causal = causal, .dropout = p, .seed = 0xfeedbeef12ull, .offset = 12};
+}
+
+// Forward and backward row kernels on emulated scores; probs, dropped, grad_scores and the rebuilt
+// D as one list.
+std::vector<Tensor> row_kernels(const Tensor& scores, const Tensor& grad, const kernels::AttentionMasking& m) {
+  const kernels::AttentionProbs f = kernels::attention_softmax(scores, m);
+  const kernels::AttentionSoftmaxGrad b = kernels::attention_softmax_backward(f.probs, grad, m, 0.5);
+  return {f.probs, f.dropped, b.grad_scores, b.dropped};
+}
+
+void check_schedules(const Shape& shape, bool causal, double p) {
+  Generator gen(4);
+  const Tensor scores = to_emu(rand_uniform(shape, -3, 3, {}, gen));
+  const Tensor grad = to_emu(rand_uniform(shape, -1, 1, {}, gen));
+  const kernels::AttentionMasking m = masking(to_emu(padding(shape[0], shape[3])), causal, p);
+  for (std::size_t i = 0; i < 4; ++i) {
+    run_all_schedules([&] { return row_kernels(scores, grad, m)[i]; },
+                      "row kernel output " + std::to_string(i) + " of " + shape_str(shape));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("attention kernels: bit-identical under every emulator schedule", "[cuda][attention]") {
+  register_emu();
+  check_schedules({2, 2, 5, 70}, true, 0.3);   // one warp per row, partial warps
+  check_schedules({2, 1, 3, 45}, false, 0.0);  // no dropout: the plain strided loops
+  check_schedules({2, 1, 2, 1500}, true, 0.2);  // one block per row
+}
+
+TEST_CASE("attention kernels: the whole op at larger shapes against the reference", "[cuda][attention]") {
+  register_emu();
+  struct Shapes {
+    std::int64_t b, h, tq, tk, d, dv;
+    bool causal;
+    double p;
+  };
+  for (const Shapes s : {Shapes{2, 4, 64, 96, 32, 24, true, 0.1}, Shapes{3, 2, 33, 257, 16, 8, false, 0.0},
+                         Shapes{2, 2, 6, 1300, 8, 4, true, 0.25}}) {
+    Generator gen(9);
+    const Tensor q = rand_uniform({s.b, s.h, s.tq, s.d}, -1, 1, {}, gen);
+    const Tensor k = rand_uniform({s.b, s.h, s.tk, s.d}, -1, 1, {}, gen);
+    const Tensor v = rand_uniform({s.b, s.h, s.tk, s.dv}, -1, 1, {}, gen);
+    const Tensor up = rand_uniform({s.b, s.h, s.tq, s.dv}, -1, 1, {}, gen);
+    const kernels::AttentionMasking m = masking(padding(s.b, s.tk), s.causal, s.p);
+    const double scale = 1.0 / std::sqrt(double(s.d));
+    const std::string what = fmt::format("B{} H{} Tq{} Tk{} d{}", s.b, s.h, s.tq, s.tk, s.d);
+
+    kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+    const kernels::AttentionOutput ref = kernels::attention_forward(q, k, v, m, scale, true);
+    const kernels::AttentionGrads ref_g = kernels::attention_backward(up, q, k, v, ref.probs, m, scale, true, true, true);
+    const kernels::AttentionOutput emu = kernels::attention_forward(to_emu(q), to_emu(k), to_emu(v), m, scale, true);
+    const kernels::AttentionGrads emu_g = kernels::attention_backward(to_emu(up), to_emu(q), to_emu(k), to_emu(v),
+                                                                      emu.probs, m, scale, true, true, true);
+    check_close(emu.out, ref.out, what + " out");
+    check_close(emu.probs, ref.probs, what + " probs");
+    check_close(emu_g.grad_q, ref_g.grad_q, what + " grad_q");
+    check_close(emu_g.grad_k, ref_g.grad_k, what + " grad_k");
+    check_close(emu_g.grad_v, ref_g.grad_v, what + " grad_v");
+  }
+}
+
+TEST_CASE("attention kernels: float64 row kernels against the reference", "[cuda][attention]") {
+  register_emu();
+  for (const std::int64_t tk : {std::int64_t{45}, std::int64_t{1030}}) {
+    Generator gen(6);
+    const Shape shape{2, 2, 3, tk};
+    const TensorOptions f64{.dtype = DType::Float64};
+    const Tensor scores = rand_uniform(shape, -3, 3, f64, gen), grad = rand_uniform(shape, -1, 1, f64, gen);
+    const kernels::AttentionMasking m = masking(padding(2, tk), true, 0.2);
+    const std::vector<Tensor> emu = row_kernels(to_emu(scores), to_emu(grad), m);
+    std::vector<Tensor> ref;
+    {
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      ref = row_kernels(scores, grad, m);
+    }
+    const char* names[] = {"probs", "dropped", "grad_scores", "rebuilt dropped"};
+    for (std::size_t i = 0; i < 4; ++i)
+      check_close(emu[i], ref[i], std::string("float64 ") + names[i] + ", Tk " + std::to_string(tk), 1e-13, 1e-12);
+  }
+}
+
+TEST_CASE("attention kernels: the dropout mask equals the CPU paths' and the dropout contract", "[cuda][attention]") {
+  register_emu();
+  for (const std::int64_t tk : {std::int64_t{77}, std::int64_t{1100}}) {
+    Generator gen(5);
+    const Shape shape{2, 3, 4, tk};
+    const Tensor scores = rand_uniform(shape, -2, 2, {}, gen);
+    const kernels::AttentionMasking m = masking(padding(2, tk), true, 0.35);
+    const kernels::AttentionProbs emu = kernels::attention_softmax(to_emu(scores), m);
+    // The kept pattern (D != 0 where P > 0; masked entries are 0 everywhere) on every backend.
+    const auto kept = [](const Tensor& d) {
+      std::vector<int> k;
+      for (double x : values(d)) k.push_back(x != 0.0);
+      return k;
+    };
+    const auto on = [&](kernels::Backend b) {
+      return on_cpu_backend(b, [&] { return kernels::attention_softmax(scores, m).dropped; });
+    };
+    const std::vector<int> emu_kept = kept(emu.dropped);
+    CHECK(emu_kept == kept(on(kernels::Backend::Cpu)));
+    CHECK(emu_kept == kept(on(kernels::Backend::Ref)));
+    // D is dropout_apply(P) bit for bit, on the emulated device's own dropout kernel too.
+    check_identical(emu.dropped, kernels::dropout_apply(emu.probs, m.dropout, m.seed, m.offset),
+                    "D == dropout_apply(P), Tk " + std::to_string(tk));
+    // And the backward kernel rebuilds the same D.
+    const kernels::AttentionSoftmaxGrad g = kernels::attention_softmax_backward(emu.probs, emu.probs, m, 1.0);
+    check_identical(g.dropped, emu.dropped, "D rebuilt by the backward kernel, Tk " + std::to_string(tk));
+  }
+}
+
+TEST_CASE("attention kernels: fully masked rows are exact zeros, forward and backward", "[cuda][attention]") {
+  register_emu();
+  // Batch 0 pads every key. In batch 1, query 2's scores are all -inf (only infinite inputs make
+  // such a row; it counts as fully masked, as on the CPU paths). Causal or not, both stay zero.
+  std::vector<float> s(2 * 1 * 3 * 4, 0.5f);
+  for (std::size_t j = 0; j < 4; ++j) s[12 + 2 * 4 + j] = -std::numeric_limits<float>::infinity();
+  const Tensor scores = from_vector(s, Shape{2, 1, 3, 4});
+  const Tensor pad = from_vector(std::vector<std::int32_t>{1, 1, 1, 1, 0, 0, 0, 0}, Shape{2, 4});
+  for (const bool causal : {false, true}) {
+    const kernels::AttentionMasking m{.key_padding_mask = pad, .causal = causal};
+    const Tensor emu = kernels::attention_softmax(to_emu(scores), m).probs;
+    const Tensor ref = on_cpu_backend(kernels::Backend::Ref, [&] { return kernels::attention_softmax(scores, m).probs; });
+    const Tensor cpu = on_cpu_backend(kernels::Backend::Cpu, [&] { return kernels::attention_softmax(scores, m).probs; });
+    const std::vector<double> p = values(emu);
+    for (std::size_t i = 0; i < 12; ++i) CHECK(p[i] == 0.0);   // batch 0: all padded
+    for (std::size_t i = 20; i < 24; ++i) CHECK(p[i] == 0.0);  // batch 1, query 2: all -inf
+    check_close(emu, ref, causal ? "causal probs vs ref" : "probs vs ref");
+    check_close(cpu, ref, causal ? "causal probs, cpu vs ref" : "probs, cpu vs ref");
+    const std::vector<double> g =
+        values(kernels::attention_softmax_backward(emu, to_emu(ones_like(scores)), m, 1.0).grad_scores);
+    for (double x : g) CHECK(std::isfinite(x));
+    for (std::size_t i = 0; i < 12; ++i) CHECK(g[i] == 0.0);
+    for (std::size_t i = 20; i < 24; ++i) CHECK(g[i] == 0.0);
+  }
+}
