@@ -2,6 +2,7 @@
 // (forward and backward formulas side by side in the matching .cpp).
 #pragma once
 
+#include "autograd/adaptive_softmax.h"
 #include "autograd/attention.h"
 #include "autograd/elementwise.h"
 #include "autograd/embedding.h"
