@@ -1,9 +1,96 @@
 #include "models/registry.h"
 
 #include "core/error.h"
+#include "models/delight_lm.h"
+#include "models/delight_nmt.h"
 #include "models/lstm_lm.h"
 
 namespace define::models {
+namespace {
+
+// Keys shared by both DeLighT models: the token representation and the blocks' options.
+void read_delight_common(const Config& c, std::int64_t& map_dim, std::int64_t& d_m, std::int64_t& max_groups,
+                         std::int64_t& emb_depth, double& emb_width_mult, std::int64_t& ffn_reduction,
+                         nn::GltNorm& norm, nn::Activation& act, bool& shuffle) {
+  map_dim = c.get_int("map_dim", map_dim);
+  d_m = c.get_int("d_m", d_m);
+  max_groups = c.get_int("max_groups", 0);
+  emb_depth = c.get_int("emb_depth", emb_depth);
+  emb_width_mult = c.get_double("emb_width_mult", emb_width_mult);
+  ffn_reduction = c.get_int("ffn_reduction", ffn_reduction);
+  norm = nn::parse_glt_norm(c.get_string("dextra_norm", "chunk"));
+  act = nn::parse_activation(c.get_string("activation", "swish"));
+  shuffle = c.get_bool("shuffle", shuffle);
+}
+
+// The dropouts both DeLighT models take, from the `dropout` section (spec 4.5 lists the released
+// values; every one defaults to 0).
+template <class Cfg>
+void read_delight_dropouts(const Config& c, Cfg& cfg) {
+  const Config d = c.section("dropout");
+  cfg.dropout = d.get_double("residual", 0.0);
+  cfg.attention_dropout = d.get_double("attention", 0.0);
+  cfg.activation_dropout = d.get_double("activation", 0.0);
+  cfg.ffn_dropout = d.get_double("ffn", 0.0);
+  cfg.dextra_dropout = d.get_double("dextra", 0.0);
+  cfg.emb_dropout = d.get_double("embedding", 0.0);
+  cfg.pe_dropout = d.get_double("positions", 0.0);
+}
+
+BuiltModel build_delight_nmt(const Config& c, std::int64_t vocab, Generator& gen) {
+  DelightNmtConfig cfg;
+  cfg.vocab = vocab;
+  read_delight_common(c, cfg.map_dim, cfg.d_m, cfg.max_groups, cfg.emb_depth, cfg.emb_width_mult, cfg.ffn_reduction,
+                      cfg.dextra_norm, cfg.activation, cfg.shuffle);
+  cfg.padding_idx = c.get_int("padding_idx", cfg.padding_idx);
+  const Config enc = c.section("encoder"), dec = c.section("decoder");
+  cfg.enc_min_depth = enc.get_int("min_depth", cfg.enc_min_depth);
+  cfg.enc_max_depth = enc.get_int("max_depth", cfg.enc_max_depth);
+  cfg.enc_layers = enc.get_int("layers", cfg.enc_max_depth);  // released archs: B = N_max
+  cfg.enc_width_mult = enc.get_double("width_mult", cfg.enc_width_mult);
+  cfg.dec_min_depth = dec.get_int("min_depth", cfg.dec_min_depth);
+  cfg.dec_max_depth = dec.get_int("max_depth", cfg.dec_max_depth);
+  cfg.dec_layers = dec.get_int("layers", cfg.dec_max_depth);
+  cfg.dec_width_mult = dec.get_double("width_mult", cfg.dec_width_mult);
+  cfg.pre_norm = c.get_bool("pre_norm", cfg.pre_norm);
+  cfg.final_norm = c.get_bool("final_norm", cfg.final_norm);
+  read_delight_dropouts(c, cfg);
+  auto m = std::make_shared<DelightNmt>(cfg, gen);
+  // The shared table (first listed as embed_tokens) and the output projection are input-output;
+  // the two DExTra embedding units are the token-representation part.
+  PartRules rules = {{"", kPartInputOutput},          {"encoder.layers.", kPartContext},
+                     {"decoder.layers.", kPartContext}, {"encoder.layer_norm.", kPartContext},
+                     {"decoder.layer_norm.", kPartContext}, {"encoder.embed.", kPartDefine},
+                     {"decoder.embed.", kPartDefine},   {"encoder.embed.map.", kPartInputOutput},
+                     {"decoder.embed.map.", kPartInputOutput}};
+  return {"delight_nmt", m, rules};
+}
+
+BuiltModel build_delight_lm(const Config& c, std::int64_t vocab, Generator& gen) {
+  DelightLmConfig cfg;
+  cfg.vocab = vocab;
+  read_delight_common(c, cfg.map_dim, cfg.d_m, cfg.max_groups, cfg.emb_depth, cfg.emb_width_mult, cfg.ffn_reduction,
+                      cfg.dextra_norm, cfg.activation, cfg.shuffle);
+  cfg.padding_idx = c.get_int("padding_idx", cfg.padding_idx);
+  cfg.min_depth = c.get_int("min_depth", cfg.min_depth);
+  cfg.max_depth = c.get_int("max_depth", cfg.max_depth);
+  cfg.layers = c.get_int("layers", cfg.max_depth);
+  cfg.width_mult = c.get_double("width_mult", cfg.width_mult);
+  cfg.final_norm = c.get_bool("final_norm", cfg.final_norm);
+  cfg.adaptive = c.get_bool("adaptive", cfg.adaptive);
+  if (cfg.adaptive) {
+    cfg.cutoffs = c.get_int_list("cutoffs", cfg.cutoffs);
+    cfg.adaptive_factor = c.get_double("adaptive_factor", cfg.adaptive_factor);
+  }
+  read_delight_dropouts(c, cfg);
+  cfg.adaptive_softmax_dropout = c.section("dropout").get_double("adaptive_softmax", 0.0);
+  auto m = std::make_shared<DelightLm>(cfg, gen);
+  PartRules rules = {{"", kPartInputOutput},       {"layers.", kPartContext}, {"layer_norm.", kPartContext},
+                     {"embed.", kPartDefine},      {"embed.map.", kPartInputOutput}};
+  return {"delight_lm", m, rules};
+}
+
+}  // namespace
 
 BuiltModel build_model(const Config& model, std::int64_t vocab, Generator& gen) {
   const std::string type = model.get_string("type");
@@ -17,7 +104,9 @@ BuiltModel build_model(const Config& model, std::int64_t vocab, Generator& gen) 
     auto m = std::make_shared<LstmLM>(read_lstm_lm_config(model, vocab), gen);
     return {type, m, m->part_rules()};
   }
-  fail("build_model", "unknown model type '{}' at {} (known: lstm_lm)", type, model.path("type"));
+  if (type == "delight_nmt") return build_delight_nmt(model, vocab, gen);
+  if (type == "delight_lm") return build_delight_lm(model, vocab, gen);
+  fail("build_model", "unknown model type '{}' at {} (known: lstm_lm, delight_nmt, delight_lm)", type, model.path("type"));
 }
 
 }  // namespace define::models

@@ -1,5 +1,6 @@
 #include "models/token_representation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/ops.h"
@@ -150,6 +151,11 @@ TokenInput::TokenInput(const TokenInputConfig& cfg, Generator& gen) : Module(kIn
 }
 
 Tensor TokenInput::forward(const Tensor& tokens) const {
+  if (cache_.defined()) {
+    if (is_training())
+      fail(kInput, "a cached table (use_cache) serves evaluation only; call eval() or use_cache({{}}) before training");
+    return embedding(cache_, tokens);
+  }
   switch (cfg_.kind) {
     case TokenInputKind::Embedding: {
       Tensor e = map_->forward(tokens);
@@ -175,6 +181,45 @@ Tensor TokenInput::forward(const Tensor& tokens) const {
 const Tensor& TokenInput::table() const {
   if (!map_) fail(kInput, "input type '{}' has no single table to tie", to_string(cfg_.kind));
   return map_->weight();
+}
+
+bool TokenInput::has_unit() const { return projection_ || define_ || dextra_; }
+
+Tensor TokenInput::compute_cache() const {
+  if (!has_unit())
+    fail(kInput, "input type '{}' has no unit to cache (its table already is the representation)",
+         to_string(cfg_.kind));
+  if (is_training()) fail(kInput, "compute_cache needs eval mode (dropout in the unit would make rows random)");
+  if (cache_.defined()) fail(kInput, "compute_cache: a cached table is in use; call use_cache({{}}) first");
+  NoGradGuard no_grad;
+  // Chunks bound the unit's intermediate activations (widths up to k per token) for large V.
+  // Ids go in as [chunk, 1] (time-major, one stream): the released forms expect [T, B].
+  constexpr std::int64_t kChunk = 4096;
+  std::vector<Tensor> parts;
+  const Device device = table().device();
+  for (std::int64_t first = 0; first < cfg_.vocab; first += kChunk) {
+    const std::int64_t n = std::min(kChunk, cfg_.vocab - first);
+    std::vector<std::int64_t> id_values(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) id_values[static_cast<std::size_t>(i)] = first + i;
+    const Tensor ids = from_vector(id_values, {n, 1}, device);
+    parts.push_back(reshape(forward(ids), {n, cfg_.out_dim}));
+  }
+  return parts.size() == 1 ? contiguous(parts[0]) : concat(parts, 0);
+}
+
+void TokenInput::use_cache(Tensor table) {
+  if (table.defined()) {
+    if (!has_unit())
+      fail(kInput, "input type '{}' has no unit; a cached table would only duplicate its embedding", to_string(cfg_.kind));
+    const Shape want{cfg_.vocab, cfg_.out_dim};
+    if (table.shape() != want)
+      fail(kInput, "cached table has shape {}, this input needs {} (vocabulary x out_dim)", shape_str(table.shape()),
+           shape_str(want));
+    if (!is_floating(table.dtype())) fail(kInput, "cached table must be floating point, got {}", dtype_name(table.dtype()));
+    // A file is read to the CPU; the lookups run where the model is.
+    if (table.device() != this->table().device()) table = copy_to_device(table, this->table().device());
+  }
+  cache_ = std::move(table);
 }
 
 PartRules TokenInput::part_rules(const std::string& prefix) const {

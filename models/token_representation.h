@@ -86,6 +86,21 @@ class TokenInput : public nn::Module {
   // input-output tables, for names under `prefix` ("input.").
   PartRules part_rules(const std::string& prefix) const;
 
+  // ---- the token cache (paper §3.4): after training, the unit's output depends on the token
+  // id only, so it can be precomputed once for the whole vocabulary and looked up instead.
+  // Whether this input has a unit in front of the context model (projective, define,
+  // define-iclr, dextra); embedding and adaptive input have nothing to cache.
+  bool has_unit() const;
+  // The unit's output for every id, [V, out_dim], computed in chunks without a graph. Needs eval
+  // mode (dropout inside the unit would make rows random); throws naming the input type when
+  // there is no unit.
+  Tensor compute_cache() const;
+  // From now on forward() looks rows up in `table` [V, out_dim] instead of running map + unit
+  // (the tied classifier still reads the map table). An undefined tensor switches back. The
+  // table serves eval only: forward() in training mode with a table set throws.
+  void use_cache(Tensor table);
+  bool uses_cache() const { return cache_.defined(); }
+
  private:
   TokenInputConfig cfg_;
   std::shared_ptr<nn::Embedding> map_;
@@ -93,6 +108,7 @@ class TokenInput : public nn::Module {
   std::shared_ptr<nn::DefineUnit> define_;        // define (paper form)
   std::shared_ptr<nn::DExTraEmb> dextra_;         // define-iclr, dextra
   std::shared_ptr<nn::AdaptiveInput> adaptive_;   // adaptive
+  Tensor cache_;                                  // use_cache(): [V, out_dim], or undefined
 };
 
 struct TiedOutputConfig {

@@ -11,6 +11,7 @@ constexpr const char* kFormatKey = "define.format";
 constexpr const char* kFormat = "checkpoint/1";
 constexpr const char* kModel = "model/";
 constexpr const char* kOptimizer = "optimizer/";
+constexpr const char* kRunTensor = "run/";
 constexpr const char* kOptimizerName = "optimizer.name";
 constexpr const char* kScalar = "optimizer.scalar.";
 constexpr const char* kRun = "run.";
@@ -28,6 +29,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   NamedTensors tensors;
   for (const auto& [name, t] : ckpt.model) tensors.emplace_back(kModel + name, t);
   for (const auto& [name, t] : ckpt.optimizer.tensors) tensors.emplace_back(kOptimizer + name, t);
+  for (const auto& [name, t] : ckpt.run_tensors) tensors.emplace_back(kRunTensor + name, t);
   Metadata meta;
   meta[kFormatKey] = kFormat;
   if (!ckpt.optimizer_name.empty()) meta[kOptimizerName] = ckpt.optimizer_name;
@@ -51,8 +53,10 @@ Checkpoint load_checkpoint(const std::string& path) {
       ckpt.model.insert(rest, std::move(t));
     } else if (starts_with(name, kOptimizer, rest)) {
       ckpt.optimizer.tensors[rest] = std::move(t);
+    } else if (starts_with(name, kRunTensor, rest)) {
+      ckpt.run_tensors[rest] = std::move(t);
     } else {
-      fail(op, "'{}': unexpected tensor '{}' (neither model/ nor optimizer/)", path, name);
+      fail(op, "'{}': unexpected tensor '{}' (not model/, optimizer/ or run/)", path, name);
     }
   }
   for (const auto& [k, v] : file.metadata) {

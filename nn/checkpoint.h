@@ -4,7 +4,8 @@
 // by CRC-32 on load. Opening one from Python shows the model's tensors as "model/<name>".
 //
 // Layout inside the file:
-//   tensors  "model/<parameter or buffer name>", "optimizer/<optimizer state key>"
+//   tensors  "model/<parameter or buffer name>", "optimizer/<optimizer state key>",
+//            "run/<name>" (the caller's tensors: e.g. the recurrent state carried across batches)
 //   metadata "define.format" = "checkpoint/1", "optimizer.name",
 //            "optimizer.scalar.<key>" (%.17g, exact), "run.<key>" (the caller's strings)
 #pragma once
@@ -23,6 +24,7 @@ struct Checkpoint {
   optim::OptimizerState optimizer;
   std::string optimizer_name;            // e.g. "Adam"; checked on load when both are set
   std::map<std::string, std::string> run;  // free-form: step, RNG state, data position, config
+  std::map<std::string, Tensor> run_tensors;  // free-form tensors of the run
 };
 
 // Written to a temporary file next to `path`, flushed, then renamed over it: an interrupted save

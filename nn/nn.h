@@ -1,8 +1,13 @@
 // Every nn module and layer of define, in one include.
 #pragma once
-
+#include "nn/adaptive.h"
+#include "nn/attention.h"
+#include "nn/checkpoint.h"
 #include "nn/container.h"
 #include "nn/define_unit.h"
+#include "nn/delight_block.h"
+#include "nn/dextra.h"
+#include "nn/dextra_embedding.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/embedding_dropout.h"
@@ -11,6 +16,9 @@
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/locked_dropout.h"
+#include "nn/lstm.h"
 #include "nn/module.h"
 #include "nn/projective_embedding.h"
+#include "nn/safetensors.h"
+#include "nn/transformer.h"
 #include "nn/weight_drop.h"

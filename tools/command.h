@@ -16,5 +16,12 @@ struct Command {
 int run_demo(const std::vector<std::string>& args);
 int run_devices(const std::vector<std::string>& args);
 int run_params(const std::vector<std::string>& args);
+int run_train(const std::vector<std::string>& args);
+int run_eval(const std::vector<std::string>& args);
+int run_generate(const std::vector<std::string>& args);
+int run_export_cache(const std::vector<std::string>& args);
+int run_corrmap(const std::vector<std::string>& args);
+int run_export(const std::vector<std::string>& args);
+int run_import(const std::vector<std::string>& args);
 
 }  // namespace define::cli

@@ -20,12 +20,25 @@ int run_version(const std::vector<std::string>&) {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
+      {"corrmap", "write the feature correlation map of a trained model's embedding or DeFINE layer as a PNG",
+       define::cli::run_corrmap},
       {"demo", "train a small network on a synthetic task with autograd and print the loss curve",
        define::cli::run_demo},
       {"devices", "list the devices this build can use (cpu, the emulated CUDA device, GPUs)",
        define::cli::run_devices},
+      {"eval", "perplexity of a trained language model on its corpus (optionally through the token cache)",
+       define::cli::run_eval},
+      {"export", "write a trained model's tensors as safetensors under their parameter names (for Python)",
+       define::cli::run_export},
+      {"export-cache", "write the V x m table of a trained DeFINE unit's output for every word (paper 3.4)",
+       define::cli::run_export_cache},
+      {"generate", "sample text from a trained language model", define::cli::run_generate},
+      {"import", "load a safetensors file of a model's tensors into a run and write a checkpoint",
+       define::cli::run_import},
       {"params", "print a config's parameter count split as the papers do (DeFINE, context model, input-output)",
        define::cli::run_params},
+      {"train", "train a language model from a config and report validation and test perplexity",
+       define::cli::run_train},
       {"version", "print the version", run_version},
   };
   return table;
@@ -35,7 +48,7 @@ void print_help() {
   fmt::print(
       "define: deep factorized token representations (DeFINE, DExTra) and the sequence models\n"
       "built on them.\n\nusage: define <command> [options]\n\ncommands:\n");
-  for (const Command& c : commands()) fmt::print("  {:<10} {}\n", c.name, c.summary);
+  for (const Command& c : commands()) fmt::print("  {:<13} {}\n", c.name, c.summary);
   fmt::print("\n`define <command> --help` describes a command's options.\n");
 }
 

@@ -92,7 +92,7 @@ TEST_CASE("autograd: modifying a saved tensor in place is detected", "[autograd]
   REQUIRE_THROWS_WITH(mul_(x, 2.0), Contains("mul_: in-place operation on a tensor that requires grad"));
 }
 
-TEST_CASE("autograd: non-scalar roots need a gradient; shapes are checked", "[autograd]") {
+TEST_CASE("autograd: non-scalar roots need a gradient, shapes are checked", "[autograd]") {
   Tensor x = vec({1, 2, 3}).set_requires_grad();
   Tensor y = mul(x, 2.0);
   REQUIRE_THROWS_WITH(backward(y), Contains("backward: a gradient must be given for a root of shape [3]"));

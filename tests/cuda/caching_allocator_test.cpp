@@ -410,7 +410,7 @@ TEST_CASE("cuda allocator: peak, reset_peak and empty_cache", "[cuda-allocator]"
   check_consistent(a, raw);
 }
 
-TEST_CASE("cuda allocator: bad frees are named errors; destructor returns everything", "[cuda-allocator]") {
+TEST_CASE("cuda allocator: bad frees are named errors, destructor returns everything", "[cuda-allocator]") {
   FakeRawMemory raw;
   {
     CachingDeviceAllocator a(raw);

@@ -1,0 +1,378 @@
+// Fast CPU LSTM recurrence. The step's recurrent GEMM and its cell are fused, with w_hh packed
+// once per call instead of once per step:
+//
+// Why not a GEMM library call per step: with a small batch (B = 20) the step GEMM
+// [B, H] x [H, 4H] is dominated by Eigen packing w_hh again at every step (AWD-LSTM's 1150-unit
+// layer: 21 MB packed per step, ~50 GFLOP/s on one core against ~135 for the input projection).
+// w_hh does not change across the T steps, so it is packed once per call into panels laid out
+// exactly as a register-tiled micro-kernel streams them, and every step reuses them. The
+// micro-kernel is written with Eigen's packet primitives (Eigen::internal::pload / pmadd / pset1),
+// so it follows the SIMD width the build targets. Measured on the 2-core AVX-512 build machine
+// (float32, T = 35, B = 20, one thread, best of 10, machine shared with other jobs): the whole
+// forward recurrence (packing, step GEMMs, cells) at 120-135 GFLOP/s for H = 1150 and 135-157 for
+// H = 200, against ~50 GFLOP/s for the Eigen step GEMM alone at H = 1150; packing w_hh costs
+// about as much as 3-5 steps (it streams the 21 MB weight from memory once).
+//
+// Forward panels: panel p holds the w_hh rows of hidden units [p*L, p*L + L) for all four gates
+// (L = SIMD lanes, 16 floats with AVX-512): element (k, q*L + u) = w_hh[q*H + p*L + u, k], zero
+// past H. A panel's product with h_{t-1} thus yields the four gate pre-activations of L whole
+// units, and the micro-kernel (kTileRows batch rows x 4 packets of accumulators, one broadcast of
+// h per row and depth) adds them onto gates_t. Backward panels: panel p holds columns
+// [p*4L, p*4L + 4L) of w_hh (element (r, v) = w_hh[r, p*4L + v]), so the same micro-kernel gives
+// dh_rec = dgates_{t+1} w_hh for 4L units.
+//
+// Threads split the hidden units (by panels), and each thread packs its own panels and then, at
+// every step, runs the GEMM for its units followed at once by the cell for the same units: the
+// cell needs only those units' gates, so the only synchronisation is one barrier per step (the
+// next step's GEMM reads every unit of h_t, or of dgates_t). The team spans all T steps. Every
+// element is computed by the same code in the same order whichever thread owns it, so results are
+// bit-identical for any thread count; small problems (under kParallelMacs multiply-adds per step)
+// run on one thread, where a team would cost more than it saves.
+//
+// The cell: per batch row, chunks of kChunk units through Eigen's vectorised array functions
+// (logistic: a rational approximation within a couple of ulps for float; tanh), a handful of
+// vector instructions per unit.
+//
+// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsic headers when Eigen's packet
+// math is inlined (see kernels/cpu/matmul.cpp): a known false positive, silenced for this file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "kernels/cpu/lstm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <Eigen/Core>
+#include <omp.h>
+
+#include "core/dtype.h"
+
+namespace define::kernels::cpu {
+namespace {
+
+namespace ei = Eigen::internal;
+
+constexpr std::int64_t kChunk = 256;  // hidden units per cell pass (L1-resident slices)
+// Accumulator tile of the micro-kernel: kTileRows batch rows x 4 packets, leaving registers for
+// the 4 packets of w and one broadcast (6 x 4 + 5 = 29 of AVX-512's 32; 2 x 4 + 5 of 16 elsewhere).
+constexpr int kTileRows = EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS >= 32 ? 6 : 2;
+constexpr int kPanelPackets = 4;
+// Multiply-adds per step below which the recurrence runs on one thread.
+constexpr std::int64_t kParallelMacs = std::int64_t{1} << 18;
+
+template <typename T>
+using Packet = typename ei::packet_traits<T>::type;
+template <typename T>
+constexpr int kLanes = ei::unpacket_traits<Packet<T>>::size;
+template <typename T>
+constexpr int kPanelWidth = kPanelPackets * kLanes<T>;
+
+template <typename T>
+using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+template <typename T>
+using Slice = Eigen::Map<Arr<T>>;
+template <typename T>
+using ConstSlice = Eigen::Map<const Arr<T>>;
+// Aligned storage for packed panels, left uninitialised (every element is written by the packing).
+template <typename T>
+class PanelBuffer {
+ public:
+  explicit PanelBuffer(std::int64_t n)
+      : data_(static_cast<T*>(ei::aligned_malloc(static_cast<std::size_t>(n) * sizeof(T)))) {}
+  ~PanelBuffer() { ei::aligned_free(data_); }
+  PanelBuffer(const PanelBuffer&) = delete;
+  PanelBuffer& operator=(const PanelBuffer&) = delete;
+  T* data() const { return data_; }
+
+ private:
+  T* data_;
+};
+template <typename T>
+using AlignedBuffer = std::vector<T, Eigen::aligned_allocator<T>>;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// This thread's share [begin, end) of n items split evenly over the team (the whole range outside
+// a parallel region).
+struct Range {
+  std::int64_t begin, end;
+};
+Range my_share(std::int64_t n) {
+  const std::int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
+  return {n * id / threads, n * (id + 1) / threads};
+}
+
+// tile[r * width + c] = sum_{k < depth} a[r * lda + k] * panel[k * width + c] for r < R and the
+// panel's width = 4 packets, accumulated in registers in increasing k.
+template <typename T, int R>
+void panel_product(const T* a, std::int64_t lda, std::int64_t depth, const T* panel, T* tile) {
+  using P = Packet<T>;
+  constexpr int L = kLanes<T>, W = kPanelWidth<T>;
+  P acc[R][kPanelPackets];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < kPanelPackets; ++q) acc[r][q] = ei::pset1<P>(T(0));
+  for (std::int64_t k = 0; k < depth; ++k) {
+    const T* w = panel + k * W;
+    const P w0 = ei::pload<P>(w), w1 = ei::pload<P>(w + L), w2 = ei::pload<P>(w + 2 * L), w3 = ei::pload<P>(w + 3 * L);
+    for (int r = 0; r < R; ++r) {
+      const P x = ei::pset1<P>(a[r * lda + k]);
+      acc[r][0] = ei::pmadd(x, w0, acc[r][0]);
+      acc[r][1] = ei::pmadd(x, w1, acc[r][1]);
+      acc[r][2] = ei::pmadd(x, w2, acc[r][2]);
+      acc[r][3] = ei::pmadd(x, w3, acc[r][3]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < kPanelPackets; ++q) ei::pstore(tile + r * W + q * L, acc[r][q]);
+}
+
+// panel_product for a run-time row count 1 <= rows <= R, dispatched to the compile-time count (so
+// the accumulators stay in registers).
+template <typename T, int R>
+void panel_product_rows(int rows, const T* a, std::int64_t lda, std::int64_t depth, const T* panel, T* tile) {
+  if constexpr (R > 1) {
+    if (rows < R) return panel_product_rows<T, R - 1>(rows, a, lda, depth, panel, tile);
+  }
+  panel_product<T, R>(a, lda, depth, panel, tile);
+}
+
+// panel_product for rows [0, B) in ceil(B / kTileRows) tiles of balanced sizes (B = 20 runs as
+// 5 + 5 + 5 + 5, not 6 + 6 + 6 + 2: a thin tile streams the panel for few multiply-adds);
+// emit(r0, R, tile) consumes each tile.
+template <typename T, class Emit>
+void panel_rows(const T* a, std::int64_t lda, std::int64_t B, std::int64_t depth, const T* panel, Emit&& emit) {
+  alignas(64) T tile[kTileRows * kPanelWidth<T>];
+  const std::int64_t tiles = ceil_div(B, kTileRows);
+  for (std::int64_t i = 0; i < tiles; ++i) {
+    const std::int64_t r0 = B * i / tiles;
+    const T* ar = a + r0 * lda;
+    const int R = static_cast<int>(B * (i + 1) / tiles - r0);
+    panel_product_rows<T, kTileRows>(R, ar, lda, depth, panel, tile);
+    emit(r0, R, tile);
+  }
+}
+
+// dst[i] (+)= src[i] for i < n (n <= one panel packet).
+template <typename T, bool kAccumulate>
+void put_packet(T* dst, const T* src, std::int64_t n) {
+  using P = Packet<T>;
+  if (n == kLanes<T>) {
+    const P v = ei::pload<P>(src);
+    ei::pstoreu(dst, kAccumulate ? ei::padd(ei::ploadu<P>(dst), v) : v);
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = kAccumulate ? dst[i] + src[i] : src[i];
+}
+
+struct Sizes {
+  std::int64_t T, B, H;
+  std::int64_t G() const { return 4 * H; }
+};
+
+// ---- forward
+
+// Forward panel p of w_hh [4H, H] (see the top of the file): a transpose of 4L rows of w_hh, done
+// in blocks of kPackDepth depths so that the block being written (kPackDepth x 4L values) stays in
+// L1 while each source row is read one contiguous run at a time. zero_row: H zeros, read for units
+// past H.
+template <typename T>
+void pack_forward_panel(const T* w_hh, std::int64_t H, std::int64_t p, const T* zero_row, T* panel) {
+  constexpr int L = kLanes<T>, W = kPanelWidth<T>;
+  constexpr std::int64_t kPackDepth = 16;
+  const T* rows[W];
+  for (int q = 0; q < kPanelPackets; ++q)
+    for (int u = 0; u < L; ++u) {
+      const std::int64_t j = p * L + u;
+      rows[q * L + u] = j < H ? w_hh + (q * H + j) * H : zero_row;
+    }
+  for (std::int64_t k0 = 0; k0 < H; k0 += kPackDepth) {
+    const std::int64_t depth = std::min(kPackDepth, H - k0);
+    T* block = panel + k0 * W;
+    for (int c = 0; c < W; ++c) {
+      const T* src = rows[c] + k0;
+      for (std::int64_t kk = 0; kk < depth; ++kk) block[kk * W + c] = src[kk];
+    }
+  }
+}
+
+// The cell for units [u0, u1) of every row of one step: gates holds the full pre-activations
+// (without biases) on entry and the activated gates on return.
+template <typename T>
+void cell_forward(const Sizes& s, T* gates, const T* bias, const T* c_prev, T* c, T* h, std::int64_t u0,
+                  std::int64_t u1) {
+  const std::int64_t H = s.H;
+  for (std::int64_t b = 0; b < s.B; ++b) {
+    T* row = gates + b * s.G();
+    for (std::int64_t j = u0; j < u1; j += kChunk) {
+      const std::int64_t n = std::min(kChunk, u1 - j);
+      Slice<T> in(row + j, n), forget(row + H + j, n), cand(row + 2 * H + j, n), out(row + 3 * H + j, n);
+      in = (in + ConstSlice<T>(bias + j, n)).logistic();
+      forget = (forget + ConstSlice<T>(bias + H + j, n)).logistic();
+      cand = (cand + ConstSlice<T>(bias + 2 * H + j, n)).tanh();
+      out = (out + ConstSlice<T>(bias + 3 * H + j, n)).logistic();
+      Slice<T> cell(c + b * H + j, n);
+      cell = forget * ConstSlice<T>(c_prev + b * H + j, n) + in * cand;
+      Slice<T>(h + b * H + j, n) = out * cell.tanh();
+    }
+  }
+}
+
+// b_ih + b_hh per gate column (zeros for absent biases): one add per element in the cell.
+template <typename T>
+AlignedBuffer<T> combined_bias(const Tensor& b_ih, const Tensor& b_hh, std::int64_t width) {
+  AlignedBuffer<T> bias(static_cast<std::size_t>(width), T(0));
+  for (const Tensor* b : {&b_ih, &b_hh})
+    if (b->defined()) {
+      const T* p = b->data<T>();
+      for (std::int64_t k = 0; k < width; ++k) bias[static_cast<std::size_t>(k)] += p[k];
+    }
+  return bias;
+}
+
+template <typename T>
+void forward_typed(const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, const Tensor& hs, const Tensor& cs,
+                   const Tensor& gates) {
+  constexpr int L = kLanes<T>, W = kPanelWidth<T>;
+  const Sizes s{gates.shape()[0], gates.shape()[1], hs.shape()[2]};
+  const std::int64_t panels = ceil_div(s.H, L), panel_size = s.H * W;
+  const PanelBuffer<T> packed(panels * panel_size);
+  const AlignedBuffer<T> bias = combined_bias<T>(b_ih, b_hh, s.G());
+  const std::vector<T> zero_row(static_cast<std::size_t>(s.H), T(0));
+  const T* w = w_hh.data<T>();
+  T* hp = hs.data<T>();
+  T* cp = cs.data<T>();
+  T* gp = gates.data<T>();
+  const bool parallel = s.B * s.H * s.G() >= kParallelMacs && panels > 1;
+#pragma omp parallel if (parallel)
+  {
+    const Range mine = my_share(panels);
+    for (std::int64_t p = mine.begin; p < mine.end; ++p)
+      pack_forward_panel(w, s.H, p, zero_row.data(), packed.data() + p * panel_size);
+    const std::int64_t u0 = std::min(s.H, mine.begin * L), u1 = std::min(s.H, mine.end * L);
+    for (std::int64_t t = 0; t < s.T; ++t) {
+      const T* h_prev = hp + t * s.B * s.H;
+      T* g = gp + t * s.B * s.G();
+      // gates_t += h_{t-1} w_hh^T for this thread's units, all four gates.
+      for (std::int64_t p = mine.begin; p < mine.end; ++p) {
+        const std::int64_t j0 = p * L, n = std::min<std::int64_t>(L, s.H - j0);
+        panel_rows(h_prev, s.H, s.B, s.H, packed.data() + p * panel_size, [&](std::int64_t r0, int R, const T* tile) {
+          for (int r = 0; r < R; ++r)
+            for (int q = 0; q < kPanelPackets; ++q)
+              put_packet<T, true>(g + (r0 + r) * s.G() + q * s.H + j0, tile + r * W + q * L, n);
+        });
+      }
+      cell_forward(s, g, bias.data(), cp + t * s.B * s.H, cp + (t + 1) * s.B * s.H, hp + (t + 1) * s.B * s.H, u0,
+                   u1);
+#pragma omp barrier
+    }
+  }
+}
+
+// ---- backward
+
+// Backward panel p of w_hh [4H, H] (see the top of the file).
+template <typename T>
+void pack_backward_panel(const T* w_hh, std::int64_t H, std::int64_t p, T* panel) {
+  constexpr int W = kPanelWidth<T>;
+  const std::int64_t j0 = p * W, n = std::min<std::int64_t>(W, H - j0);
+  for (std::int64_t r = 0; r < 4 * H; ++r) {
+    T* dst = panel + r * W;
+    std::copy(w_hh + r * H + j0, w_hh + r * H + j0 + n, dst);
+    std::fill(dst + n, dst + W, T(0));
+  }
+}
+
+// dh[b, j] = sum_r dgates[b, r] w_hh[r, j] for this thread's backward panels.
+template <typename T>
+void recurrent_dh(const Sizes& s, const T* dgates, const PanelBuffer<T>& packed, Range mine, T* dh) {
+  constexpr int W = kPanelWidth<T>;
+  for (std::int64_t p = mine.begin; p < mine.end; ++p) {
+    const std::int64_t j0 = p * W, n = std::min<std::int64_t>(W, s.H - j0);
+    panel_rows(dgates, s.G(), s.B, s.G(), packed.data() + p * s.G() * W, [&](std::int64_t r0, int R, const T* tile) {
+      for (int r = 0; r < R; ++r)
+        for (int q = 0; q < kPanelPackets; ++q) {
+          const std::int64_t v0 = q * kLanes<T>;
+          if (v0 < n)
+            put_packet<T, false>(dh + (r0 + r) * s.H + j0 + v0, tile + r * W + v0,
+                                 std::min<std::int64_t>(kLanes<T>, n - v0));
+        }
+    });
+  }
+}
+
+// The cell backward for units [u0, u1) of every row of one step (formulas: kernels/ref/lstm.cpp),
+// chunk by chunk: tanh(c_t) and dL/dh_t go to two stack buffers, dc is turned into dL/dc_t in
+// place, the four gate gradients are written, and dc ends as dL/dc_{t-1}.
+template <typename T>
+void cell_backward(const Sizes& s, const T* dy, const T* dh, T* dc, const T* gates, const T* c_prev, const T* c,
+                   T* dgates, std::int64_t u0, std::int64_t u1) {
+  const std::int64_t H = s.H;
+  alignas(64) T tanh_buf[kChunk];
+  alignas(64) T dh_buf[kChunk];
+  for (std::int64_t b = 0; b < s.B; ++b) {
+    const T* a = gates + b * s.G();
+    T* dg = dgates + b * s.G();
+    for (std::int64_t j = u0; j < u1; j += kChunk) {
+      const std::int64_t n = std::min(kChunk, u1 - j), e = b * H + j;
+      ConstSlice<T> in(a + j, n), forget(a + H + j, n), cand(a + 2 * H + j, n), out(a + 3 * H + j, n);
+      Slice<T> tc(tanh_buf, n), dht(dh_buf, n), dct(dc + e, n);
+      tc = ConstSlice<T>(c + e, n).tanh();
+      dht = ConstSlice<T>(dy + e, n) + ConstSlice<T>(dh + e, n);
+      dct += dht * out * (T(1) - tc * tc);
+      Slice<T>(dg + j, n) = dct * cand * in * (T(1) - in);
+      Slice<T>(dg + H + j, n) = dct * ConstSlice<T>(c_prev + e, n) * forget * (T(1) - forget);
+      Slice<T>(dg + 2 * H + j, n) = dct * in * (T(1) - cand * cand);
+      Slice<T>(dg + 3 * H + j, n) = dht * tc * out * (T(1) - out);
+      dct *= forget;
+    }
+  }
+}
+
+template <typename T>
+void backward_typed(const Tensor& dy, const Tensor& w_hh, const Tensor& cs, const Tensor& gates, const Tensor& dh,
+                    const Tensor& dc, const Tensor& dgates, bool need_dh0, std::int64_t H) {
+  constexpr int W = kPanelWidth<T>;
+  const Sizes s{gates.shape()[0], gates.shape()[1], H};
+  const std::int64_t panels = ceil_div(s.H, W), panel_size = s.G() * W;
+  const PanelBuffer<T> packed(panels * panel_size);
+  const T* w = w_hh.data<T>();
+  const T* dyp = dy.data<T>();
+  const T* cp = cs.data<T>();
+  const T* gp = gates.data<T>();
+  T* dhp = dh.data<T>();
+  T* dcp = dc.data<T>();
+  T* dgp = dgates.data<T>();
+  const bool parallel = s.B * s.H * s.G() >= kParallelMacs && panels > 1;
+#pragma omp parallel if (parallel)
+  {
+    const Range mine = my_share(panels);
+    for (std::int64_t p = mine.begin; p < mine.end; ++p) pack_backward_panel(w, s.H, p, packed.data() + p * panel_size);
+    const std::int64_t u0 = std::min(s.H, mine.begin * W), u1 = std::min(s.H, mine.end * W);
+    for (std::int64_t t = s.T - 1; t >= 0; --t) {
+      if (t < s.T - 1) recurrent_dh(s, dgp + (t + 1) * s.B * s.G(), packed, mine, dhp);  // dh = dgates_{t+1} w_hh
+      cell_backward(s, dyp + t * s.B * s.H, dhp, dcp, gp + t * s.B * s.G(), cp + t * s.B * s.H,
+                    cp + (t + 1) * s.B * s.H, dgp + t * s.B * s.G(), u0, u1);
+#pragma omp barrier
+    }
+    if (need_dh0 && s.T > 0) recurrent_dh(s, dgp, packed, mine, dhp);
+  }
+}
+
+}  // namespace
+
+void lstm_forward_steps(const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, const Tensor& hs,
+                        const Tensor& cs, const Tensor& gates) {
+  DEFINE_DISPATCH_FLOAT(gates.dtype(), "lstm_forward_steps",
+                        [&] { forward_typed<scalar_t>(w_hh, b_ih, b_hh, hs, cs, gates); });
+}
+
+void lstm_backward_steps(const Tensor& dy, const Tensor& w_hh, const Tensor& hs, const Tensor& cs,
+                         const Tensor& gates, const Tensor& dh, const Tensor& dc, const Tensor& dgates, bool need_dh0) {
+  DEFINE_DISPATCH_FLOAT(gates.dtype(), "lstm_backward_steps", [&] {
+    backward_typed<scalar_t>(dy, w_hh, cs, gates, dh, dc, dgates, need_dh0, hs.shape()[2]);
+  });
+}
+
+}  // namespace define::kernels::cpu

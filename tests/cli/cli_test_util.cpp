@@ -1,0 +1,32 @@
+#include "cli/cli_test_util.h"
+
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace define::test {
+
+void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int train_lines, int eval_lines) {
+  std::filesystem::create_directories(dir);
+  std::uint64_t x = seed;
+  auto next = [&] {  // a 64-bit LCG: plenty for test text, identical on every platform
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<int>((x >> 33) % 1000);
+  };
+  const std::vector<std::pair<std::string, int>> splits = {
+      {"train.txt", train_lines}, {"valid.txt", eval_lines}, {"test.txt", eval_lines}};
+  for (const auto& [name, lines] : splits) {
+    std::ofstream f(dir / name);
+    int w = 0;
+    for (int l = 0; l < lines; ++l) {
+      for (int k = 0; k < 8; ++k) {
+        w = next() < 700 ? (w + 1) % 40 : next() % 40;
+        f << " w" << w;
+      }
+      f << " \n";
+    }
+  }
+}
+
+}  // namespace define::test

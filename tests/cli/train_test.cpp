@@ -1,0 +1,151 @@
+// `define train` end to end on a tiny generated corpus (tools/lm_trainer.h): the run folder's
+// files, exact resume (a run interrupted and resumed ends with bit-identical weights and logs the
+// same losses as an uninterrupted one), refusal of a corrupted checkpoint, a NaN loss stopping the
+// run with a clear error, and config errors naming the key.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "cli/cli_test_util.h"
+#include "core/error.h"
+#include "nn/checkpoint.h"
+#include "tools/lm_trainer.h"
+
+using namespace define;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_corpus(const fs::path& dir) { test::write_tiny_corpus(dir, 12345, 400, 30); }
+
+constexpr const char* kDefineInput = R"({"type": "define", "dim": 8, "out_dim": 12, "k": 16, "depth": 2, "g_max": 2})";
+
+std::string config_text(const fs::path& data, int max_steps, const std::string& input = kDefineInput) {
+  return R"({"data": {"dir": ")" + data.string() + R"(", "batch_size": 4, "eval_batch_size": 2, "test_batch_size": 2, "bptt": 8},
+    "model": {"type": "lstm_lm", "input": )" + input + R"(, "hidden": 10, "layers": 2,
+              "dropout": {"embedding": 0.1, "input": 0.2, "hidden": 0.2, "output": 0.2, "weight": 0.3}},
+    "train": {"optimizer": "ntasgd", "lr": 5, "max_steps": )" + std::to_string(max_steps) +
+         R"(, "log_interval": 1, "checkpoint_interval": 3, "threads": 1}})";
+}
+
+std::vector<std::string> train_lines(const fs::path& run) {
+  std::ifstream f(run / "metrics.jsonl");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(f, line);)
+    if (line.find("\"event\":\"train\"") != std::string::npos) {
+      // Drop the fields that depend on the clock or the process.
+      std::string keep;
+      for (const char* key : {"\"loss\":", "\"step\":"}) {
+        const auto at = line.find(key);
+        keep += line.substr(at, line.find_first_of(",}", at) - at) + " ";
+      }
+      out.push_back(keep);
+    }
+  return out;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("train: resume continues exactly, corrupted checkpoints are refused", "[cli][train]") {
+  const fs::path root = fs::temp_directory_path() / "define_train_test";
+  fs::remove_all(root);
+  write_corpus(root / "data");
+
+  Config whole = Config::from_text(config_text(root / "data", 9), "<test>");
+  const cli::TrainResult a = cli::train_language_model(whole, (root / "a").string(), false);
+  CHECK(a.steps == 9);
+  for (const char* f : {"config.json", "metrics.jsonl", "vocab.txt", "latest.ckpt"}) CHECK(fs::exists(root / "a" / f));
+  CHECK_FALSE(fs::exists(root / "a" / "best.ckpt"));  // written by validation at an epoch's end only
+
+  Config first = Config::from_text(config_text(root / "data", 5), "<test>");
+  cli::train_language_model(first, (root / "b").string(), false);
+  // A new run never overwrites another's folder.
+  Config again = Config::from_text(config_text(root / "data", 5), "<test>");
+  CHECK_THROWS_WITH(cli::train_language_model(again, (root / "b").string(), false), Contains("already holds a run"));
+  Config rest = Config::from_text(config_text(root / "data", 9), "<test>");
+  const cli::TrainResult b = cli::train_language_model(rest, (root / "b").string(), true);
+  CHECK(b.steps == 9);
+
+  const auto la = train_lines(root / "a"), lb = train_lines(root / "b");
+  REQUIRE(la.size() == 9);
+  CHECK(lb == la);  // steps 1-5, then 6-9 after the resume: the same losses
+  const nn::Checkpoint ca = nn::load_checkpoint((root / "a" / "latest.ckpt").string());
+  const nn::Checkpoint cb = nn::load_checkpoint((root / "b" / "latest.ckpt").string());
+  REQUIRE(ca.model.size() == cb.model.size());
+  for (const auto& [name, t] : ca.model) CHECK(t.to_vector<float>() == cb.model.at(name).to_vector<float>());
+  CHECK(a.valid_loss == b.valid_loss);
+
+  // A truncated checkpoint is refused, and the run folder is left as it was.
+  const std::string good = read_all(root / "b" / "latest.ckpt");
+  {
+    std::ofstream f(root / "b" / "latest.ckpt", std::ios::binary | std::ios::trunc);
+    f.write(good.data(), static_cast<std::streamsize>(good.size() / 2));
+  }
+  Config resume = Config::from_text(config_text(root / "data", 12), "<test>");
+  CHECK_THROWS_WITH(cli::train_language_model(resume, (root / "b").string(), true), Contains("corrupt"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("train: full epochs validate, keep the best checkpoint and average under NT-ASGD", "[cli][train]") {
+  const fs::path root = fs::temp_directory_path() / "define_train_test_epochs";
+  fs::remove_all(root);
+  write_corpus(root / "data");
+  std::string text = config_text(root / "data", 0, R"({"type": "embedding", "dim": 16})");
+  const std::string from = "\"log_interval\": 1,";
+  text.replace(text.find(from), from.size(), "\"log_interval\": 50, \"epochs\": 3, \"nonmono\": 1,");
+  Config cfg = Config::from_text(text, "<test>");
+  // Learning, not regularisation, is under test here.
+  for (const char* k : {"embedding", "input", "hidden", "output", "weight"}) cfg.set(std::string("model.dropout.") + k + "=0");
+  cfg.set("model.hidden=32");
+  cfg.set("train.lr=10");
+  cfg.set("train.epochs=3");
+  const cli::TrainResult r = cli::train_language_model(cfg, (root / "run").string(), false);
+  CHECK(fs::exists(root / "run" / "best.ckpt"));
+  std::ifstream f(root / "run" / "metrics.jsonl");
+  int valid_events = 0, final_events = 0;
+  for (std::string line; std::getline(f, line);) {
+    valid_events += line.find("\"event\":\"valid\"") != std::string::npos;
+    final_events += line.find("\"event\":\"final\"") != std::string::npos;
+  }
+  CHECK(valid_events == 3);
+  CHECK(final_events == 1);
+  // A 40-word language where each word is followed by the next with probability 0.7: its
+  // entropy is about 1.72 nats (perplexity 5.6); the uniform guess is 41.
+  CHECK(std::exp(r.valid_loss) < 12.0);
+  CHECK(std::exp(r.test_loss) < 12.0);
+  fs::remove_all(root);
+}
+
+TEST_CASE("train: a diverging run stops with a clear error, config errors name the key", "[cli][train]") {
+  const fs::path root = fs::temp_directory_path() / "define_train_test_errors";
+  fs::remove_all(root);
+  write_corpus(root / "data");
+  std::string text = config_text(root / "data", 50);
+  text.replace(text.find("\"lr\": 5"), 7, "\"lr\": 1e30, \"clip\": 0");
+  Config diverge = Config::from_text(text, "<test>");
+  CHECK_THROWS_WITH(cli::train_language_model(diverge, (root / "nan").string(), false),
+                    Contains("the training loss became"));
+
+  Config typo = Config::from_text(config_text(root / "data", 2), "<test>");
+  typo.set("train.learning_rate=3");
+  CHECK_THROWS_WITH(cli::train_language_model(typo, (root / "typo").string(), false),
+                    Contains("unknown config key 'train.learning_rate'"));
+  Config missing = Config::from_text(config_text(root / "data", 2), "<test>");
+  missing.set("data.dir=\"" + (root / "nowhere").string() + "\"");
+  CHECK_THROWS_WITH(cli::train_language_model(missing, (root / "missing").string(), false), Contains("nowhere"));
+  fs::remove_all(root);
+}

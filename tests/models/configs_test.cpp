@@ -1,0 +1,59 @@
+// The shipped configs/ build through the model registry into the models the papers count, and
+// `define params` splits them as the papers do. (The full-size DeLighT d_m = 384..640 and WT-103
+// models are counted from their config structs in tests/models/delight_test.cpp; building them
+// again from files here would only repeat seconds of allocation.)
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "core/config.h"
+#include "models/registry.h"
+
+using namespace define;
+using namespace define::models;
+
+namespace {
+
+std::vector<ParameterPart> parts_of(const std::string& name) {
+  const Config cfg = Config::from_file(std::string(DEFINE_SOURCE_DIR) + "/configs/" + name);
+  Generator gen(0);
+  const BuiltModel m = build_model(cfg.section("model"), 0, gen);
+  cfg.section("model").require_all_used();
+  return count_parameter_parts(*m.module, m.parts);
+}
+
+std::int64_t total(const std::vector<ParameterPart>& parts) {
+  std::int64_t n = 0;
+  for (const auto& p : parts) n += p.count;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("configs: AWD-LSTM and DeFINE AWD-LSTM on PTB", "[models][configs]") {
+  const auto awd = parts_of("awd-lstm-ptb.json");
+  CHECK(total(awd) == 24221600);
+  REQUIRE(awd.size() == 2);
+  CHECK(awd[0].name == kPartContext);
+  CHECK(awd[0].count == 20211600);
+
+  // DeFINE paper form (spec 11 last row) and the released define-iclr form (spec 2.3), both on the
+  // 19,673,760-parameter LSTM with a 128-d tied table (spec 5.3).
+  const auto paper = parts_of("define-awd-lstm-ptb.json");
+  CHECK(paper[0].name == kPartDefine);
+  CHECK(paper[0].count == 2088208);
+  CHECK(total(paper) == 19673760 + 2088208);
+  const auto released = parts_of("define-iclr-awd-lstm-ptb.json");
+  CHECK(released[0].count == 2177588);
+  CHECK(total(released) == 19673760 + 2177588);
+}
+
+TEST_CASE("configs: DeLighT WMT'14 En-De d_m = 128 and 256 (spec 5.1)", "[models][configs]") {
+  const auto d128 = parts_of("delight-wmt14-ende-d128.json");
+  CHECK(total(d128) == 2496224 + 43734 * 128);
+  const auto d256 = parts_of("delight-wmt14-ende-d256.json");
+  CHECK(total(d256) == 8190376 + 43734 * 128);
+  // The shared 43,734 x 128 table counts once, as input-output, with the d_m -> 128 projection.
+  CHECK(d256[2].name == kPartInputOutput);
+  CHECK(d256[2].count == 43734 * 128 + 256 * 128);
+}

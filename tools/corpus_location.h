@@ -1,0 +1,13 @@
+// Where a named corpus (ptb, wikitext-2, multi30k) lives on this machine: $DEFINE_DATA_DIR/<name>,
+// else shared/data/<name> or data/cache/<name> in the current folder or any folder above it, or
+// above the `define` executable (the repository's ../shared/data, the offline copies, and the
+// cache tools/get-data downloads into). Not found: an error that says to run tools/get-data.
+#pragma once
+
+#include <string>
+
+namespace define::cli {
+
+std::string find_corpus(const std::string& name);
+
+}  // namespace define::cli

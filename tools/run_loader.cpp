@@ -1,0 +1,42 @@
+#include "tools/run_loader.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "models/registry.h"
+#include "nn/checkpoint.h"
+
+namespace define::cli {
+
+LoadedRun load_run(const std::string& dir, const std::string& checkpoint) {
+  namespace fs = std::filesystem;
+  const char* op = "load_run";
+  if (!fs::is_directory(dir)) fail(op, "run folder '{}' does not exist", dir);
+  LoadedRun run;
+  run.dir = dir;
+  run.config = Config::from_file((fs::path(dir) / "config.json").string());
+  run.vocab = data::Vocabulary::load(fs::path(dir) / "vocab.txt");
+  if (!checkpoint.empty()) {
+    run.checkpoint = checkpoint;
+  } else {
+    const fs::path best = fs::path(dir) / "best.ckpt", latest = fs::path(dir) / "latest.ckpt";
+    if (fs::exists(best)) {
+      run.checkpoint = best.string();
+    } else if (fs::exists(latest)) {
+      run.checkpoint = latest.string();
+    } else {
+      fail(op, "run folder '{}' has no checkpoint (best.ckpt or latest.ckpt)", dir);
+    }
+  }
+  // The initial values are overwritten by the checkpoint; a fixed seed keeps construction
+  // deterministic.
+  Generator gen(0);
+  models::BuiltModel built = models::build_model(run.config.section("model"), run.vocab.size(), gen);
+  run.model = std::dynamic_pointer_cast<models::LstmLM>(built.module);
+  if (!run.model) fail(op, "{}: model.type '{}' is not a language model", dir, built.type);
+  nn::restore_checkpoint(nn::load_checkpoint(run.checkpoint), *run.model, nullptr);
+  run.model->eval();
+  return run;
+}
+
+}  // namespace define::cli

@@ -1,0 +1,50 @@
+// What a training run leaves behind and shows while it runs:
+//   RunDir        the run folder: config.json (the resolved config), metrics.jsonl (one JSON object
+//                 per line: step, loss, perplexity, tokens/s, learning rate, memory), checkpoints.
+//   ProgressLine  the live status line (epoch, step, loss, perplexity, tokens/s, ETA) on stderr;
+//                 redrawn in place on a terminal, one line per update otherwise (logs, CI).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace define::cli {
+
+// Resident-set high-water mark of this process (VmHWM), in bytes; 0 where unavailable.
+std::int64_t peak_rss_bytes();
+// Bytes the CPU caching allocator has handed out at most (tensor memory).
+std::int64_t peak_tensor_bytes();
+
+class RunDir {
+ public:
+  // Creates the folder (and parents). Refuses an existing folder holding a run unless
+  // `resume` (so a new run never overwrites another's checkpoints).
+  RunDir(std::string path, bool resume);
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  void write_config(const std::string& resolved_json) const;
+  // Appends one JSON line: {"event": ..., <fields>}; numbers as given, strings quoted.
+  void log_metrics(const std::string& event, const std::map<std::string, double>& numbers,
+                   const std::map<std::string, std::string>& strings = {}) const;
+
+ private:
+  std::string path_;
+};
+
+class ProgressLine {
+ public:
+  ProgressLine();
+  // total_steps may be 0 when unknown (no ETA then).
+  void update(std::int64_t epoch, std::int64_t step, std::int64_t total_steps, double loss, double tokens_per_s,
+              double lr, double elapsed_s);
+  void finish();  // ends the in-place line
+
+ private:
+  bool tty_;
+  bool open_ = false;
+};
+
+}  // namespace define::cli
