@@ -30,9 +30,16 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
+#include <limits>
+#include <type_traits>
 
 #include <Eigen/Core>
 #include <omp.h>
+#if DEFINE_CPU_BLAS
+#include <cblas.h>
+#endif
 
 #include "core/factory.h"
 #include "kernels/copy.h"
@@ -87,6 +94,54 @@ struct GemmPlan {
   T alpha, beta;
 };
 
+#if DEFINE_CPU_BLAS
+// GEMM n of the plan through OpenBLAS (sgemm / dgemm), which reads any of the layouts Eigen maps
+// through its transpose flags and leading dimensions. Why not Eigen here: Eigen's multi-threaded
+// GEMM busy-waits between its threads, so on a 2-core machine where anything else runs it
+// collapses (a 700x200x800 GEMM measured 0.7 ms to 8.6 ms from one moment to the next), while
+// OpenBLAS's OpenMP build waits in the OpenMP runtime (OMP_WAIT_POLICY applies) and matches
+// Eigen's speed on an idle machine (bench/gemm_bench). Called inside an active OpenMP region (the
+// batch-parallel loop) it runs single-threaded. Each element of C is computed by one thread in a
+// fixed order, so results do not depend on the thread count.
+template <typename T>
+void blas_call(CBLAS_ORDER layout, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, T alpha,
+               const T* a, blasint lda, const T* b, blasint ldb, T beta, T* c, blasint ldc) {
+  if constexpr (std::is_same_v<T, float>) cblas_sgemm(layout, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else cblas_dgemm(layout, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// DEFINE_CPU_GEMM=eigen selects Eigen at run time (to compare the two on one build).
+bool blas_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DEFINE_CPU_GEMM");
+    return !(v && std::string_view(v) == "eigen");
+  }();
+  return on;
+}
+
+template <typename T, Order OA, Order OB, Order OC>
+bool blas_gemm(const GemmPlan<T>& p, std::int64_t n) {
+  if (!blas_enabled()) return false;
+  const std::int64_t rows = p.mc.rows, cols = p.mc.cols, k = p.ma.cols;
+  constexpr std::int64_t kMax = std::numeric_limits<blasint>::max();
+  if (rows > kMax || cols > kMax || k > kMax || p.la.outer > kMax || p.lb.outer > kMax || p.lc.outer > kMax) return false;
+  const CBLAS_ORDER layout = OC == Order::Row ? CblasRowMajor : CblasColMajor;
+  // In C's storage order an operand of the other order is its transpose.
+  const CBLAS_TRANSPOSE ta = OA == OC ? CblasNoTrans : CblasTrans;
+  const CBLAS_TRANSPOSE tb = OB == OC ? CblasNoTrans : CblasTrans;
+  // BLAS wants each leading dimension at least the stored row length (and 1); a size-1 dim may
+  // carry any stride, so take the larger.
+  const auto ld = [](std::int64_t outer, std::int64_t stored_cols) { return static_cast<blasint>(std::max<std::int64_t>({outer, stored_cols, 1})); };
+  const bool row = OC == Order::Row;
+  const blasint lda = ld(p.la.outer, (OA == Order::Row) ? k : rows);
+  const blasint ldb = ld(p.lb.outer, (OB == Order::Row) ? cols : k);
+  const blasint ldc = ld(p.lc.outer, row ? cols : rows);
+  blas_call<T>(layout, ta, tb, static_cast<blasint>(rows), static_cast<blasint>(cols), static_cast<blasint>(k), p.alpha,
+               p.a + p.ma.batch_offsets[n], lda, p.b + p.mb.batch_offsets[n], ldb, p.beta, p.c + p.mc.batch_offsets[n], ldc);
+  return true;
+}
+#endif
+
 template <typename T, Order OA, Order OB, Order OC>
 void run_batch(const GemmPlan<T>& p) {
   const auto count = static_cast<std::int64_t>(p.mc.batch_offsets.size());
@@ -101,6 +156,9 @@ void run_batch(const GemmPlan<T>& p) {
       else C *= p.beta;
       continue;
     }
+#if DEFINE_CPU_BLAS
+    if (blas_gemm<T, OA, OB, OC>(p, n)) continue;
+#endif
     ConstMap<T, OA> A(p.a + p.ma.batch_offsets[n], p.ma.rows, k, Eigen::OuterStride<>(p.la.outer));
     ConstMap<T, OB> B(p.b + p.mb.batch_offsets[n], k, p.mb.cols, Eigen::OuterStride<>(p.lb.outer));
     if (p.beta == T(0)) {
