@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 cmake --preset release > /dev/null
 cmake --build --preset release -j "$(nproc)" --target define
 ./build/release/tools/define --help
-./build/release/tools/define demo "$@"
+tools/get-data ptb > /dev/null  # the PTB splits: ../shared/data, else downloaded and checked
+./build/release/tools/define train --config configs/ptb-define-lstm.json --run-dir "runs/ptb-define-lstm-$(date +%Y%m%d-%H%M%S)" "$@"

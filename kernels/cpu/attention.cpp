@@ -3,8 +3,8 @@
 // A row is the Tk scores of one (batch, head, query). Causal masking only shortens the row: keys
 // past the query's horizon are never read and get probability 0. Padding is applied by a masked
 // copy (-inf for padded keys) into a per-thread buffer, so the max / exp / sum loops stay
-// branch-free and vectorise. float32 uses a polynomial exp the compiler vectorises (std::exp is a
-// scalar libm call without -ffast-math and would dominate a row); float64 keeps std::exp.
+// branch-free and vectorise. The row max / sum-of-exp / dot reductions and the float32
+// polynomial exp are shared with the other softmax-style families (kernels/cpu/row_math.h).
 //
 // Dropout: the keep decision of element e is (word_e >> 8) >= ceil(p * 2^24), word_e the Philox
 // word offset + e. That integer test equals the float test u >= p of the contract exactly (p * 2^24
@@ -12,99 +12,28 @@
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/row_math.h"
 #include "kernels/dropout.h"
 
 namespace define::kernels::cpu {
 namespace {
 
+using row_math::row_dot;
+using row_math::row_max;
+using row_math::store_softmax;
+using row_math::SumOrder;
+
 constexpr std::int64_t kParallelGrain = 1 << 14;  // elements; below this, threads cost more than they save
-constexpr int kLanes = 16;                         // independent accumulators per reduction (one AVX-512 vector)
+// Row sums add their scalar tail first, then each lane partial (row_math::SumOrder), as this
+// family always has.
+constexpr SumOrder kSumOrder = SumOrder::kTailThenLanes;
 // Philox blocks computed together, lane-wise (at 16 GCC 12 unrolled the round loop instead of
 // vectorising it; 32 vectorises and wastes little on rows of ~100 keys).
 constexpr int kPhiloxBatch = 32;
-
-// exp(x) for float32 within a few ulp: x = n * ln2 + r with |r| <= ln2 / 2, e^r by its degree-7
-// Taylor polynomial (truncation below 1e-8 relative), 2^n written into the exponent field.
-// Results that would be subnormal (x < -87) are flushed to exactly 0, so a -inf (masked) score
-// contributes nothing.
-inline float exp_approx(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;  // 8 significant bits: n * kLn2Hi is exact for |n| < 2^16
-  constexpr float kLn2Lo = -2.12194440054690583e-4f;
-  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
-  const float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  // std::floor would be a libm call here (no -ffast-math) and keep the loops scalar.
-  const float n = (xc * kLog2e + kShifter) - kShifter;
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float poly = 1.0f / 5040.0f;
-  poly = poly * r + 1.0f / 720.0f;
-  poly = poly * r + 1.0f / 120.0f;
-  poly = poly * r + 1.0f / 24.0f;
-  poly = poly * r + 1.0f / 6.0f;
-  poly = poly * r + 0.5f;
-  poly = poly * r + 1.0f;
-  poly = poly * r + 1.0f;
-  const auto biased = static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127);
-  return x < -87.0f ? 0.0f : poly * std::bit_cast<float>(biased << 23);
-}
-inline double exp_approx(double x) { return std::exp(x); }
-
-template <typename T>
-T max_of(T a, T b) {
-  return b > a ? b : a;  // the form the compiler maps onto vector max instructions
-}
-
-template <typename T>
-T row_max(const T* x, std::int64_t n) {
-  T acc[kLanes];
-  for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<T>::infinity();
-  std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] = max_of(acc[l], x[j + l]);
-  T m = -std::numeric_limits<T>::infinity();
-  for (; j < n; ++j) m = max_of(m, x[j]);
-  for (int l = 0; l < kLanes; ++l) m = max_of(m, acc[l]);
-  return m;
-}
-
-// y_j = exp(x_j - shift) for j < n; returns their sum (lane partials added in double).
-template <typename T>
-double exp_and_sum(const T* x, T* y, std::int64_t n, T shift) {
-  T acc[kLanes] = {};
-  std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const T e = exp_approx(x[j + l] - shift);
-      y[j + l] = e;
-      acc[l] += e;
-    }
-  double s = 0;
-  for (; j < n; ++j) {
-    const T e = exp_approx(x[j] - shift);
-    y[j] = e;
-    s += e;
-  }
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
-  return s;
-}
-
-// sum_j a_j * b_j for j < n.
-template <typename T>
-double dot(const T* a, const T* b, std::int64_t n) {
-  T acc[kLanes] = {};
-  std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
-  double s = 0;
-  for (; j < n; ++j) s += double(a[j]) * b[j];
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
-  return s;
-}
 
 // Philox 4x32-10 blocks first_block .. first_block + kPhiloxBatch - 1, computed lane-wise (the
 // same rounds as philox::philox4x32_10, so they vectorise): words[4 * b + w] is word w of block b.
@@ -208,8 +137,7 @@ template <typename T>
   std::int64_t live = 0;  // out[0, live) holds probabilities; the rest of the row is zero
   const T m = any ? row_max(x, n) : T(0);
   if (any && m != -std::numeric_limits<T>::infinity()) {  // all valid scores -inf: fully masked
-    const T inv = static_cast<T>(1.0 / exp_and_sum(x, out, n, m));
-    for (std::int64_t j = 0; j < n; ++j) out[j] *= inv;
+    store_softmax<kSumOrder>(x, out, n, m);
     live = n;
   }
   std::fill(out + live, out + tk, T(0));
@@ -241,8 +169,8 @@ template <typename T>
     std::fill(d + n, d + tk, T(0));
     g = gp;
   }
-  const T row_dot = static_cast<T>(dot(g, pr, n));
-  for (std::int64_t j = 0; j < n; ++j) gs[j] = scale * pr[j] * (g[j] - row_dot);
+  const T dot = static_cast<T>(row_dot<kSumOrder>(g, pr, n));
+  for (std::int64_t j = 0; j < n; ++j) gs[j] = scale * pr[j] * (g[j] - dot);
   std::fill(gs + n, gs + tk, T(0));
 }
 

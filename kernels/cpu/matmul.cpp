@@ -1,4 +1,5 @@
-// Fast CPU GEMM through Eigen. Every operand is wrapped in an Eigen::Map whose storage order
+// Fast CPU GEMM through OpenBLAS (sgemm/dgemm; when the build found it, see blas_gemm below) or
+// Eigen. Every operand is wrapped in an Eigen::Map whose storage order
 // matches its strides (row-major when columns are unit-stride, column-major when rows are), so
 // transposed views and trans flags cost nothing: Eigen's packing reads either order. Only an
 // operand with no unit stride in its last two dims is copied to contiguous memory first.

@@ -3,120 +3,36 @@
 // Rows along the last dim (inner == 1, the common case: attention scores, vocabulary logits) are
 // processed one row per OpenMP iteration with kLanes independent accumulators, so max/sum loops
 // vectorise without -ffast-math. Softmax over an inner dim works on blocks of adjacent columns,
-// vectorising across the columns instead. float32 uses a polynomial exp (exp_fast below) that the
-// compiler vectorises: std::exp is a scalar libm call without -ffast-math and would dominate the
-// cost of a 50k-wide softmax. float64 is the checking dtype and keeps std::exp.
+// vectorising across the columns instead. The row reductions and the float32 polynomial exp are
+// shared with the other softmax-style families (kernels/cpu/row_math.h).
 #include "kernels/cpu/softmax.h"
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/row_math.h"
 #include "kernels/softmax.h"
 
 namespace define::kernels::cpu {
 namespace {
 
+using row_math::exp_fast;
+using row_math::max_of;
+using row_math::row_dot;
+using row_math::row_max;
+using row_math::row_stats;
+using row_math::row_sum;
+using row_math::store_log_softmax;
+using row_math::store_softmax;
+using row_math::SumOrder;
+
 constexpr std::int64_t kParallelGrain = 1 << 15;  // elements; below this, threads cost more than they save
-constexpr int kLanes = 16;                         // independent accumulators per reduction (one AVX-512 vector)
 constexpr std::int64_t kColumnBlock = 64;          // columns per task when the softmax dim is not the last
-
-// exp(x) for float32, accurate to a few ulp. x = n*ln2 + r with |r| <= ln2/2, exp(r) by its
-// degree-7 Taylor polynomial (truncation error < 1e-8 relative on that interval), 2^n put
-// straight into the exponent bits. Inputs below -87 (where the result leaves the normal range)
-// give exactly 0, so masked (-inf) logits get zero probability; NaN stays NaN.
-inline float exp_fast(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;            // few mantissa bits: n * kLn2Hi is exact
-  constexpr float kLn2Lo = -2.12194440054690583e-4f;  // ln2 - kLn2Hi
-  constexpr float kRound = 12582912.0f;             // 1.5 * 2^23: adding it rounds to an integer
-  const float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float t = xc * kLog2e + kRound;
-  const float n = t - kRound;
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  // The low mantissa bits of t hold n (two's complement); bias it into an exponent field.
-  const std::uint32_t ni = std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRound);
-  const float scale = std::bit_cast<float>((ni + 127u) << 23);
-  return x < -87.0f ? 0.0f : p * scale;
-}
-inline double exp_fast(double x) { return std::exp(x); }
-
-template <typename T>
-T max_of(T a, T b) {
-  return b > a ? b : a;  // the shape the compiler maps onto vector max instructions
-}
-
-template <typename T>
-T row_max(const T* x, std::int64_t n) {
-  T acc[kLanes];
-  for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<T>::infinity();
-  std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] = max_of(acc[l], x[j + l]);
-  T m = -std::numeric_limits<T>::infinity();
-  for (; j < n; ++j) m = max_of(m, x[j]);
-  for (int l = 0; l < kLanes; ++l) m = max_of(m, acc[l]);
-  return m;
-}
-
-template <typename T>
-double lane_total(const T* acc) {
-  double s = 0;
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
-  return s;
-}
-
-// sum_j exp(x_j - shift); also stores the exponentials in y when y is not null.
-template <typename T>
-double row_sum_exp(const T* x, T* y, std::int64_t n, T shift) {
-  T acc[kLanes] = {};
-  std::int64_t j = 0;
-  if (y) {
-    for (; j + kLanes <= n; j += kLanes)
-      for (int l = 0; l < kLanes; ++l) {
-        const T e = exp_fast(x[j + l] - shift);
-        y[j + l] = e;
-        acc[l] += e;
-      }
-  } else {
-    for (; j + kLanes <= n; j += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += exp_fast(x[j + l] - shift);
-  }
-  double s = lane_total(acc);
-  for (; j < n; ++j) {
-    const T e = exp_fast(x[j] - shift);
-    if (y) y[j] = e;
-    s += e;
-  }
-  return s;
-}
-
-// sum_j a_j * b_j (b == nullptr: sum_j a_j).
-template <typename T>
-double row_dot(const T* a, const T* b, std::int64_t n) {
-  T acc[kLanes] = {};
-  std::int64_t j = 0;
-  double s = 0;
-  if (b) {
-    for (; j + kLanes <= n; j += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
-    for (; j < n; ++j) s += double(a[j]) * b[j];
-  } else {
-    for (; j + kLanes <= n; j += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l];
-    for (; j < n; ++j) s += a[j];
-  }
-  return s + lane_total(acc);
-}
+// The orders (row_math::SumOrder) in which this family has always added up its rows: sums of
+// exponentials lanes first, sums of dy and of dy * y tail first.
+constexpr SumOrder kExpOrder = SumOrder::kLanesThenTail;
+constexpr SumOrder kDotOrder = SumOrder::kTailPlusLanes;
 
 // Runs row_fn(offset of row start, n) over every contiguous row (softmax over the last dim), or
 // block_fn(offset of block start, n, inner, width) over blocks of adjacent columns otherwise.
@@ -152,18 +68,10 @@ void softmax_typed(const Tensor& x, const Tensor& y, int dim, bool log) {
   for_rows(
       x.shape(), dim,
       [&](std::int64_t off, std::int64_t n) {
-        const T* xr = xp + off;
-        T* yr = yp + off;
-        const T m = row_max(xr, n);
-        if (log) {
-          // (x - max) - log(sum), not x - lse: lse is rounded at the magnitude of x, which would
-          // cost the log-probabilities of large logits their low bits.
-          const T log_sum = static_cast<T>(std::log(row_sum_exp<T>(xr, nullptr, n, m)));
-          for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - log_sum;
-        } else {
-          const T inv = static_cast<T>(1.0 / row_sum_exp(xr, yr, n, m));
-          for (std::int64_t j = 0; j < n; ++j) yr[j] *= inv;
-        }
+        if (log)
+          store_log_softmax(xp + off, yp + off, n);
+        else
+          store_softmax<kExpOrder>(xp + off, yp + off, n, row_max(xp + off, n));
       },
       [&](std::int64_t off, std::int64_t n, std::int64_t inner, std::int64_t w) {
         const T* xb = xp + off;
@@ -197,10 +105,10 @@ void softmax_backward_typed(const Tensor& y, const Tensor& dy, const Tensor& dx,
         const T* gr = gp + off;
         T* dr = dp + off;
         if (log) {  // dx = dy - exp(y) * sum(dy)
-          const T s = static_cast<T>(row_dot<T>(gr, nullptr, n));
+          const T s = static_cast<T>(row_sum<kDotOrder>(gr, n));
           for (std::int64_t j = 0; j < n; ++j) dr[j] = gr[j] - exp_fast(yr[j]) * s;
         } else {  // dx = y * (dy - sum(dy * y))
-          const T dot = static_cast<T>(row_dot(gr, yr, n));
+          const T dot = static_cast<T>(row_dot<kDotOrder>(gr, yr, n));
           for (std::int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - dot);
         }
       },
@@ -241,9 +149,8 @@ void cross_entropy_rows_typed(const Tensor& logits, const Tensor& target, const 
     }
     // One pass for the max, one for sum(exp): the log-softmax itself is never stored.
     const T* xr = x + i * classes;
-    const T m = row_max(xr, classes);
-    const double row_lse = double(m) + std::log(row_sum_exp<T>(xr, nullptr, classes, m));
-    const double mean_x = label_smoothing > 0 ? row_dot<T>(xr, nullptr, classes) / double(classes) : 0.0;
+    const double row_lse = row_stats(xr, classes).lse();
+    const double mean_x = label_smoothing > 0 ? row_sum<kDotOrder>(xr, classes) / double(classes) : 0.0;
     lp[i] = static_cast<T>((1.0 - label_smoothing) * (row_lse - double(xr[t[i]])) +
                            label_smoothing * (row_lse - mean_x));
     lsep[i] = static_cast<T>(row_lse);

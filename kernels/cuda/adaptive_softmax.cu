@@ -5,7 +5,7 @@
 // tests: tests/ops/adaptive_softmax_test.cpp (mode emu) and tests/cuda/adaptive_softmax_kernels_test.cpp.
 //
 // Row reductions (log-sum-exp of a head or tail row, the row sum of an upstream gradient) run in
-// one of two launch shapes, as in softmax.cu:
+// one of two launch shapes (kernels/cuda/row_reduce.cuh, shared with softmax.cu):
 //   * rows up to kWarpRowLimit (1024) wide: one warp per row, 8 rows per 256-thread block, the
 //     reduction in registers with __shfl_xor_sync butterflies;
 //   * wider rows (a large shortlist or tail): one 512-thread block per row, warp butterflies and
@@ -20,21 +20,16 @@
 // saved log-sum-exps): head, then each tail. Partial results are always combined in an order fixed
 // by thread indices, so results are bit-identical run to run and under every emulator schedule.
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/row_reduce.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarp = 32;
-constexpr std::int64_t kWarpRowLimit = 1024;  // rows up to this width get one warp each
-constexpr int kRowBlock = 512;                // threads of a block that owns one wide row
-constexpr int kRowBlockWarps = kRowBlock / kWarp;
 constexpr int kMaxBounds = 33;  // c_0 .. c_T for up to 32 tails (the entry point's limit)
 
 // The cluster bounds, by value in the kernel parameters (a few hundred bytes).
@@ -58,91 +53,10 @@ __device__ __forceinline__ std::int64_t head_slot(const Bounds& b, std::int64_t 
   return b.c[0] + tail;
 }
 
-template <typename T>
-__device__ __forceinline__ T infinity() {
-  return std::numeric_limits<T>::infinity();
-}
-
 // ---------------------------------------------------------------------------------------------
-// Reduction states: plain aggregates (they live in __shared__ arrays) with empty(), merged()
-// (commutative, so a butterfly leaves every lane with the same bits) and shfl_xor().
-
-// Running max and sum of exp(x - max).
-template <typename T>
-struct MaxSum {
-  T max;  // -inf until the first element other than -inf
-  T sum;
-
-  __device__ static MaxSum empty() { return {-infinity<T>(), T(0)}; }
-
-  __device__ void add(T v) {
-    if (v > max) {
-      sum = sum * dev_exp(max - v) + T(1);
-      max = v;
-    } else if (v != -infinity<T>()) {  // -inf adds exp(-inf) = 0; skipping it avoids exp(-inf - -inf)
-      sum += dev_exp(v - max);          // a NaN lands here and poisons the sum
-    }
-  }
-
-  // The sum rescaled to a maximum m >= max (0 for a state that never saw a finite element).
-  __device__ T sum_at(T m) const { return max == -infinity<T>() ? sum * T(0) : sum * dev_exp(max - m); }
-
-  __device__ MaxSum merged(const MaxSum& o) const {
-    const T m = o.max > max ? o.max : max;
-    return {m, sum_at(m) + o.sum_at(m)};
-  }
-
-  __device__ MaxSum shfl_xor(int lane_mask) const {
-    return {__shfl_xor_sync(kFullMask, max, lane_mask), __shfl_xor_sync(kFullMask, sum, lane_mask)};
-  }
-
-  // log(sum exp(x - max)); NaN where the reference's exp(inf - inf) or exp(-inf - -inf) would be.
-  __device__ T log_sum() const {
-    return max == infinity<T>() || max == -infinity<T>() ? std::numeric_limits<T>::quiet_NaN() : dev_log(sum);
-  }
-  __device__ double lse() const { return double(max) + double(log_sum()); }
-};
-
-template <typename T>
-struct Sum {
-  T value;
-
-  __device__ static Sum empty() { return {T(0)}; }
-  __device__ Sum merged(const Sum& o) const { return {value + o.value}; }
-  __device__ Sum shfl_xor(int lane_mask) const { return {__shfl_xor_sync(kFullMask, value, lane_mask)}; }
-};
-
-template <typename State>
-__device__ __forceinline__ State warp_allreduce(State st) {
-#pragma unroll
-  for (int lane_mask = kWarp / 2; lane_mask > 0; lane_mask /= 2) st = st.merged(st.shfl_xor(lane_mask));
-  return st;
-}
-
-// Whole-block reduction, every thread gets the result; scratch has a slot per warp plus a
-// broadcast slot (so the next row may start filling the per-warp slots after one barrier).
-template <typename State>
-__device__ State block_allreduce(State st, State* scratch) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int warps = blockDim.x / kWarp;
-  st = warp_allreduce(st);
-  if (lane == 0) scratch[warp] = st;
-  __syncthreads();
-  if (warp == 0) {  // warp-uniform
-    st = warp_allreduce(lane < warps ? scratch[lane] : State::empty());
-    if (lane == 0) scratch[kRowBlockWarps] = st;
-  }
-  __syncthreads();
-  return scratch[kRowBlockWarps];
-}
-
-// ---------------------------------------------------------------------------------------------
-// Row ops: what a launch shape does with each of `rows` rows of width n.
-//   reads_row(row)                 false: the row is finished without reading it (ignored target)
-//   accumulate(state, row, j)      element j of the row into a thread's state
-//   finish(state, row, n, first, step)
-//                                  with the reduced state, by every thread of the row's group;
-//                                  thread `first` of `step` handles elements first, first + step, ...
+// Row reductions. The states (MaxSum, Sum) and the launch shapes are in row_reduce.cuh; the ops
+// below are element ops (interface at ContiguousRows there) except TailLogProbBackwardOp, whose
+// rows are not contiguous and which is a row op.
 
 // Head term of the loss: loss[r] = lse(head_r) - head[r, slot(t_r)]; 0 for ignored rows.
 template <typename T, typename I>
@@ -154,11 +68,11 @@ struct HeadLossOp {
   T* head_lse;
   Bounds bounds;
   std::int64_t ignore_index;
-  std::int64_t width;  // c_0 + T
 
   __device__ bool reads_row(std::int64_t r) const { return static_cast<std::int64_t>(target[r]) != ignore_index; }
-  __device__ void accumulate(State& st, std::int64_t r, std::int64_t j) const { st.add(head[r * width + j]); }
-  __device__ void finish(const State& st, std::int64_t r, std::int64_t n, int first, int) const {
+  __device__ void accumulate(State& st, std::int64_t k) const { st.add(head[k]); }
+  __device__ void finish(const State& st, std::int64_t r, std::int64_t base, std::int64_t, std::int64_t, int first,
+                         int) const {
     if (first != 0) return;
     if (!reads_row(r)) {
       loss[r] = T(0);
@@ -166,7 +80,7 @@ struct HeadLossOp {
       return;
     }
     const double lse = st.lse();
-    loss[r] = static_cast<T>(lse - double(head[r * n + head_slot(bounds, static_cast<std::int64_t>(target[r]))]));
+    loss[r] = static_cast<T>(lse - double(head[base + head_slot(bounds, static_cast<std::int64_t>(target[r]))]));
     head_lse[r] = static_cast<T>(lse);
   }
 };
@@ -181,16 +95,16 @@ struct TailLossOp {
   T* loss;
   T* tail_lse;
   std::int64_t first_word;  // c_i
-  std::int64_t width;       // c_{i+1} - c_i
 
   __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t k, std::int64_t j) const { st.add(tail[k * width + j]); }
-  __device__ void finish(const State& st, std::int64_t k, std::int64_t n, int first, int) const {
+  __device__ void accumulate(State& st, std::int64_t e) const { st.add(tail[e]); }
+  __device__ void finish(const State& st, std::int64_t k, std::int64_t base, std::int64_t, std::int64_t, int first,
+                         int) const {
     if (first != 0) return;
     const std::int64_t r = rows[k];
     const double lse = st.lse();
     const std::int64_t local = static_cast<std::int64_t>(target[r]) - first_word;
-    loss[r] = static_cast<T>(double(loss[r]) + (lse - double(tail[k * n + local])));
+    loss[r] = static_cast<T>(double(loss[r]) + (lse - double(tail[base + local])));
     tail_lse[k] = static_cast<T>(lse);
   }
 };
@@ -204,17 +118,15 @@ struct HeadLogProbOp {
   T* out;
   std::int64_t shortlist;  // c_0
   std::int64_t vocab;      // V
-  std::int64_t width;      // c_0 + T
 
   __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t r, std::int64_t j) const {
-    st.add(head[r * width + j]);
-  }
-  __device__ void finish(const State& st, std::int64_t r, std::int64_t n, int first, int step) const {
+  __device__ void accumulate(State& st, std::int64_t k) const { st.add(head[k]); }
+  __device__ void finish(const State& st, std::int64_t r, std::int64_t base, std::int64_t, std::int64_t n, int first,
+                         int step) const {
     const T log_sum = st.log_sum();
     for (std::int64_t j = first; j < n; j += step) {
-      const T lp = (head[r * n + j] - st.max) - log_sum;
-      head_lp[r * n + j] = lp;
+      const T lp = (head[base + j] - st.max) - log_sum;
+      head_lp[base + j] = lp;
       if (j < shortlist) out[r * vocab + j] = lp;
     }
   }
@@ -231,15 +143,15 @@ struct TailLogProbOp {
   std::int64_t slot;        // c_0 + i
   std::int64_t first_word;  // c_i
   std::int64_t vocab;
-  std::int64_t width;       // c_{i+1} - c_i
 
   __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t r, std::int64_t j) const { st.add(tail[r * width + j]); }
-  __device__ void finish(const State& st, std::int64_t r, std::int64_t n, int first, int step) const {
+  __device__ void accumulate(State& st, std::int64_t k) const { st.add(tail[k]); }
+  __device__ void finish(const State& st, std::int64_t r, std::int64_t base, std::int64_t, std::int64_t n, int first,
+                         int step) const {
     const T log_sum = st.log_sum();
     const T cluster_lp = head_lp[r * head_width + slot];
     T* dst = out + r * vocab + first_word;
-    for (std::int64_t j = first; j < n; j += step) dst[j] = cluster_lp + ((tail[r * n + j] - st.max) - log_sum);
+    for (std::int64_t j = first; j < n; j += step) dst[j] = cluster_lp + ((tail[base + j] - st.max) - log_sum);
   }
 };
 
@@ -258,60 +170,19 @@ struct TailLogProbBackwardOp {
   std::int64_t slot;
   std::int64_t first_word;
   std::int64_t vocab;
+  std::int64_t width;  // c_{i+1} - c_i
 
-  __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t r, std::int64_t j) const {
-    st.value += grad_out[r * vocab + first_word + j];
+  __device__ void accumulate(State& st, std::int64_t r, int first, int step) const {
+    for (std::int64_t j = first; j < width; j += step) st.value += grad_out[r * vocab + first_word + j];
   }
-  __device__ void finish(const State& st, std::int64_t r, std::int64_t n, int first, int step) const {
+  __device__ void finish(const State& st, std::int64_t r, int first, int step) const {
     const T cluster_lp = head_lp[r * head_width + slot];
     const std::int64_t base = r * vocab + first_word;
-    for (std::int64_t j = first; j < n; j += step)
-      grad_tail[r * n + j] = grad_out[base + j] - dev_exp(out[base + j] - cluster_lp) * st.value;
+    for (std::int64_t j = first; j < width; j += step)
+      grad_tail[r * width + j] = grad_out[base + j] - dev_exp(out[base + j] - cluster_lp) * st.value;
     if (first == 0) grad_head_lp[r * head_width + slot] = st.value;
   }
 };
-
-// ---------------------------------------------------------------------------------------------
-// Launch shapes.
-
-template <typename Op>
-__global__ void __launch_bounds__(kBlockSize) warp_per_row_kernel(Op op, std::int64_t rows, std::int64_t n) {
-  using State = typename Op::State;
-  const int lane = threadIdx.x % kWarp;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / kWarp);
-  // The row is the same for every lane of a warp: the shuffles see the full warp.
-  for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows;
-       row += warps) {
-    State st = State::empty();
-    if (op.reads_row(row))
-      for (std::int64_t j = lane; j < n; j += kWarp) op.accumulate(st, row, j);
-    st = warp_allreduce(st);
-    op.finish(st, row, n, lane, kWarp);
-  }
-}
-
-template <typename Op>
-__global__ void __launch_bounds__(kRowBlock) block_per_row_kernel(Op op, std::int64_t rows, std::int64_t n) {
-  using State = typename Op::State;
-  __shared__ State scratch[kRowBlockWarps + 1];
-  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {  // block-uniform: barriers are safe
-    State st = State::empty();
-    if (op.reads_row(row))
-      for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) op.accumulate(st, row, j);
-    st = block_allreduce(st, scratch);
-    op.finish(st, row, n, threadIdx.x, blockDim.x);
-  }
-}
-
-template <typename Op>
-void launch_rows(const char* name, const Op& op, std::int64_t rows, std::int64_t n) {
-  if (rows == 0) return;
-  if (n <= kWarpRowLimit)
-    launch_checked(name, warp_per_row_kernel<Op>, grid_for(rows, kBlockSize / kWarp), kBlockSize, 0, op, rows, n);
-  else
-    launch_checked(name, block_per_row_kernel<Op>, grid_for(rows, 1), kRowBlock, 0, op, rows, n);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Elementwise kernels (grid-stride, one element per thread and step).
@@ -376,15 +247,6 @@ __global__ void copy_shortlist_kernel(const T* __restrict__ grad_out, T* __restr
   }
 }
 
-// Dispatches on (float dtype, index dtype) to fn.template operator()<T, I>().
-template <typename Fn>
-void dispatch_loss(const char* op, DType values, DType target, Fn&& fn) {
-  DEFINE_DISPATCH_FLOAT(values, op, [&] {
-    using T = scalar_t;
-    DEFINE_DISPATCH_INDEX(target, op, [&] { fn.template operator()<T, scalar_t>(); });
-  });
-}
-
 }  // namespace
 
 void adaptive_softmax_forward(const Tensor& head, const std::vector<Tensor>& tails, const std::vector<Tensor>& tail_rows,
@@ -392,14 +254,13 @@ void adaptive_softmax_forward(const Tensor& head, const std::vector<Tensor>& tai
                               const Tensor& loss, const Tensor& head_lse, const std::vector<Tensor>& tail_lse) {
   const Bounds b = bounds_of(bounds);
   dispatch_loss("adaptive_softmax", head.dtype(), target.dtype(), [&]<typename T, typename I>() {
-    const HeadLossOp<T, I> head_op{head.data<T>(),     target.data<I>(), loss.data<T>(), head_lse.data<T>(),
-                                   b,                  ignore_index,     head.size(1)};
-    launch_rows("adaptive_softmax", head_op, head.size(0), head.size(1));
+    const HeadLossOp<T, I> head_op{head.data<T>(), target.data<I>(), loss.data<T>(), head_lse.data<T>(), b,
+                                   ignore_index};
+    launch_contiguous_rows("adaptive_softmax", head_op, head.size(0), head.size(1));
     for (std::size_t i = 0; i < tails.size(); ++i) {
-      const TailLossOp<T, I> tail_op{tails[i].data<T>(),    tail_rows[i].data<std::int64_t>(), target.data<I>(),
-                                     loss.data<T>(),        tail_lse[i].data<T>(),             bounds[i],
-                                     tails[i].size(1)};
-      launch_rows("adaptive_softmax", tail_op, tails[i].size(0), tails[i].size(1));
+      const TailLossOp<T, I> tail_op{tails[i].data<T>(), tail_rows[i].data<std::int64_t>(), target.data<I>(),
+                                     loss.data<T>(),     tail_lse[i].data<T>(),             bounds[i]};
+      launch_contiguous_rows("adaptive_softmax", tail_op, tails[i].size(0), tails[i].size(1));
     }
   });
 }
@@ -432,13 +293,13 @@ void adaptive_log_prob(const Tensor& head, const std::vector<Tensor>& tails, con
   const std::int64_t rows = head.size(0), width = head.size(1), vocab = bounds.back();
   DEFINE_DISPATCH_FLOAT(head.dtype(), "adaptive_log_prob", [&] {
     using T = scalar_t;
-    const HeadLogProbOp<T> head_op{head.data<T>(), head_lp.data<T>(), out.data<T>(), bounds[0], vocab, width};
-    launch_rows("adaptive_log_prob", head_op, rows, width);
+    const HeadLogProbOp<T> head_op{head.data<T>(), head_lp.data<T>(), out.data<T>(), bounds[0], vocab};
+    launch_contiguous_rows("adaptive_log_prob", head_op, rows, width);
     for (std::size_t i = 0; i < tails.size(); ++i) {
       const TailLogProbOp<T> tail_op{tails[i].data<T>(), head_lp.data<T>(), out.data<T>(),
                                      width,              bounds[0] + static_cast<std::int64_t>(i),
-                                     bounds[i],          vocab,             tails[i].size(1)};
-      launch_rows("adaptive_log_prob", tail_op, rows, tails[i].size(1));
+                                     bounds[i],          vocab};
+      launch_contiguous_rows("adaptive_log_prob", tail_op, rows, tails[i].size(1));
     }
   });
 }
@@ -455,7 +316,8 @@ void adaptive_log_prob_backward(const Tensor& out, const Tensor& head_lp, const 
     for (std::size_t i = 0; i < grad_tails.size(); ++i) {
       const TailLogProbBackwardOp<T> tail_op{out.data<T>(),        head_lp.data<T>(), grad_out.data<T>(),
                                              grad_tails[i].data<T>(), grad_head_lp.data<T>(), width,
-                                             bounds[0] + static_cast<std::int64_t>(i), bounds[i], vocab};
+                                             bounds[0] + static_cast<std::int64_t>(i), bounds[i], vocab,
+                                             grad_tails[i].size(1)};
       launch_rows(op, tail_op, rows, grad_tails[i].size(1));
     }
   });

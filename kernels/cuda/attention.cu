@@ -6,11 +6,12 @@
 // Reference: kernels/ref/attention.cpp; tests: tests/ops/attention_test.cpp (mode emu) and
 // tests/cuda/attention_kernels_test.cpp.
 //
-// Launch shapes (as in softmax.cu): rows of up to kWarpRowLimit keys get one warp each (8 rows per
-// 256-thread block, the row reduction in registers through __shfl_xor_sync); longer rows get one
-// 512-thread block each (warp shuffles, then one shared-memory slot per warp). The masks are read
-// where they live: the padding mask row of the batch, and the causal horizon computed from the
-// query index (keys past it are never read and get 0).
+// Launch shapes (kernels/cuda/row_reduce.cuh, shared with softmax.cu): rows of up to
+// kWarpRowLimit keys get one warp each (8 rows per 256-thread block, the row reduction in
+// registers through __shfl_xor_sync); longer rows get one 512-thread block each (warp shuffles,
+// then one shared-memory slot per warp). The masks are read where they live: the padding mask
+// row of the batch, and the causal horizon computed from the query index (keys past it are never
+// read and get 0).
 //
 // Forward per row: one pass for the running max and sum of exp over the valid keys (online:
 // rescaled whenever the max grows), a reduction, then one pass that writes P and, with dropout, D.
@@ -26,95 +27,22 @@
 // thread only ever reads back its own writes.
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include "core/dtype.h"
 #include "core/philox.h"
 #include "kernels/dropout.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/row_reduce.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarp = 32;
-constexpr std::int64_t kWarpRowLimit = 1024;  // keys per row up to which a warp owns the row
-constexpr int kRowBlock = 512;                // threads of a block that owns one long row
-constexpr int kRowBlockWarps = kRowBlock / kWarp;
-
+// Running max and sum of exp over the valid keys (a -inf key adds exp(-inf) = 0). A partial
+// state that saw no key above -inf adds exactly 0 when merged, even if it saw a NaN score: this
+// family has always merged that way (softmax.cu keeps the NaN), and its results are pinned.
 template <typename T>
-__device__ __forceinline__ T negative_infinity() {
-  return -std::numeric_limits<T>::infinity();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reduction states: plain aggregates (they live in __shared__ arrays) with empty(), merged()
-// (commutative, so a butterfly leaves every lane with identical bits) and shfl_xor().
-
-// Running max and sum of exp(x - max) over the valid keys seen so far.
-template <typename T>
-struct MaxSum {
-  T max;  // -inf until the first finite-or-+inf key
-  T sum;
-
-  __device__ static MaxSum empty() { return {negative_infinity<T>(), T(0)}; }
-
-  __device__ void add(T v) {
-    if (v > max) {
-      sum = sum * dev_exp(max - v) + T(1);
-      max = v;
-    } else if (v != negative_infinity<T>()) {  // a -inf key adds exp(-inf) = 0
-      sum += dev_exp(v - max);
-    }
-  }
-
-  __device__ T sum_at(T m) const { return max == negative_infinity<T>() ? T(0) : sum * dev_exp(max - m); }
-
-  __device__ MaxSum merged(const MaxSum& o) const {
-    const T m = o.max > max ? o.max : max;
-    return {m, sum_at(m) + o.sum_at(m)};
-  }
-
-  __device__ MaxSum shfl_xor(int lane_mask) const {
-    return {__shfl_xor_sync(kFullMask, max, lane_mask), __shfl_xor_sync(kFullMask, sum, lane_mask)};
-  }
-};
-
-template <typename T>
-struct Sum {
-  T value;
-
-  __device__ static Sum empty() { return {T(0)}; }
-  __device__ Sum merged(const Sum& o) const { return {value + o.value}; }
-  __device__ Sum shfl_xor(int lane_mask) const { return {__shfl_xor_sync(kFullMask, value, lane_mask)}; }
-};
-
-// Butterfly over a full warp; every lane ends with the result. Called with all 32 lanes.
-template <typename State>
-__device__ __forceinline__ State warp_allreduce(State st) {
-#pragma unroll
-  for (int lane_mask = kWarp / 2; lane_mask > 0; lane_mask /= 2) st = st.merged(st.shfl_xor(lane_mask));
-  return st;
-}
-
-// Whole-block reduction, every thread gets the result; called by every thread of the block.
-// scratch holds one state per warp plus a separate broadcast slot, so the next row's call may
-// start writing the per-warp slots without a third barrier.
-template <typename State>
-__device__ State block_allreduce(State st, State* scratch) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int warps = blockDim.x / kWarp;
-  st = warp_allreduce(st);
-  if (lane == 0) scratch[warp] = st;
-  __syncthreads();
-  if (warp == 0) {  // warp-uniform
-    st = warp_allreduce(lane < warps ? scratch[lane] : State::empty());
-    if (lane == 0) scratch[kRowBlockWarps] = st;
-  }
-  __syncthreads();
-  return scratch[kRowBlockWarps];
-}
+using KeyMaxSum = MaxSum<T, EmptyPartial::kZero>;
 
 // ---------------------------------------------------------------------------------------------
 // Dropout stream.
@@ -154,8 +82,7 @@ __device__ __forceinline__ void for_owned_elements(const DropoutStream& ds, std:
 }
 
 // ---------------------------------------------------------------------------------------------
-// Row ops. A launch shape calls, for each row, accumulate(state, row, first, step) on every thread,
-// reduces the states, then finish(state, row, first, step) on every thread.
+// Row ops (the interface is described at the launch shapes in row_reduce.cuh).
 
 struct RowGeometry {
   std::int64_t heads_x_queries;  // H * Tq: rows per batch element
@@ -173,7 +100,7 @@ struct RowGeometry {
 
 template <typename T>
 struct SoftmaxForward {
-  using State = MaxSum<T>;
+  using State = KeyMaxSum<T>;
   const T* scores;
   T* probs;    // may be scores itself: each element is read before it is written, by the same thread
   T* dropped;  // null without dropout
@@ -199,7 +126,7 @@ struct SoftmaxForward {
     const std::int32_t* pad = padding_row(row);
     const std::int64_t n = geo.horizon(row);
     // No valid key: every probability is 0 (inv is never used).
-    const bool any = st.max != negative_infinity<T>();
+    const bool any = st.max != -infinity<T>();
     const T inv = any ? T(1) / st.sum : T(0);
     const auto prob = [&](std::int64_t j) {
       return any && (pad == nullptr || pad[j] == 0) ? dev_exp(scores[base + j] - st.max) * inv : T(0);
@@ -271,44 +198,6 @@ struct SoftmaxBackward {
     for (std::int64_t j = n + first; j < geo.keys; j += step) grad_scores[base + j] = T(0);
   }
 };
-
-// ---------------------------------------------------------------------------------------------
-// Launch shapes.
-
-template <typename Op>
-__global__ void __launch_bounds__(kBlockSize) warp_per_row_kernel(Op op, std::int64_t rows) {
-  using State = typename Op::State;
-  const int lane = threadIdx.x % kWarp;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / kWarp);
-  // The row is the same for all lanes of a warp: the shuffles see the full warp.
-  for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows;
-       row += warps) {
-    State st = State::empty();
-    op.accumulate(st, row, lane, kWarp);
-    st = warp_allreduce(st);
-    op.finish(st, row, lane, kWarp);
-  }
-}
-
-template <typename Op>
-__global__ void __launch_bounds__(kRowBlock) block_per_row_kernel(Op op, std::int64_t rows) {
-  using State = typename Op::State;
-  __shared__ State scratch[kRowBlockWarps + 1];
-  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {  // block-uniform: barriers are safe
-    State st = State::empty();
-    op.accumulate(st, row, threadIdx.x, blockDim.x);
-    st = block_allreduce(st, scratch);
-    op.finish(st, row, threadIdx.x, blockDim.x);
-  }
-}
-
-template <typename Op>
-void launch_rows(const char* name, const Op& op, std::int64_t rows, std::int64_t keys) {
-  if (keys <= kWarpRowLimit)
-    launch_checked(name, warp_per_row_kernel<Op>, grid_for(rows, kBlockSize / kWarp), kBlockSize, 0, op, rows);
-  else
-    launch_checked(name, block_per_row_kernel<Op>, grid_for(rows, 1), kRowBlock, 0, op, rows);
-}
 
 RowGeometry geometry_of(const Tensor& t, bool causal) {
   return {t.size(1) * t.size(2), t.size(2), t.size(3), causal};

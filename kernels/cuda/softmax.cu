@@ -8,9 +8,9 @@
 // Every softmax-style op is "reduce a row, then use the result": the row reduction goes through one
 // of three launch shapes, chosen by the layout [outer, n, inner] around the softmax dim:
 //   * inner == 1, n <= kWarpRowLimit: one warp per row (8 rows per 256-thread block), the reduction
-//     entirely in registers with __shfl_xor_sync;
+//     entirely in registers with __shfl_xor_sync (kernels/cuda/row_reduce.cuh);
 //   * inner == 1, longer rows (vocabulary logits): one 512-thread block per row, warp shuffles and
-//     then one shared-memory slot per warp;
+//     then one shared-memory slot per warp (row_reduce.cuh);
 //   * inner > 1 (softmax over a dim that is not the last): a 32 x 8 block per tile of 32 adjacent
 //     columns, so that neighbouring threads read neighbouring addresses; the 8 threads of a column
 //     split the row and combine their partial results through shared memory.
@@ -19,86 +19,22 @@
 // combines partial results in an order fixed by thread indices: results are bit-identical run to
 // run and under every emulator schedule. Loss reduction is one block (no atomics), in double.
 #include <cstdint>
-#include <limits>
 
 #include "core/dtype.h"
 #include "kernels/softmax.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/row_reduce.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarp = 32;
-// Rows up to this length get one warp each (at most 32 elements per lane); longer rows a block.
-constexpr std::int64_t kWarpRowLimit = 1024;
-constexpr int kRowBlock = 512;  // threads of a block that owns one long row
-constexpr int kRowBlockWarps = kRowBlock / kWarp;
 constexpr int kColumnTile = 32;    // adjacent columns per block when the softmax dim is not the last
 constexpr int kColumnSlices = 8;   // threads that share one such column
 constexpr int kLossBlock = 256;    // the single block of reduce_loss_rows (a power of two)
 
-template <typename T>
-__device__ __forceinline__ T infinity() {
-  return std::numeric_limits<T>::infinity();
-}
-template <typename T>
-__device__ __forceinline__ T quiet_nan() {
-  return std::numeric_limits<T>::quiet_NaN();
-}
-
-
 // ---------------------------------------------------------------------------------------------
-// Reduction states. Each is a plain aggregate (it lives in __shared__ arrays, where a constructor
-// would run once per emulator OS thread rather than per block) with the same interface: empty(),
-// merged() (commutative, so a butterfly leaves every lane with identical bits) and shfl_xor().
-
-// Running max and sum of exp(x - max) of the elements seen so far. Matches the reference's two
-// passes (max, then sum of exp(x - max)), including its non-finite cases: a NaN element makes the
-// sum NaN; a +inf maximum or an all -inf row gives NaN through final_sum().
-template <typename T>
-struct MaxSum {
-  T max;  // -inf before the first element other than -inf; never NaN
-  T sum;
-
-  __device__ static MaxSum empty() { return {-infinity<T>(), T(0)}; }
-
-  __device__ void add(T v) {
-    if (v > max) {
-      sum = sum * dev_exp(max - v) + T(1);
-      max = v;
-    } else if (v != -infinity<T>()) {  // -inf adds exp(-inf) = 0; skipping it avoids exp(-inf - -inf)
-      sum += dev_exp(v - max);          // a NaN v lands here and poisons the sum, as it should
-    }
-  }
-
-  // The sum rescaled to a larger maximum m. A state that never saw a finite element has sum 0,
-  // or NaN if it saw a NaN: multiplying by 0 keeps exactly that.
-  __device__ T sum_at(T m) const { return max == -infinity<T>() ? sum * T(0) : sum * dev_exp(max - m); }
-
-  __device__ MaxSum merged(const MaxSum& o) const {
-    const T m = o.max > max ? o.max : max;
-    return {m, sum_at(m) + o.sum_at(m)};
-  }
-
-  __device__ MaxSum shfl_xor(int lane_mask) const {
-    return {__shfl_xor_sync(kFullMask, max, lane_mask), __shfl_xor_sync(kFullMask, sum, lane_mask)};
-  }
-
-  // The row's sum of exp(x - max) as the reference computes it: exp(inf - inf) and
-  // exp(-inf - -inf) make it NaN when the maximum is not finite.
-  __device__ T final_sum() const { return max == infinity<T>() || max == -infinity<T>() ? quiet_nan<T>() : sum; }
-};
-
-template <typename T>
-struct Sum {
-  T value;
-
-  __device__ static Sum empty() { return {T(0)}; }
-  __device__ Sum merged(const Sum& o) const { return {value + o.value}; }
-  __device__ Sum shfl_xor(int lane_mask) const { return {__shfl_xor_sync(kFullMask, value, lane_mask)}; }
-};
+// Reduction states (MaxSum, Sum: row_reduce.cuh) and the one this file adds.
 
 // Cross entropy needs the log-sum-exp and, for label smoothing, the plain sum of the logits.
 template <typename T>
@@ -113,40 +49,9 @@ struct LogitStats {
   }
 };
 
-// Butterfly over a full warp: every lane ends with the warp's result. Callers keep all 32 lanes
-// in the call (warp-uniform control flow).
-template <typename State>
-__device__ __forceinline__ State warp_allreduce(State st) {
-#pragma unroll
-  for (int lane_mask = kWarp / 2; lane_mask > 0; lane_mask /= 2) st = st.merged(st.shfl_xor(lane_mask));
-  return st;
-}
-
-// Whole-block reduction; every thread gets the result. scratch holds one state per warp plus a
-// broadcast slot; the broadcast slot is separate so that a following call may start writing the
-// per-warp slots without a third barrier. Called by every thread of the block.
-template <typename State>
-__device__ State block_allreduce(State st, State* scratch) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int warps = blockDim.x / kWarp;
-  st = warp_allreduce(st);
-  if (lane == 0) scratch[warp] = st;
-  __syncthreads();
-  if (warp == 0) {  // warp-uniform
-    st = warp_allreduce(lane < warps ? scratch[lane] : State::empty());
-    if (lane == 0) scratch[kRowBlockWarps] = st;
-  }
-  __syncthreads();
-  return scratch[kRowBlockWarps];
-}
-
 // ---------------------------------------------------------------------------------------------
-// Row ops: what a launch shape calls for each row. A row is n elements at base + j * stride.
-//   reads_row(row)            false: skip reading the row (it is finished without its data)
-//   accumulate(state, offset) one element into a thread's state
-//   finish(state, row, base, stride, n, first, step)
-//                             with the row's reduced state, called by every thread of the row's
-//                             group; thread `first` of `step` handles elements first, first+step, ...
+// Element ops (the interface is described at ContiguousRows in row_reduce.cuh): what a launch
+// shape calls for each row, a row being n elements at base + j * stride.
 
 template <typename T, bool kLog>
 struct SoftmaxForward {
@@ -236,38 +141,7 @@ struct CrossEntropyRowOp {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Launch shapes.
-
-template <typename Op>
-__global__ void __launch_bounds__(kBlockSize) warp_per_row_kernel(Op op, std::int64_t rows, std::int64_t n) {
-  using State = typename Op::State;
-  const int lane = threadIdx.x % kWarp;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / kWarp);
-  // The row is the same for all lanes of a warp: the shuffles below see the full warp.
-  for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows;
-       row += warps) {
-    const std::int64_t base = row * n;
-    State st = State::empty();
-    if (op.reads_row(row))
-      for (std::int64_t j = lane; j < n; j += kWarp) op.accumulate(st, base + j);
-    st = warp_allreduce(st);
-    op.finish(st, row, base, 1, n, lane, kWarp);
-  }
-}
-
-template <typename Op>
-__global__ void __launch_bounds__(kRowBlock) block_per_row_kernel(Op op, std::int64_t rows, std::int64_t n) {
-  using State = typename Op::State;
-  __shared__ State scratch[kRowBlockWarps + 1];
-  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {  // block-uniform: barriers are safe
-    const std::int64_t base = row * n;
-    State st = State::empty();
-    if (op.reads_row(row))
-      for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) op.accumulate(st, base + j);
-    st = block_allreduce(st, scratch);
-    op.finish(st, row, base, 1, n, threadIdx.x, blockDim.x);
-  }
-}
+// Launch shapes: the contiguous-row ones are in row_reduce.cuh.
 
 // Softmax over a dim with inner > 1: block (kColumnTile, kColumnSlices) takes 32 adjacent columns
 // of one outer index; thread (x, y) reads elements y, y + 8, ... of column x. Each of a column's 8
@@ -296,16 +170,7 @@ __global__ void __launch_bounds__(kColumnTile * kColumnSlices)
   }
 }
 
-// Runs a row op over `rows` contiguous rows of n elements.
-template <typename Op>
-void launch_contiguous_rows(const char* name, const Op& op, std::int64_t rows, std::int64_t n) {
-  if (n <= kWarpRowLimit)
-    launch_checked(name, warp_per_row_kernel<Op>, grid_for(rows, kBlockSize / kWarp), kBlockSize, 0, op, rows, n);
-  else
-    launch_checked(name, block_per_row_kernel<Op>, grid_for(rows, 1), kRowBlock, 0, op, rows, n);
-}
-
-// Runs a row op over every softmax row of a contiguous tensor laid out as [outer, n, inner].
+// Runs an element op over every softmax row of a contiguous tensor laid out as [outer, n, inner].
 template <typename Op>
 void launch_softmax_rows(const char* name, const Op& op, const SoftmaxLayout& l) {
   if (l.inner == 1) {
@@ -407,15 +272,6 @@ __global__ void nll_backward_kernel(const I* __restrict__ target, const T* __res
     const bool hit = !is_ignored(t, ignore_index) && c == static_cast<std::int64_t>(t);
     grad[k] = hit ? static_cast<T>(-double(grad_loss[per_row ? i : 0]) / double(total_weight[0])) : T(0);
   }
-}
-
-// Dispatches on (float dtype, index dtype) to fn.template operator()<T, I>().
-template <typename Fn>
-void dispatch_loss(const char* op, DType values, DType target, Fn&& fn) {
-  DEFINE_DISPATCH_FLOAT(values, op, [&] {
-    using T = scalar_t;
-    DEFINE_DISPATCH_INDEX(target, op, [&] { fn.template operator()<T, scalar_t>(); });
-  });
 }
 
 }  // namespace
