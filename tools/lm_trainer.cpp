@@ -303,6 +303,7 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
     if (ntasgd && ntasgd->averaging()) averaged.emplace(*ntasgd);
     const double val = evaluate_lm(*model, valid, ds.bptt);
     fmt::print("epoch {} | valid loss {:.4f} | valid ppl {:.2f} | {:.0f} s\n", p.epoch, val, std::exp(val), elapsed());
+    std::fflush(stdout);  // interleaves correctly with the progress line on stderr when logged
     run.log_metrics("valid", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
                               {"loss", val}, {"perplexity", std::exp(val)}});
     if (val < p.best_valid) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/op_harness.h"
+#include "kernels/backend.h"
 #include "kernels/devices.h"
 #include "nn/define_unit.h"
 #include "nn/glt.h"
@@ -298,5 +299,35 @@ TEST_CASE("define: a unit on the emulated device matches the CPU", "[define]") {
     const Tensor y = unit.forward(copy_to_device(x, Device::emu()));
     CHECK(y.device() == Device::emu());
     CHECK(define::test::compare(values(y), cpu, 1e-5, 1e-5).max_share <= 1.0);
+  }
+}
+
+TEST_CASE("define: fast CPU path equals the reference at a training size (T = 700)", "[define]") {
+  // The float64 gradient checks run small shapes; this one runs the sizes of the PTB config, where
+  // the CPU kernels take their blocked / threaded paths, against the double-accumulating reference.
+  Generator gen(9);
+  DefineUnit unit(config(128, 512, 3, 256, 8), gen);
+  const Tensor e = rand_normal({700, 128}, 0, 1, {}, gen).set_requires_grad();
+  const Tensor u = rand_normal({700, 256}, 0, 1, {}, gen);
+  auto run = [&](kernels::Backend b) {
+    kernels::CpuBackendGuard guard(b);
+    unit.zero_grad();
+    e.set_grad(Tensor());
+    const Tensor y = unit.forward(e);
+    backward(sum(mul(y, u)));
+    std::vector<std::vector<double>> out = {values(y), values(e.grad())};
+    for (const auto& [name, p] : unit.named_parameters()) out.push_back(values(p.grad()));
+    return out;
+  };
+  const auto fast = run(kernels::Backend::Cpu), ref = run(kernels::Backend::Ref);
+  REQUIRE(fast.size() == ref.size());
+  for (std::size_t i = 0; i < fast.size(); ++i) {
+    double err = 0, scale = 0;
+    for (std::size_t j = 0; j < fast[i].size(); ++j) {
+      err = std::max(err, std::abs(fast[i][j] - ref[i][j]));
+      scale = std::max(scale, std::abs(ref[i][j]));
+    }
+    INFO("tensor " << i << ": max abs err " << err << " of max " << scale);
+    CHECK(err <= 1e-4 * scale + 1e-6);
   }
 }
