@@ -44,6 +44,7 @@ Tensor canonical_padding(const Tensor& pad, Device device) {
 // Runs the forward row kernel on contiguous scores, writing P into `probs` (which may be the
 // scores themselves) and D into a fresh tensor when dropout is on.
 AttentionProbs softmax_rows(const char* op, const Tensor& scores, const Tensor& probs, const AttentionMasking& m) {
+  (void)op;  // only the no-GPU build's CUDA arm reads it (to name the op in its error)
   AttentionProbs r{probs, probs};
   if (m.dropout > 0.0) r.dropped = empty(scores.shape(), {scores.dtype(), scores.device()});
   if (scores.numel() == 0) return r;
@@ -57,6 +58,7 @@ AttentionProbs softmax_rows(const char* op, const Tensor& scores, const Tensor& 
 // Runs the backward row kernel; grad_scores may be grad_dropped itself.
 AttentionSoftmaxGrad softmax_rows_backward(const char* op, const Tensor& probs, const Tensor& grad_dropped,
                                            const Tensor& grad_scores, const AttentionMasking& m, double scale) {
+  (void)op;  // as above
   AttentionSoftmaxGrad r{grad_scores, probs};
   if (m.dropout > 0.0) r.dropped = empty(probs.shape(), {probs.dtype(), probs.device()});
   if (probs.numel() == 0) return r;
