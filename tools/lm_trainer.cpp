@@ -280,7 +280,7 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
         const double mean_loss = window_loss / static_cast<double>(window_steps);
         const double tok_s = static_cast<double>(window_tokens) / dt;
-        progress.update(p.epoch, p.step, total_steps, mean_loss, tok_s, lr, elapsed());
+        progress.update(p.epoch, p.step, total_steps, mean_loss, tok_s, lr, elapsed(), budget_s);
         run.log_metrics("train", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
                                   {"loss", mean_loss}, {"perplexity", std::exp(mean_loss)}, {"tokens_per_s", tok_s},
                                   {"lr", lr}, {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())},

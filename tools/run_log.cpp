@@ -1,5 +1,6 @@
 #include "tools/run_log.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -62,9 +63,11 @@ std::string duration(double s) {
 }  // namespace
 
 void ProgressLine::update(std::int64_t epoch, std::int64_t step, std::int64_t total_steps, double loss,
-                          double tokens_per_s, double lr, double elapsed_s) {
-  std::string eta = "?";
-  if (total_steps > 0 && step > 0) eta = duration(elapsed_s * static_cast<double>(total_steps - step) / static_cast<double>(step));
+                          double tokens_per_s, double lr, double elapsed_s, double budget_s) {
+  double remaining = budget_s - elapsed_s;
+  if (total_steps > 0 && step > 0)
+    remaining = std::min(remaining, elapsed_s * static_cast<double>(total_steps - step) / static_cast<double>(step));
+  const std::string eta = duration(remaining);
   const std::string line = fmt::format("epoch {} step {}{} | loss {:.3f} ppl {:.1f} | {:.0f} tok/s | lr {:.3g} | {} elapsed, ETA {}",
                                        epoch, step, total_steps > 0 ? fmt::format("/{}", total_steps) : "", loss,
                                        std::exp(loss), tokens_per_s, lr, duration(elapsed_s), eta);

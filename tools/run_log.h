@@ -37,9 +37,10 @@ class RunDir {
 class ProgressLine {
  public:
   ProgressLine();
-  // total_steps may be 0 when unknown (no ETA then).
+  // total_steps may be 0 when unknown; the ETA is the sooner of the step count's and the time
+  // budget's end (budget_s: infinity when there is none).
   void update(std::int64_t epoch, std::int64_t step, std::int64_t total_steps, double loss, double tokens_per_s,
-              double lr, double elapsed_s);
+              double lr, double elapsed_s, double budget_s);
   void finish();  // ends the in-place line
 
  private:

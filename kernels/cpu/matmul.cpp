@@ -1,5 +1,4 @@
-// Fast CPU GEMM through OpenBLAS (sgemm/dgemm; when the build found it, see blas_gemm below) or
-// Eigen. Every operand is wrapped in an Eigen::Map whose storage order
+// Fast CPU GEMM through Eigen (or OpenBLAS when asked, see blas_gemm below). Every operand is wrapped in an Eigen::Map whose storage order
 // matches its strides (row-major when columns are unit-stride, column-major when rows are), so
 // transposed views and trans flags cost nothing: Eigen's packing reads either order. Only an
 // operand with no unit stride in its last two dims is copied to contiguous memory first.
@@ -97,13 +96,15 @@ struct GemmPlan {
 
 #if DEFINE_CPU_BLAS
 // GEMM n of the plan through OpenBLAS (sgemm / dgemm), which reads any of the layouts Eigen maps
-// through its transpose flags and leading dimensions. Why not Eigen here: Eigen's multi-threaded
-// GEMM busy-waits between its threads, so on a 2-core machine where anything else runs it
-// collapses (a 700x200x800 GEMM measured 0.7 ms to 8.6 ms from one moment to the next), while
-// OpenBLAS's OpenMP build waits in the OpenMP runtime (OMP_WAIT_POLICY applies) and matches
-// Eigen's speed on an idle machine (bench/gemm_bench). Called inside an active OpenMP region (the
-// batch-parallel loop) it runs single-threaded. Each element of C is computed by one thread in a
-// fixed order, so results do not depend on the thread count.
+// through its transpose flags and leading dimensions. Opt-in (DEFINE_CPU_GEMM=openblas), because
+// measured on the 2-core build machine (bench/lm_train_bench, LSTM LM training, best runs) Eigen was
+// ahead when the cores were idle (9.0-9.4k vs 8.3-9.2k tokens/s) and level under load (5.9k vs
+// 5.5k). Why keep it: Eigen's multi-threaded GEMM busy-waits between its threads, so when another
+// process takes a core a single GEMM can collapse (a 700x200x800 GEMM measured 0.7 to 8.6 ms from
+// one moment to the next), while OpenBLAS's OpenMP build waits in the OpenMP runtime
+// (OMP_WAIT_POLICY applies). Inside an active OpenMP region (the batch-parallel loop) it runs
+// single-threaded. Each element of C is computed by one thread in a fixed order, so results do not
+// depend on the thread count.
 template <typename T>
 void blas_call(CBLAS_ORDER layout, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, T alpha,
                const T* a, blasint lda, const T* b, blasint ldb, T beta, T* c, blasint ldc) {
@@ -111,11 +112,11 @@ void blas_call(CBLAS_ORDER layout, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasi
   else cblas_dgemm(layout, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// DEFINE_CPU_GEMM=eigen selects Eigen at run time (to compare the two on one build).
+// DEFINE_CPU_GEMM=openblas selects OpenBLAS at run time (Eigen otherwise).
 bool blas_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("DEFINE_CPU_GEMM");
-    return !(v && std::string_view(v) == "eigen");
+    return v && std::string_view(v) == "openblas";
   }();
   return on;
 }
