@@ -24,6 +24,7 @@
 #include "autograd/ops.h"
 #include "bench/bench_util.h"
 #include "core/config.h"
+#include "core/omp_wait.h"
 #include "models/registry.h"
 #include "models/lstm_lm.h"
 #include "nn/optim/optim.h"
@@ -97,6 +98,7 @@ double gemm_gflops() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer below
   const Args a = parse(argc, argv);
   omp_set_num_threads(static_cast<int>(a.threads));
   const double define_tps = define_tokens_per_s(a);

@@ -1,6 +1,7 @@
 #include "core/cpu_allocator.h"
 
 #include <bit>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 
@@ -34,12 +35,15 @@ void* CpuCachingAllocator::allocate(std::size_t nbytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.alloc_count;
-    auto it = free_lists_.find(size);
-    if (it != free_lists_.end() && !it->second.empty()) {
+    // Best fit: the smallest cached block of at least `size`, if it is not too large.
+    auto it = free_lists_.lower_bound(size);
+    if (it != free_lists_.end() && it->first <= size * kReuseFactor) {
+      const std::size_t block = it->first;
       void* p = it->second.back();
       it->second.pop_back();
-      stats_.cached_bytes -= size;
-      stats_.active_bytes += size;
+      if (it->second.empty()) free_lists_.erase(it);
+      stats_.cached_bytes -= block;
+      stats_.active_bytes += block;
       ++stats_.cache_hits;
       if (stats_.active_bytes > stats_.peak_active_bytes) stats_.peak_active_bytes = stats_.active_bytes;
       return p;
@@ -52,6 +56,7 @@ void* CpuCachingAllocator::allocate(std::size_t nbytes) {
   }
   if (!p) fail("cpu allocator", "out of memory allocating {} bytes", size);
   std::lock_guard<std::mutex> lock(mu_);
+  block_size_[p] = size;
   stats_.active_bytes += size;
   if (stats_.active_bytes > stats_.peak_active_bytes) stats_.peak_active_bytes = stats_.active_bytes;
   return p;
@@ -59,13 +64,20 @@ void* CpuCachingAllocator::allocate(std::size_t nbytes) {
 
 void CpuCachingAllocator::deallocate(void* ptr, std::size_t nbytes) {
   if (!ptr) return;
-  const std::size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> lock(mu_);
+  const auto it = block_size_.find(ptr);
+  if (it == block_size_.end()) {
+    // Called from tensor destructors, where an exception would terminate without a word.
+    std::fprintf(stderr, "cpu allocator: deallocate of %p (%zu bytes): not a block of this allocator\n", ptr, nbytes);
+    std::abort();
+  }
+  const std::size_t size = it->second;
   stats_.active_bytes -= size;
   if (caching_) {
     free_lists_[size].push_back(ptr);
     stats_.cached_bytes += size;
   } else {
+    block_size_.erase(it);
     std::free(ptr);
   }
 }
@@ -83,7 +95,10 @@ void CpuCachingAllocator::reset_peak() {
 void CpuCachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [size, blocks] : free_lists_)
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) {
+      block_size_.erase(p);
+      std::free(p);
+    }
   free_lists_.clear();
   stats_.cached_bytes = 0;
 }

@@ -7,6 +7,7 @@
 #include "autograd/matmul.h"
 #include "autograd/softmax.h"
 #include "autograd/views.h"
+#include "models/delight_common.h"
 #include "models/delight_nmt.h"
 #include "nn/container.h"
 
@@ -14,39 +15,12 @@ namespace define::models {
 
 nn::DelightBlockConfig delight_lm_block_config(const DelightLmConfig& c, std::int64_t b) {
   const nn::BlockScaling s = nn::block_wise_scaling(c.min_depth, c.max_depth, c.width_mult, c.layers);
-  return {.d_m = c.d_m,
-          .depth = s.depths.at(b),
-          .width_mult = s.widths.at(b),
-          .max_groups = c.max_groups > 0 ? c.max_groups : nn::delight_max_groups(c.d_m),
-          .ffn_reduction = c.ffn_reduction,
-          .pre_norm = true,
-          .cross_attention = false,
-          .dextra_norm = c.dextra_norm,
-          .activation = c.activation,
-          .shuffle = c.shuffle,
-          .dropout = c.dropout,
-          .attention_dropout = c.attention_dropout,
-          .activation_dropout = c.activation_dropout,
-          .ffn_dropout = c.ffn_dropout,
-          .dextra_dropout = c.dextra_dropout};
+  return delight_block_config(c, s, b, /*pre_norm=*/true, /*cross_attention=*/false);
 }
 
 DelightLm::DelightLm(const DelightLmConfig& cfg, Generator& gen) : Module("DelightLm"), cfg_(cfg) {
   if (cfg_.vocab <= 0) fail("DelightLm", "vocab = {} must be positive", cfg_.vocab);
-  const nn::DExTraEmbConfig emb{.vocab = cfg_.vocab,
-                                .map_dim = cfg_.map_dim,
-                                .padding_idx = cfg_.padding_idx,
-                                .scale_embedding = true,
-                                .map_dropout = cfg_.emb_dropout,
-                                .out_dim = cfg_.d_m,
-                                .width_mult = cfg_.emb_width_mult,
-                                .depth = cfg_.emb_depth,
-                                .max_groups = cfg_.max_groups > 0 ? cfg_.max_groups : nn::delight_max_groups(cfg_.d_m),
-                                .mode = nn::DExTraMode::DExTra,
-                                .norm = cfg_.dextra_norm,
-                                .activation = cfg_.activation,
-                                .dropout = cfg_.dextra_dropout,
-                                .shuffle = cfg_.shuffle};
+  const nn::DExTraEmbConfig emb = delight_embedding_config(cfg_);
   std::shared_ptr<nn::AdaptiveInput> adaptive_input;
   if (cfg_.adaptive) {
     adaptive_input = std::make_shared<nn::AdaptiveInput>(

@@ -10,6 +10,7 @@
 #include "autograd/matmul.h"
 #include "autograd/softmax.h"
 #include "autograd/views.h"
+#include "models/delight_common.h"
 #include "core/factory.h"
 #include "nn/attention.h"
 #include "nn/container.h"
@@ -46,39 +47,10 @@ Tensor delight_positions(const Tensor& padding, std::int64_t dim, std::int64_t p
 nn::DelightBlockConfig delight_nmt_block_config(const DelightNmtConfig& c, bool decoder, std::int64_t b) {
   const nn::BlockScaling s = decoder ? nn::block_wise_scaling(c.dec_min_depth, c.dec_max_depth, c.dec_width_mult, c.dec_layers)
                                      : nn::block_wise_scaling(c.enc_min_depth, c.enc_max_depth, c.enc_width_mult, c.enc_layers);
-  return {.d_m = c.d_m,
-          .depth = s.depths.at(b),
-          .width_mult = s.widths.at(b),
-          .max_groups = c.max_groups > 0 ? c.max_groups : nn::delight_max_groups(c.d_m),
-          .ffn_reduction = c.ffn_reduction,
-          .pre_norm = c.pre_norm,
-          .cross_attention = decoder,
-          .dextra_norm = c.dextra_norm,
-          .activation = c.activation,
-          .shuffle = c.shuffle,
-          .dropout = c.dropout,
-          .attention_dropout = c.attention_dropout,
-          .activation_dropout = c.activation_dropout,
-          .ffn_dropout = c.ffn_dropout,
-          .dextra_dropout = c.dextra_dropout};
+  return delight_block_config(c, s, b, c.pre_norm, /*cross_attention=*/decoder);
 }
 
-nn::DExTraEmbConfig delight_nmt_embedding_config(const DelightNmtConfig& c) {
-  return {.vocab = c.vocab,
-          .map_dim = c.map_dim,
-          .padding_idx = c.padding_idx,
-          .scale_embedding = true,
-          .map_dropout = c.emb_dropout,
-          .out_dim = c.d_m,
-          .width_mult = c.emb_width_mult,
-          .depth = c.emb_depth,
-          .max_groups = c.max_groups > 0 ? c.max_groups : nn::delight_max_groups(c.d_m),
-          .mode = nn::DExTraMode::DExTra,
-          .norm = c.dextra_norm,
-          .activation = c.activation,
-          .dropout = c.dextra_dropout,
-          .shuffle = c.shuffle};
-}
+nn::DExTraEmbConfig delight_nmt_embedding_config(const DelightNmtConfig& c) { return delight_embedding_config(c); }
 
 namespace {
 

@@ -18,31 +18,66 @@ std::string with_commas(std::int64_t n) {
   return out;
 }
 
-}  // namespace
-
-std::vector<ParameterPart> count_parameter_parts(const nn::Module& model, const PartRules& rules) {
-  std::vector<ParameterPart> parts;
-  auto part_index = [&](const std::string& name) {
-    for (std::size_t i = 0; i < parts.size(); ++i)
-      if (parts[i].name == name) return i;
-    parts.push_back({name, 0});
-    return parts.size() - 1;
+// The papers' column order first, then any other part in the order the rules name it.
+std::vector<std::string> ordered_part_names(const PartRules& rules) {
+  std::vector<std::string> names;
+  auto add = [&](const std::string& name) {
+    for (const std::string& n : names)
+      if (n == name) return;
+    names.push_back(name);
   };
-  // The papers' column order first, then any other part in the order the rules name it.
   for (const char* canonical : {kPartDefine, kPartContext, kPartInputOutput})
     for (const auto& rule : rules)
       if (rule.second == canonical) {
-        part_index(rule.second);
+        add(rule.second);
         break;
       }
-  for (const auto& rule : rules) part_index(rule.second);
+  for (const auto& rule : rules) add(rule.second);
+  return names;
+}
+
+std::size_t index_of(const std::vector<std::string>& names, const std::string& name) {
+  std::size_t i = 0;
+  while (names[i] != name) ++i;  // every part a rule names is in `names`
+  return i;
+}
+
+// The longest matching prefix's part, or null.
+const std::string* match_part(const std::string& parameter, const PartRules& rules) {
+  const std::pair<std::string, std::string>* best = nullptr;
+  for (const auto& rule : rules)
+    if (parameter.compare(0, rule.first.size(), rule.first) == 0 && (!best || rule.first.size() > best->first.size()))
+      best = &rule;
+  return best ? &best->second : nullptr;
+}
+
+}  // namespace
+
+std::string part_of(const std::string& parameter, const PartRules& rules) {
+  const std::string* part = match_part(parameter, rules);
+  if (!part) fail("parameter parts", "parameter '{}' belongs to no part", parameter);
+  return *part;
+}
+
+std::vector<std::pair<std::string, optim::NamedParameters>> group_by_part(const optim::NamedParameters& params,
+                                                                       const PartRules& rules) {
+  const std::vector<std::string> names = ordered_part_names(rules);
+  std::vector<optim::NamedParameters> groups(names.size());
+  for (const auto& np : params) groups[index_of(names, part_of(np.first, rules))].push_back(np);
+  std::vector<std::pair<std::string, optim::NamedParameters>> out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (!groups[i].empty()) out.emplace_back(names[i], std::move(groups[i]));
+  return out;
+}
+
+std::vector<ParameterPart> count_parameter_parts(const nn::Module& model, const PartRules& rules) {
+  const std::vector<std::string> names = ordered_part_names(rules);
+  std::vector<ParameterPart> parts;
+  for (const std::string& n : names) parts.push_back({n, 0});
   for (const auto& [name, t] : model.named_parameters()) {
-    const std::pair<std::string, std::string>* best = nullptr;
-    for (const auto& rule : rules)
-      if (name.compare(0, rule.first.size(), rule.first) == 0 && (!best || rule.first.size() > best->first.size()))
-        best = &rule;
-    if (!best) fail("count_parameter_parts", "parameter '{}' of {} belongs to no part", name, model.type_name());
-    parts[part_index(best->second)].count += t.numel();
+    const std::string* part = match_part(name, rules);
+    if (!part) fail("count_parameter_parts", "parameter '{}' of {} belongs to no part", name, model.type_name());
+    parts[index_of(names, *part)].count += t.numel();
   }
   return parts;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/optim/optimizer.h"
 
 namespace define::models {
 
@@ -25,6 +26,15 @@ struct ParameterPart {
   std::string name;
   std::int64_t count = 0;
 };
+
+// The part a parameter name belongs to (the longest matching prefix); throws naming the parameter
+// when no rule matches it.
+std::string part_of(const std::string& parameter, const PartRules& rules);
+
+// `params` grouped by part, in the order count_parameter_parts lists the parts (parts without
+// parameters left out): what per-part diagnostics such as gradient norms iterate over.
+std::vector<std::pair<std::string, optim::NamedParameters>> group_by_part(const optim::NamedParameters& params,
+                                                                       const PartRules& rules);
 
 // Counts per part, in the papers' order (DeFINE, context model, input-output), then any other
 // part in the order `rules` names it; parts with no parameters are

@@ -138,23 +138,7 @@ std::vector<Tensor> define_layer_outputs(const TokenInput& input, const Tensor& 
   const TokenInputConfig& cfg = input.config();
   Tensor e = embedding(input.table(), ids);
   if (cfg.scale) e = mul(e, std::sqrt(static_cast<double>(cfg.map_dim)));
-  // The skip connection of each variant, as DefineUnit::forward applies it (nn/define_unit.h).
-  const nn::DefineVariant v = unit->config().variant;
-  std::vector<Tensor> out;
-  Tensor y = unit->layers()[0]->forward(e);
-  out.push_back(y);
-  for (std::size_t l = 1; l < unit->layers().size(); ++l) {
-    const auto& layer = *unit->layers()[l];
-    switch (v) {
-      case nn::DefineVariant::Define:
-      case nn::DefineVariant::NoReduce: y = layer.forward(split_mix(e, y, unit->groups()[l])); break;
-      case nn::DefineVariant::DefineNoMix: y = layer.forward(concat({e, y}, -1)); break;
-      case nn::DefineVariant::DefineResidual: y = add(layer.forward(y), y); break;
-      default: y = layer.forward(y); break;
-    }
-    out.push_back(y);
-  }
-  return out;
+  return unit->layer_outputs(e);
 }
 
 Tensor representation_gram(const TokenInput& input, const std::string& name) {

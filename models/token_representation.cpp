@@ -65,6 +65,8 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
       cfg.define.N = c.get_int("depth");
       cfg.define.g_max = c.get_int("g_max");
       cfg.define.variant = nn::parse_define_variant(c.get_string("variant", "define"));
+      cfg.define.init = nn::parse_glt_init(c.get_string("init", "released"));
+      cfg.define.reduce_skip = c.get_bool("reduce_skip", false);
       break;
     case TokenInputKind::DefineIclr: {
       unit_options();

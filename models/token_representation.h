@@ -64,7 +64,8 @@ struct TokenInputConfig {
 
 // Reads the `model.input` section. Keys (defaults in brackets):
 //   type [embedding]; dim (n, required); out_dim [dim]; scale; init_range;
-//   define:      k, depth, g_max, variant [define], norm [chunk], activation [swish], dropout [0]
+//   define:      k, depth, g_max, variant [define], norm [chunk], activation [swish], dropout [0],
+//                init [released] (xavier: per-group Xavier, see nn/glt.h), reduce_skip [false]
 //   define-iclr: k (peak width; w = k / n), depth, max_groups, norm, activation, dropout
 //   dextra:      width_mult [2], depth [4], max_groups [2^ceil(log2(out_dim // 32))], norm, activation, dropout
 //   adaptive:    cutoffs, factor [4]

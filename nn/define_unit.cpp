@@ -102,33 +102,44 @@ DefineUnit::DefineUnit(const DefineConfig& cfg, Generator& gen)
                                .shuffle = cfg_.variant == DefineVariant::GltShuffle,
                                .norm = cfg_.norm,
                                .activation = cfg_.activation,
-                               .dropout = cfg_.dropout};
+                               .dropout = cfg_.dropout,
+                               .init = cfg_.init};
   for (std::size_t l = 0; l < sched_.groups.size(); ++l) {
     auto layer = std::make_shared<GroupLinear>(sched_.inputs[l], sched_.widths[l], sched_.groups[l], opt, gen);
     list->push_back(layer);
     layers_.push_back(std::move(layer));
   }
+  if (cfg_.reduce_skip && cfg_.variant == DefineVariant::NoReduce)
+    fail("DefineUnit", "reduce_skip needs a reduce layer (variant no-reduce has none)");
+  const std::int64_t reduce_in = sched_.widths.back() + (cfg_.reduce_skip ? cfg_.n : 0);
   if (cfg_.variant != DefineVariant::NoReduce)
-    reduce_ = register_module("reduce", std::make_shared<nn::Linear>(sched_.widths.back(), cfg_.m, LinearOptions{}, gen));
+    reduce_ = register_module("reduce", std::make_shared<nn::Linear>(reduce_in, cfg_.m, LinearOptions{}, gen));
 }
 
 std::int64_t DefineUnit::out_features() const { return reduce_ ? cfg_.m : sched_.widths.back(); }
 
-Tensor DefineUnit::forward(const Tensor& e) const {
+std::vector<Tensor> DefineUnit::layer_outputs(const Tensor& e) const {
   if (e.dim() < 1 || e.size(-1) != cfg_.n)
     fail("DefineUnit", "expected input [..., {}], got {}", cfg_.n, shape_str(e.shape()));
   const Skip skip = skip_of(cfg_.variant);
-  Tensor y = layers_[0]->forward(e);
+  std::vector<Tensor> ys{layers_[0]->forward(e)};
   for (std::size_t l = 1; l < layers_.size(); ++l) {
+    const Tensor& y = ys.back();
     switch (skip) {
       // Group c of layer l sees [e^c, y^c] (input chunk first).
-      case Skip::Mix: y = layers_[l]->forward(split_mix(e, y, sched_.groups[l])); break;
-      case Skip::Concat: y = layers_[l]->forward(concat({e, y}, -1)); break;
-      case Skip::Residual: y = add(layers_[l]->forward(y), y); break;
-      case Skip::None: y = layers_[l]->forward(y); break;
+      case Skip::Mix: ys.push_back(layers_[l]->forward(split_mix(e, y, sched_.groups[l]))); break;
+      case Skip::Concat: ys.push_back(layers_[l]->forward(concat({e, y}, -1))); break;
+      case Skip::Residual: ys.push_back(add(layers_[l]->forward(y), y)); break;
+      case Skip::None: ys.push_back(layers_[l]->forward(y)); break;
     }
   }
-  return reduce_ ? reduce_->forward(y) : y;
+  return ys;
+}
+
+Tensor DefineUnit::forward(const Tensor& e) const {
+  const Tensor y = layer_outputs(e).back();
+  if (!reduce_) return y;
+  return reduce_->forward(cfg_.reduce_skip ? concat({e, y}, -1) : y);
 }
 
 }  // namespace define::nn

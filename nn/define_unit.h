@@ -3,6 +3,7 @@
 //
 //   e [..., n] -> N grouped-linear layers (hierarchical groups g_l = max(g_max / 2^(l-1), 1),
 //   widths growing linearly from n to k) -> reduce: dense k -> m -> [..., m]
+//   (with reduce_skip the reduce reads [e, y_N]: dense n + k -> m)
 //
 // Layer l >= 2 of `define` reads mix(e, y_{l-1}) = [e^1, y^1, e^2, y^2, ...] with g_l chunks of
 // each, so group c of layer l sees [e^c, y^c] (split_mix). Every layer is GLT + bias ->
@@ -50,6 +51,12 @@ struct DefineConfig {
   GltNorm norm = GltNorm::Chunk;
   Activation activation = Activation::Swish;
   double dropout = 0.0;    // after each HGT layer's activation
+  GltInit init = GltInit::Released;  // of the HGT layers (the reduce is a dense Xavier layer)
+  // The reduce reads [e, y_N] instead of y_N (+ n*m weights), as the released code's output layer
+  // reads [X, Y_N]: a linear path from the table to the output, so the unit starts out as a
+  // projection and learns its deep part on top (which is what made it train at PTB scale, see
+  // README). Not with no-reduce.
+  bool reduce_skip = false;
 };
 
 // The layer schedule §11 derives from a config (validated: throws "DefineUnit: ..." naming the
@@ -67,6 +74,8 @@ class DefineUnit : public Module {
 
   // e [..., n] -> [..., m] ([..., k] for no-reduce, [..., m] with k/2 inside for define-residual).
   Tensor forward(const Tensor& e) const;
+  // y_1 .. y_N, the outputs of the HGT layers (before the reduce), for inspection (corrmap).
+  std::vector<Tensor> layer_outputs(const Tensor& e) const;
 
   const DefineConfig& config() const { return cfg_; }
   const std::vector<std::int64_t>& groups() const { return sched_.groups; }

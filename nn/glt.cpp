@@ -27,6 +27,14 @@ Activation parse_activation(std::string_view name) {
   fail("GroupLinear", "unknown activation '{}' (expected none, relu, gelu or swish)", name);
 }
 
+GltInit parse_glt_init(std::string_view name) {
+  if (name == "released") return GltInit::Released;
+  if (name == "xavier") return GltInit::Xavier;
+  fail("GroupLinear", "unknown init '{}' (expected released or xavier)", name);
+}
+
+const char* to_string(GltInit init) { return init == GltInit::Xavier ? "xavier" : "released"; }
+
 const char* to_string(GltNorm norm) { return norm == GltNorm::Chunk ? "chunk" : "none"; }
 
 const char* to_string(Activation act) {
@@ -59,9 +67,11 @@ GroupLinear::GroupLinear(std::int64_t in_features, std::int64_t out_features, st
   check_dropout_probability("GroupLinear", opt_.dropout);
   const std::int64_t kin = in_ / groups_, kout = out_ / groups_;
   // Released code: xavier_uniform_ on the 3-D tensor [g, in/g, out/g], whose PyTorch fans are
-  // fan_in = (in/g)(out/g) and fan_out = g * (out/g) = out (spec §1 "Init" [FLAG]). We reproduce
-  // that bound, sqrt(6 / ((in/g)(out/g) + out)), rather than the per-group Xavier bound.
-  weight_ = &register_parameter("weight", init::xavier_uniform({groups_, kin, kout}, kin * kout, out_, gen));
+  // fan_in = (in/g)(out/g) and fan_out = g * (out/g) = out (spec §1 "Init" [FLAG]); Released
+  // reproduces that bound, Xavier uses the per-group fans.
+  const bool released = opt_.init == GltInit::Released;
+  weight_ = &register_parameter(
+      "weight", init::xavier_uniform({groups_, kin, kout}, released ? kin * kout : kin, released ? out_ : kout, gen));
   if (opt_.bias) bias_ = &register_parameter("bias", zeros({groups_, kout}));
   if (opt_.norm == GltNorm::Chunk)
     norm_ = register_module("norm", std::make_shared<LayerNorm>(kout, LayerNormOptions{.eps = opt_.norm_eps}));

@@ -25,12 +25,19 @@ namespace define::nn {
 
 enum class GltNorm { None, Chunk };
 enum class Activation { None, Relu, Gelu, Swish };
+// Weight init. Released: the released code's xavier_uniform_ over the 3-D tensor, bound
+// sqrt(6 / ((in/g)(out/g) + out)) (spec §1 "Init"), which shrinks each group's output variance by
+// about in/g + 1 against its input, so a stack of such layers starts with a vanishing signal.
+// Xavier: each group initialised as its own [in/g, out/g] layer, bound sqrt(6 / (in/g + out/g)).
+enum class GltInit { Released, Xavier };
 
 // "none" / "chunk" and "none" / "relu" / "gelu" / "swish"; anything else throws naming the string.
 GltNorm parse_glt_norm(std::string_view name);
 Activation parse_activation(std::string_view name);
+GltInit parse_glt_init(std::string_view name);  // "released" / "xavier"
 const char* to_string(GltNorm norm);
 const char* to_string(Activation act);
+const char* to_string(GltInit init);
 // act(x) for the element-wise choices above (None returns x itself).
 Tensor apply_activation(const Tensor& x, Activation act);
 
@@ -41,6 +48,7 @@ struct GroupLinearOptions {
   Activation activation = Activation::None;
   double dropout = 0.0;           // after the activation; uses generator(), off in eval mode
   double norm_eps = 1e-5;
+  GltInit init = GltInit::Released;
 };
 
 class GroupLinear : public Module {

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "data/batching.h"
 #include "data/corpus.h"
+#include "kernels/devices.h"
 #include "models/lstm_lm.h"
 #include "models/registry.h"
 #include "nn/checkpoint.h"
@@ -38,9 +39,28 @@ struct DataSettings {
 
 struct TrainSettings {
   std::string optimizer;
+  Device device;
   double lr, weight_decay, momentum, clip, max_minutes, alpha, beta;
   std::int64_t epochs, max_steps, nonmono, log_interval, checkpoint_interval, seed, threads;
 };
+
+// "cpu", "cuda[:N]" or "emu" (the emulated GPU, slow: for checking the GPU path without one).
+Device training_device(const std::string& name, const std::string& key) {
+  Device d;
+  try {
+    d = Device::parse(name);
+  } catch (const Error& e) {
+    fail(kOp, "{}: {}", key, e.what());
+  }
+  if (d.is_cpu()) return d;
+  const kernels::DeviceAvailability a = kernels::register_devices();
+  if (d.is_emu() && !a.emu) fail(kOp, "{} = '{}': this build has no emulated device", key, name);
+  if (d.is_cuda() && d.index >= a.cuda_devices)
+    fail(kOp, "{} = '{}': {}", key, name,
+         kernels::built_with_cuda() ? fmt::format("{} GPU(s) found", a.cuda_devices)
+                                    : std::string("this build has no CUDA backend (configure with DEFINE_CUDA=ON)"));
+  return d;
+}
 
 void require_positive(const Config& c, const char* key, std::int64_t v) {
   if (v < 1) fail(kOp, "{} must be positive, got {}", c.path(key), v);
@@ -64,6 +84,7 @@ DataSettings read_data(const Config& c) {
 TrainSettings read_train(const Config& c) {
   TrainSettings t;
   t.optimizer = c.get_string("optimizer", "ntasgd");
+  t.device = training_device(c.get_string("device", "cpu"), c.path("device"));
   t.lr = c.get_double("lr", 30.0);
   t.weight_decay = c.get_double("weight_decay", 1.2e-6);
   t.momentum = c.get_double("momentum", 0.0);
@@ -173,6 +194,7 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
   if (!model) fail(kOp, "model.type '{}' is not a language model this trainer runs (lstm_lm)", built.type);
   model->set_generator(model_gen);
   cfg.require_all_used();
+  model->to(ts.device);  // before the optimizer takes the parameters
 
   RunDir run(run_dir, resume);
   if (!resume) {
@@ -183,8 +205,10 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
   auto* ntasgd = dynamic_cast<optim::NTASGD*>(optimizer.get());
 
   const Tensor train = data::batchify(corpus.train, ds.batch_size);
-  const Tensor valid = data::batchify(corpus.valid, ds.eval_batch_size);
-  const Tensor test = data::batchify(corpus.test, ds.test_batch_size);
+  // Evaluation slices its batches from these, so they live on the device; training batches are
+  // cut on the host by the iterator and copied one at a time.
+  const Tensor valid = to_device(data::batchify(corpus.valid, ds.eval_batch_size), ts.device);
+  const Tensor test = to_device(data::batchify(corpus.test, ds.test_batch_size), ts.device);
   data::BpttIterator batches(train, {.bptt = ds.bptt, .variable_length = ds.variable_length,
                                      .seed = static_cast<std::uint64_t>(ts.seed)});
 
@@ -203,17 +227,18 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
     for (std::int64_t k = 0;; ++k) {
       const auto h = ck.run_tensors.find(fmt::format("h{}", k)), c = ck.run_tensors.find(fmt::format("c{}", k));
       if (h == ck.run_tensors.end() || c == ck.run_tensors.end()) break;
-      state.h.push_back(h->second);
-      state.c.push_back(c->second);
+      state.h.push_back(to_device(h->second, ts.device));
+      state.c.push_back(to_device(c->second, ts.device));
     }
     fmt::print("resuming {} at epoch {}, step {}\n", run_dir, p.epoch, p.step);
   }
 
-  auto save_latest = [&] {
+  // `resume_epoch`: the epoch a resumed run starts in (the next one once an epoch has ended).
+  auto save_latest = [&](std::int64_t resume_epoch) {
     nn::Checkpoint ck = nn::make_checkpoint(*model, optimizer.get(),
                                             {{"model_generator", state_string(model_gen.state())},
                                              {"data_position", data::to_string(batches.position())},
-                                             {"epoch", std::to_string(p.epoch)},
+                                             {"epoch", std::to_string(resume_epoch)},
                                              {"step", std::to_string(p.step)},
                                              {"best_valid", fmt::format("{:.17g}", p.best_valid)},
                                              {"seconds", fmt::format("{:.17g}", p.seconds)},
@@ -226,12 +251,16 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
   };
 
   const auto params = model->named_parameters();
+  // Gradient norms per part (DeFINE unit, context model, input-output) go into the metrics log:
+  // what shows one part's gradients swamping the shared clip.
+  const auto parts = models::group_by_part(optim::to_named_parameters(params), built.parts);
+  std::map<std::string, double> part_norms;
   const double budget_s = ts.max_minutes > 0 ? ts.max_minutes * 60 : std::numeric_limits<double>::infinity();
   const std::int64_t steps_per_epoch = batches.approx_steps_per_epoch();
   const std::int64_t total_steps = ts.max_steps > 0 ? ts.max_steps : steps_per_epoch * ts.epochs;
   ProgressLine progress;
   bool out_of_budget = false;
-  double window_loss = 0;
+  double window_loss = 0, window_grad_norm = 0;
   std::int64_t window_steps = 0, window_tokens = 0;
   auto window_start = std::chrono::steady_clock::now();
   const double session_start_seconds = p.seconds;
@@ -257,14 +286,17 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
       const std::optional<data::Batch> batch = batches.next();
       if (!batch) break;
       optimizer->zero_grad();
-      auto out = model->forward(batch->input, batch->target, nn::detach(state));
+      auto out = model->forward(to_device(batch->input, ts.device), to_device(batch->target, ts.device),
+                                nn::detach(state));
       const double loss_value = out.loss.item_double();
       if (!std::isfinite(loss_value))
         fail(kOp, "the training loss became {} at epoch {}, step {} (lower train.lr or check the data)", loss_value,
              p.epoch, p.step + 1);
       backward(regularised(out, ts.alpha, ts.beta));
       state = std::move(out.state);
-      if (ts.clip > 0) optim::clip_grad_norm(params, ts.clip);
+      if ((p.step + 1) % ts.log_interval == 0)
+        for (const auto& [part, members] : parts) part_norms["grad_norm " + part] = optim::grad_norm(members);
+      window_grad_norm += ts.clip > 0 ? optim::clip_grad_norm(params, ts.clip) : optim::grad_norm(params);
       // Longer windows take proportionally larger steps (AWD-LSTM).
       const double lr = optimizer->lr();
       optimizer->set_lr(lr * batch->lr_scale);
@@ -281,17 +313,22 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
         const double mean_loss = window_loss / static_cast<double>(window_steps);
         const double tok_s = static_cast<double>(window_tokens) / dt;
         progress.update(p.epoch, p.step, total_steps, mean_loss, tok_s, lr, elapsed(), budget_s);
-        run.log_metrics("train", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
-                                  {"loss", mean_loss}, {"perplexity", std::exp(mean_loss)}, {"tokens_per_s", tok_s},
-                                  {"lr", lr}, {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())},
-                                  {"peak_tensor_bytes", static_cast<double>(peak_tensor_bytes())}});
-        window_loss = 0;
+        std::map<std::string, double> metrics = {
+            {"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
+            {"loss", mean_loss}, {"perplexity", std::exp(mean_loss)}, {"tokens_per_s", tok_s}, {"lr", lr},
+            // mean over the window, before clipping; the per-part norms are of this step alone
+            {"grad_norm", window_grad_norm / static_cast<double>(window_steps)},
+            {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())},
+            {"peak_tensor_bytes", static_cast<double>(peak_tensor_bytes())}};
+        metrics.insert(part_norms.begin(), part_norms.end());
+        run.log_metrics("train", metrics);
+        window_loss = window_grad_norm = 0;
         window_steps = window_tokens = 0;
         window_start = std::chrono::steady_clock::now();
       }
       if (ts.checkpoint_interval > 0 && p.step % ts.checkpoint_interval == 0) {
         p.seconds = elapsed();
-        save_latest();
+        save_latest(p.epoch);
       }
     }
     progress.finish();
@@ -314,12 +351,10 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
     if (ntasgd && !ntasgd->averaging() && ntasgd->observe(val))
       fmt::print("switching to averaged SGD (no improvement over the last {} evaluations)\n", ts.nonmono);
     p.seconds = elapsed();
-    ++p.epoch;
-    save_latest();
-    --p.epoch;
+    save_latest(p.epoch + 1);
   }
   p.seconds = elapsed();
-  if (p.mid_epoch) save_latest();
+  if (p.mid_epoch) save_latest(p.epoch);
 
   // Final numbers from the best validated checkpoint; before any epoch completed, from the
   // current weights (averaged ones under NT-ASGD), which latest.ckpt holds.

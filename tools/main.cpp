@@ -1,12 +1,16 @@
 // define: command-line entry point. `define --help` lists the subcommands.
 #include <fmt/format.h>
 
+#include <omp.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/omp_wait.h"
 #include "tools/command.h"
 
 namespace {
@@ -14,7 +18,8 @@ namespace {
 using define::cli::Command;
 
 int run_version(const std::vector<std::string>&) {
-  fmt::print("define 0.1.0\n");
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  fmt::print("define 0.1.0\nOpenMP: up to {} threads, wait policy {}\n", omp_get_max_threads(), wait ? wait : "default");
   return 0;
 }
 
@@ -55,6 +60,7 @@ void print_help() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::prefer_passive_omp_wait(argv);  // see core/omp_wait.h: up to 2x faster training on 2 cores
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_help();
     return argc < 2 ? 1 : 0;

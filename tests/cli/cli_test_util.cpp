@@ -1,5 +1,9 @@
 #include "cli/cli_test_util.h"
 
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -27,6 +31,17 @@ void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int
       f << " \n";
     }
   }
+}
+
+std::pair<int, std::string> run_command(const std::string& cmd) {
+  std::string out;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return {-1, out};
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
 }  // namespace define::test

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <utility>
 
 namespace define::test {
 
@@ -11,5 +13,8 @@ namespace define::test {
 // model that learns reaches perplexity near 5.6, while the uniform guess is 41. Deterministic per
 // seed; train_lines sentences of 8 words (valid and test get 30 each unless given).
 void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int train_lines, int eval_lines = 30);
+
+// Runs a shell command; returns (exit status, or -1 when it did not exit normally; its stdout).
+std::pair<int, std::string> run_command(const std::string& cmd);
 
 }  // namespace define::test

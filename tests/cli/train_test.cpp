@@ -1,7 +1,7 @@
 // `define train` end to end on a tiny generated corpus (tools/lm_trainer.h): the run folder's
 // files, exact resume (a run interrupted and resumed ends with bit-identical weights and logs the
 // same losses as an uninterrupted one), refusal of a corrupted checkpoint, a NaN loss stopping the
-// run with a clear error, and config errors naming the key.
+// run with a clear error, config errors naming the key, and training on the emulated GPU.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -147,5 +147,39 @@ TEST_CASE("train: a diverging run stops with a clear error, config errors name t
   Config missing = Config::from_text(config_text(root / "data", 2), "<test>");
   missing.set("data.dir=\"" + (root / "nowhere").string() + "\"");
   CHECK_THROWS_WITH(cli::train_language_model(missing, (root / "missing").string(), false), Contains("nowhere"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("train: train.device runs the same training on the emulated GPU, unknown devices are refused", "[cli][train]") {
+  // The emulated device runs the CUDA kernels (LSTM cells, GLT, split-mix, LayerNorm, dropout on
+  // the shared Philox stream, ...) on the CPU: the same losses as the CPU run, to float32 rounding.
+  const fs::path root = fs::temp_directory_path() / "define_train_test_device";
+  fs::remove_all(root);
+  write_corpus(root / "data");
+  Config on_cpu = Config::from_text(config_text(root / "data", 4), "<test>");
+  const cli::TrainResult c = cli::train_language_model(on_cpu, (root / "cpu").string(), false);
+  Config on_emu = Config::from_text(config_text(root / "data", 4), "<test>");
+  on_emu.set("train.device=\"emu\"");
+  const cli::TrainResult e = cli::train_language_model(on_emu, (root / "emu").string(), false);
+  const auto lc = train_lines(root / "cpu"), le = train_lines(root / "emu");
+  REQUIRE(lc.size() == 4);
+  REQUIRE(le.size() == 4);
+  for (std::size_t i = 0; i < lc.size(); ++i) {
+    const double a = std::stod(lc[i].substr(lc[i].find(':') + 1)), b = std::stod(le[i].substr(le[i].find(':') + 1));
+    INFO("step " << i + 1 << ": cpu " << a << ", emu " << b);
+    CHECK(std::abs(a - b) <= 1e-4 * std::abs(a));
+  }
+  CHECK(std::abs(e.valid_loss - c.valid_loss) <= 1e-4 * c.valid_loss);
+  // The checkpoint holds host tensors whatever the device: it loads and resumes on the CPU.
+  const nn::Checkpoint ck = nn::load_checkpoint((root / "emu" / "latest.ckpt").string());
+  for (const auto& [name, t] : ck.model) CHECK(t.device().is_cpu());
+  Config resume = Config::from_text(config_text(root / "data", 6), "<test>");
+  CHECK(cli::train_language_model(resume, (root / "emu").string(), true).steps == 6);
+
+  for (const char* bad : {"\"cuda:7\"", "\"tpu\""}) {
+    Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
+    cfg.set(std::string("train.device=") + bad);
+    CHECK_THROWS_WITH(cli::train_language_model(cfg, (root / "bad").string(), false), Contains("train.device"));
+  }
   fs::remove_all(root);
 }

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/cli_test_util.h"
 #include "core/error.h"
 #include "data/corpus.h"
 
@@ -104,17 +105,6 @@ fs::path shared_corpus(const std::string& name) {
 }
 fs::path shared_ptb() { return shared_corpus("ptb"); }
 
-// Runs a shell command, returning (exit status, stdout).
-std::pair<int, std::string> run_command(const std::string& cmd) {
-  std::string out;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return {-1, out};
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 }  // namespace
 
@@ -285,10 +275,10 @@ TEST_CASE("tools/get-data: offline path finds and verifies the shared PTB", "[da
     return;
   }
   const std::string script = (root / "tools" / "get-data").string();
-  const auto [rc, out] = run_command("'" + script + "' --offline ptb 2>/dev/null");
+  const auto [rc, out] = define::test::run_command("'" + script + "' --offline ptb 2>/dev/null");
   CHECK(rc == 0);
   CHECK(fs::equivalent(fs::path(out.substr(0, out.find('\n'))), ptb));
-  const auto [bad_rc, bad_out] = run_command("'" + script + "' --offline no-such-corpus 2>/dev/null");
+  const auto [bad_rc, bad_out] = define::test::run_command("'" + script + "' --offline no-such-corpus 2>/dev/null");
   CHECK(bad_rc != 0);
   CHECK(bad_out.empty());
 }

@@ -12,6 +12,8 @@
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
+#include "autograd/index.h"
+#include "autograd/split_mix.h"
 #include "nn/define_unit.h"
 #include "nn/glt.h"
 #include "nn_test_util.h"
@@ -60,6 +62,36 @@ TEST_CASE("define: GroupLinear parameters, names and the released Xavier bound",
   CHECK(GroupLinear(64, 216, 8).num_parameters() == 64 * 27 + 216);
   CHECK(GroupLinear(64, 216, 8, {.bias = false}).num_parameters() == 64 * 27);
   CHECK(GroupLinear(6, 4, 1).weight().shape() == Shape{1, 6, 4});  // groups == 1: a dense layer
+
+  // Per-group Xavier: each [8, 27] group as its own layer, sqrt(6 / (8 + 27)), about 3.4x wider.
+  GroupLinear xg(64, 216, 8, {.init = GltInit::Xavier}, gen);
+  const double group_bound = std::sqrt(6.0 / (8.0 + 27.0));
+  CHECK(max_abs(xg.weight()) <= group_bound);
+  CHECK(max_abs(xg.weight()) > 0.9 * group_bound);
+  CHECK(parse_glt_init("xavier") == GltInit::Xavier);
+  CHECK(std::string(to_string(parse_glt_init("released"))) == "released");
+  REQUIRE_THROWS_WITH(parse_glt_init("kaiming"), Contains("GroupLinear: unknown init 'kaiming' (expected released or xavier)"));
+}
+
+TEST_CASE("define: reduce_skip feeds [e, y_N] to the reduce", "[define]") {
+  DefineConfig c = config(8, 32, 3, 6, 4);
+  const DefineUnit plain(c);
+  c.reduce_skip = true;
+  Generator g1(7), g2(7);
+  const DefineUnit skip(c, g1);
+  CHECK(skip.parameter("reduce.weight").shape() == Shape{6, 8 + 32});
+  CHECK(skip.num_parameters() == plain.num_parameters() + 8 * 6);  // n * m more weights
+  CHECK(skip.out_features() == 6);
+  // The same output as the reduce applied by hand to [e, y_N], y_N from the unit's own layers.
+  const Tensor e = rand_uniform({3, 8}, -1, 1, {}, g2);
+  Tensor y = skip.layers()[0]->forward(e);
+  for (std::size_t l = 1; l < skip.layers().size(); ++l) y = skip.layers()[l]->forward(split_mix(e, y, skip.groups()[l]));
+  const std::vector<double> by_hand = values(skip.reduce()->forward(concat({e, y}, -1)));
+  const std::vector<double> got = values(skip.forward(e));
+  REQUIRE(got.size() == by_hand.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(by_hand[i]).margin(1e-6));
+  c.variant = DefineVariant::NoReduce;
+  REQUIRE_THROWS_WITH(DefineUnit(c), Contains("reduce_skip needs a reduce layer"));
 }
 
 TEST_CASE("define: GroupLinear forward by hand: groups, shuffle order, shared per-chunk LayerNorm", "[define]") {
@@ -240,6 +272,12 @@ TEST_CASE("define: float64 gradient checks of every variant w.r.t. input and par
   };
   for (const char* v : {"define", "define-nomix", "hgt", "glt", "glt-shuffle", "linear", "define-residual", "no-reduce"}) {
     DYNAMIC_SECTION(v) { check_unit(config(8, 32, 3, 8, 4, v)); }
+  }
+  SECTION("define with reduce_skip and per-group Xavier init") {
+    DefineConfig c = config(8, 32, 3, 8, 4);
+    c.reduce_skip = true;
+    c.init = GltInit::Xavier;
+    check_unit(c);
   }
   SECTION("define with gelu, no norm and dropout") {
     DefineConfig c = config(8, 32, 3, 8, 4);
