@@ -53,9 +53,9 @@ struct DefineConfig {
   double dropout = 0.0;    // after each HGT layer's activation
   GltInit init = GltInit::Released;  // of the HGT layers (the reduce is a dense Xavier layer)
   // The reduce reads [e, y_N] instead of y_N (+ n*m weights), as the released code's output layer
-  // reads [X, Y_N]: a linear path from the table to the output, so the unit starts out as a
-  // projection and learns its deep part on top (which is what made it train at PTB scale, see
-  // README). Not with no-reduce.
+  // reads [X, Y_N]: a linear path from the table to the output, so the unit starts out close to a
+  // projection and learns its deep part on top. With init = xavier it took the PTB LSTM's
+  // 20-minute test perplexity from 198.8 to 141.5 (README, Status). Not with no-reduce.
   bool reduce_skip = false;
 };
 

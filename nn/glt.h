@@ -26,9 +26,10 @@ namespace define::nn {
 enum class GltNorm { None, Chunk };
 enum class Activation { None, Relu, Gelu, Swish };
 // Weight init. Released: the released code's xavier_uniform_ over the 3-D tensor, bound
-// sqrt(6 / ((in/g)(out/g) + out)) (spec §1 "Init"), which shrinks each group's output variance by
-// about in/g + 1 against its input, so a stack of such layers starts with a vanishing signal.
-// Xavier: each group initialised as its own [in/g, out/g] layer, bound sqrt(6 / (in/g + out/g)).
+// sqrt(6 / ((in/g)(out/g) + out)) (spec §1 "Init"): a layer's output variance is
+// 2(in/g) / ((out/g)(in/g + g)) times its input's (1/24 for 128 -> 256 in 8 groups), so a stack of
+// such layers starts with a vanishing signal. Xavier: each group initialised as its own
+// [in/g, out/g] layer, bound sqrt(6 / (in/g + out/g)), variance gain 2(in/g) / (in/g + out/g) (2/3).
 enum class GltInit { Released, Xavier };
 
 // "none" / "chunk" and "none" / "relu" / "gelu" / "swish"; anything else throws naming the string.
