@@ -85,7 +85,7 @@ TEST_CASE("cpu allocator: best fit keeps the cache near the working set when siz
   // A training loop whose three live tensors change size every step, as activations do under
   // variable-length BPTT (sizes between 20 and 50 units of 400 KiB, i.e. 8 to 20 MiB, spanning
   // five size classes): the memory held (live + cached) stays within twice the live peak. With
-  // exact size classes each class kept its own blocks and the total grew to several times it.
+  // exact size classes each class kept its own blocks and the total reached 2.5 times it.
   std::uint64_t state = 7;
   auto next_len = [&] {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
