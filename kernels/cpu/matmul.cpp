@@ -1,7 +1,8 @@
-// Fast CPU GEMM through Eigen (or OpenBLAS when asked, see blas_gemm below). Every operand is wrapped in an Eigen::Map whose storage order
-// matches its strides (row-major when columns are unit-stride, column-major when rows are), so
-// transposed views and trans flags cost nothing: Eigen's packing reads either order. Only an
-// operand with no unit stride in its last two dims is copied to contiguous memory first.
+// Fast CPU GEMM through Eigen (or OpenBLAS when asked, see blas_gemm below). Every operand is
+// wrapped in an Eigen::Map whose storage order matches its strides (row-major when columns are
+// unit-stride, column-major when rows are), so transposed views and trans flags cost nothing:
+// Eigen's packing reads either order. Only an operand with no unit stride in its last two dims is
+// copied to contiguous memory first.
 //
 // Threading: Eigen parallelises one GEMM over OpenMP itself, and runs serially when called
 // inside an active OpenMP region. The batch loop picks one of the two levels:
