@@ -135,10 +135,7 @@ std::vector<Tensor> define_layer_outputs(const TokenInput& input, const Tensor& 
     fail("TokenInput", "per-layer outputs need the paper-form DeFINE unit (input type 'define'), not '{}'",
          to_string(input.config().kind));
   NoGradGuard no_grad;
-  const TokenInputConfig& cfg = input.config();
-  Tensor e = embedding(input.table(), ids);
-  if (cfg.scale) e = mul(e, std::sqrt(static_cast<double>(cfg.map_dim)));
-  return unit->layer_outputs(e);
+  return unit->layer_outputs(input.map_rows(ids));
 }
 
 Tensor representation_gram(const TokenInput& input, const std::string& name) {
@@ -148,7 +145,7 @@ Tensor representation_gram(const TokenInput& input, const std::string& name) {
          fmt::join(names, ", "));
   NoGradGuard no_grad;
   const std::int64_t V = input.config().vocab;
-  const Device device = input.table().device();
+  const Device device = input.device();
   std::int64_t layer = -1;
   if (name.rfind("unit.", 0) == 0) layer = std::stoll(name.substr(5));
   Tensor gram;
@@ -157,7 +154,8 @@ Tensor representation_gram(const TokenInput& input, const std::string& name) {
     const Tensor ids = id_range(first, n, device);
     Tensor r;
     if (name == "map") {
-      r = embedding(input.table(), ids);
+      // The table itself (unscaled), or an adaptive map's rows.
+      r = input.adaptive() ? input.map_rows(ids) : embedding(input.table(), ids);
     } else if (layer >= 0) {
       r = define_layer_outputs(input, ids)[static_cast<std::size_t>(layer)];
     } else {

@@ -26,6 +26,16 @@ nn::EmbeddingOptions table_options(const TokenInputConfig& cfg) {
   return opt;
 }
 
+nn::AdaptiveInputConfig adaptive_config(const TokenInputConfig& cfg) {
+  nn::AdaptiveInputConfig a;
+  a.vocab = cfg.vocab;
+  a.dim = cfg.map_dim;
+  a.cutoffs = cfg.cutoffs;
+  a.factor = cfg.factor;
+  a.project_band0 = false;  // DeFINE's LSTM form (spec §5.3): band 0 is already n wide
+  return a;
+}
+
 }  // namespace
 
 TokenInputKind parse_token_input_kind(const std::string& name) {
@@ -67,6 +77,13 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
       cfg.define.variant = nn::parse_define_variant(c.get_string("variant", "define"));
       cfg.define.init = nn::parse_glt_init(c.get_string("init", "released"));
       cfg.define.reduce_skip = c.get_bool("reduce_skip", false);
+      if (const std::string map = c.get_string("map", "table"); map == "adaptive") {
+        cfg.adaptive_map = true;
+        cfg.cutoffs = c.get_int_list("cutoffs");
+        cfg.factor = c.get_double("factor", 4.0);
+      } else if (map != "table") {
+        fail(kInput, "model.input.map must be 'table' or 'adaptive', got '{}'", map);
+      }
       break;
     case TokenInputKind::DefineIclr: {
       unit_options();
@@ -106,7 +123,10 @@ TokenInput::TokenInput(const TokenInputConfig& cfg, Generator& gen) : Module(kIn
           "projection", std::make_shared<nn::Linear>(cfg.map_dim, cfg.out_dim, nn::LinearOptions{.bias = false}, gen));
       break;
     case TokenInputKind::Define: {
-      map_ = register_module("map", std::make_shared<nn::Embedding>(cfg.vocab, cfg.map_dim, table_options(cfg), gen));
+      if (cfg.adaptive_map)
+        adaptive_ = register_module("adaptive", std::make_shared<nn::AdaptiveInput>(adaptive_config(cfg), gen));
+      else
+        map_ = register_module("map", std::make_shared<nn::Embedding>(cfg.vocab, cfg.map_dim, table_options(cfg), gen));
       nn::DefineConfig d = cfg.define;
       d.n = cfg.map_dim;
       d.m = cfg.out_dim;
@@ -139,16 +159,9 @@ TokenInput::TokenInput(const TokenInputConfig& cfg, Generator& gen) : Module(kIn
       dextra_ = register_module("dextra_emb", std::make_shared<nn::DExTraEmb>(e, shared_map, gen));
       break;
     }
-    case TokenInputKind::Adaptive: {
-      nn::AdaptiveInputConfig a;
-      a.vocab = cfg.vocab;
-      a.dim = cfg.map_dim;
-      a.cutoffs = cfg.cutoffs;
-      a.factor = cfg.factor;
-      a.project_band0 = false;  // DeFINE's LSTM form (spec §5.3): band 0 is already n wide
-      adaptive_ = register_module("adaptive", std::make_shared<nn::AdaptiveInput>(a, gen));
+    case TokenInputKind::Adaptive:
+      adaptive_ = register_module("adaptive", std::make_shared<nn::AdaptiveInput>(adaptive_config(cfg), gen));
       break;
-    }
   }
 }
 
@@ -168,11 +181,7 @@ Tensor TokenInput::forward(const Tensor& tokens) const {
       if (cfg_.scale) e = mul(e, std::sqrt(static_cast<double>(cfg_.map_dim)));
       return projection_->forward(e);
     }
-    case TokenInputKind::Define: {
-      Tensor e = map_->forward(tokens);
-      if (cfg_.scale) e = mul(e, std::sqrt(static_cast<double>(cfg_.map_dim)));
-      return define_->forward(e);
-    }
+    case TokenInputKind::Define: return define_->forward(map_rows(tokens));
     case TokenInputKind::DefineIclr:
     case TokenInputKind::DExTra: return dextra_->forward(tokens);
     case TokenInputKind::Adaptive: return adaptive_->forward(tokens);
@@ -184,6 +193,13 @@ const Tensor& TokenInput::table() const {
   if (!map_) fail(kInput, "input type '{}' has no single table to tie", to_string(cfg_.kind));
   return map_->weight();
 }
+
+Tensor TokenInput::map_rows(const Tensor& ids) const {
+  Tensor e = adaptive_ ? adaptive_->forward(ids) : map_->forward(ids);
+  return cfg_.scale ? mul(e, std::sqrt(static_cast<double>(cfg_.map_dim))) : e;
+}
+
+Device TokenInput::device() const { return adaptive_ ? adaptive_->parameters().front().device() : table().device(); }
 
 bool TokenInput::has_unit() const { return projection_ || define_ || dextra_; }
 
@@ -198,7 +214,7 @@ Tensor TokenInput::compute_cache() const {
   // Ids go in as [chunk, 1] (time-major, one stream): the released forms expect [T, B].
   constexpr std::int64_t kChunk = 4096;
   std::vector<Tensor> parts;
-  const Device device = table().device();
+  const Device device = this->device();
   for (std::int64_t first = 0; first < cfg_.vocab; first += kChunk) {
     const std::int64_t n = std::min(kChunk, cfg_.vocab - first);
     std::vector<std::int64_t> id_values(static_cast<std::size_t>(n));
@@ -219,7 +235,7 @@ void TokenInput::use_cache(Tensor table) {
            shape_str(want));
     if (!is_floating(table.dtype())) fail(kInput, "cached table must be floating point, got {}", dtype_name(table.dtype()));
     // A file is read to the CPU; the lookups run where the model is.
-    if (table.device() != this->table().device()) table = copy_to_device(table, this->table().device());
+    if (table.device() != device()) table = copy_to_device(table, device());
   }
   cache_ = std::move(table);
 }

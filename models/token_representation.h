@@ -7,6 +7,7 @@
 //   embedding    table V x n (out_dim = n)                                  n
 //   projective   table V x n -> Linear n -> m                               n
 //   define       table V x n -> DefineUnit (paper form, spec §11) -> m       n
+//                (map: adaptive) AdaptiveInput -> n -> DefineUnit -> m      AdaptiveSoftmax (tied)
 //   define-iclr  DExTraEmb in define-iclr mode (released DeFINE, §2.3/2.6)  n
 //   dextra       DExTraEmb in dextra mode (DeLighT, §2.4/2.6)               n
 //   adaptive     AdaptiveInput (bands, factor) -> n                          AdaptiveSoftmax (tied)
@@ -14,7 +15,8 @@
 // As in DeFINE Fig. 1 and the released code (§2.7), the classifier works in the map space: the
 // context model's output (width h) goes through a bias-free Linear h -> n when h != n, then
 // logits = x E^T + b with the map table E, or the tied adaptive softmax. The unit itself is never
-// tied to the output.
+// tied to the output. DeFINE over adaptive input is the paper's LSTM form (DeFINE Table 1a: the
+// adaptive input is the map layer, the adaptive softmax is tied to its bands).
 //
 // Parameter names: input.map.weight, input.unit.layers.0.weight (define), input.dextra_emb.* (the
 // released forms), input.bands.* (adaptive), output.project_out.weight, output.bias, output.softmax.*.
@@ -57,7 +59,8 @@ struct TokenInputConfig {
   nn::GltNorm norm = nn::GltNorm::Chunk;
   nn::Activation activation = nn::Activation::Swish;
   double unit_dropout = 0.0;
-  // adaptive
+  // adaptive, and define with map = adaptive
+  bool adaptive_map = false;  // define: the map layer is an AdaptiveInput instead of one table
   std::vector<std::int64_t> cutoffs;
   double factor = 4.0;
 };
@@ -65,7 +68,8 @@ struct TokenInputConfig {
 // Reads the `model.input` section. Keys (defaults in brackets):
 //   type [embedding]; dim (n, required); out_dim [dim]; scale; init_range;
 //   define:      k, depth, g_max, variant [define], norm [chunk], activation [swish], dropout [0],
-//                init [released] (xavier: per-group Xavier, see nn/glt.h), reduce_skip [false]
+//                init [released] (xavier: per-group Xavier, see nn/glt.h), reduce_skip [false],
+//                map [table] (adaptive: AdaptiveInput bands as the map layer, with cutoffs and factor)
 //   define-iclr: k (peak width; w = k / n), depth, max_groups, norm, activation, dropout
 //   dextra:      width_mult [2], depth [4], max_groups [2^ceil(log2(out_dim // 32))], norm, activation, dropout
 //   adaptive:    cutoffs, factor [4]
@@ -80,8 +84,13 @@ class TokenInput : public nn::Module {
 
   const TokenInputConfig& config() const { return cfg_; }
   std::int64_t out_dim() const { return cfg_.out_dim; }
-  // The V x n table a tied classifier reuses (undefined for adaptive input).
+  // The V x n table a tied classifier reuses (undefined for adaptive input and adaptive maps).
   const Tensor& table() const;
+  // The map layer's output for `ids` (the table rows, or the adaptive bands projected to n), scaled
+  // like forward() scales it: what the unit reads. [ids..., n].
+  Tensor map_rows(const Tensor& ids) const;
+  // Where the parameters live.
+  Device device() const;
   const nn::AdaptiveInput* adaptive() const { return adaptive_.get(); }
   // Which of this module's parameters are the token-representation unit and which the
   // input-output tables, for names under `prefix` ("input.").

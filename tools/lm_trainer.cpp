@@ -41,6 +41,7 @@ struct TrainSettings {
   std::string optimizer;
   Device device;
   double lr, weight_decay, momentum, clip, max_minutes, alpha, beta;
+  double unit_lr_scale;  // the token-representation unit's lr as a multiple of lr (SGD family)
   std::int64_t epochs, max_steps, nonmono, log_interval, checkpoint_interval, seed, threads;
 };
 
@@ -88,6 +89,7 @@ TrainSettings read_train(const Config& c) {
   t.lr = c.get_double("lr", 30.0);
   t.weight_decay = c.get_double("weight_decay", 1.2e-6);
   t.momentum = c.get_double("momentum", 0.0);
+  t.unit_lr_scale = c.get_double("unit_lr_scale", 1.0);
   t.clip = c.get_double("clip", 0.25);
   t.epochs = c.get_int("epochs", 1);
   t.max_minutes = c.get_double("max_minutes", 0.0);
@@ -103,11 +105,32 @@ TrainSettings read_train(const Config& c) {
   require_positive(c, "log_interval", t.log_interval);
   require_positive(c, "threads", t.threads);
   if (!(t.lr > 0)) fail(kOp, "{} must be positive, got {}", c.path("lr"), t.lr);
+  if (!(t.unit_lr_scale > 0))
+    fail(kOp, "{} must be positive, got {}", c.path("unit_lr_scale"), t.unit_lr_scale);
   return t;
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainSettings& t, const nn::Module& model) {
-  const auto params = model.named_parameters();
+// One parameter group, or two when train.unit_lr_scale != 1: the token-representation unit
+// (part "DeFINE") at lr * scale, everything else at lr. Group lrs keep that ratio through the
+// trainer's per-batch scaling (see scaled_step).
+std::vector<optim::GroupSpec> parameter_groups(const TrainSettings& t, const nn::Module& model,
+                                               const models::PartRules& rules) {
+  optim::NamedParameters all = optim::to_named_parameters(model.named_parameters());
+  optim::GroupSpec rest, unit;
+  if (t.unit_lr_scale == 1.0) {
+    rest.params = std::move(all);
+    return {std::move(rest)};
+  }
+  unit.lr = t.lr * t.unit_lr_scale;
+  for (auto& [part, members] : models::group_by_part(all, rules))
+    for (auto& member : members) (part == models::kPartDefine ? unit : rest).params.push_back(std::move(member));
+  if (unit.params.empty()) fail(kOp, "train.unit_lr_scale is set but the model has no token-representation unit");
+  return {std::move(rest), std::move(unit)};
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainSettings& t, std::vector<optim::GroupSpec> params) {
+  if ((t.optimizer == "adam" || t.optimizer == "adamw") && params.size() > 1)
+    fail(kOp, "train.unit_lr_scale applies to sgd and ntasgd; use one lr with {}", t.optimizer);
   if (t.optimizer == "sgd")
     return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = t.lr, .momentum = t.momentum, .weight_decay = t.weight_decay});
   if (t.optimizer == "ntasgd")
@@ -117,6 +140,18 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainSettings& t, const n
   if (t.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = t.lr, .weight_decay = t.weight_decay});
   fail(kOp, "unknown train.optimizer '{}' (expected sgd, adam, adamw or ntasgd)", t.optimizer);
+}
+
+// One step with every group's lr times `scale`: longer windows take proportionally larger steps
+// (AWD-LSTM).
+void scaled_step(optim::Optimizer& optimizer, double scale) {
+  std::vector<double> lrs;
+  for (std::size_t g = 0; g < optimizer.num_groups(); ++g) {
+    lrs.push_back(optimizer.lr(g));
+    optimizer.set_lr(g, lrs.back() * scale);
+  }
+  optimizer.step();
+  for (std::size_t g = 0; g < lrs.size(); ++g) optimizer.set_lr(g, lrs[g]);
 }
 
 }  // namespace
@@ -201,7 +236,7 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
     run.write_config(cfg.resolved());
     corpus.vocab.save(run.file("vocab.txt"));
   }
-  auto optimizer = make_optimizer(ts, *model);
+  auto optimizer = make_optimizer(ts, parameter_groups(ts, *model, built.parts));
   auto* ntasgd = dynamic_cast<optim::NTASGD*>(optimizer.get());
 
   const Tensor train = data::batchify(corpus.train, ds.batch_size);
@@ -297,11 +332,8 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
       if ((p.step + 1) % ts.log_interval == 0)
         for (const auto& [part, members] : parts) part_norms["grad_norm " + part] = optim::grad_norm(members);
       window_grad_norm += ts.clip > 0 ? optim::clip_grad_norm(params, ts.clip) : optim::grad_norm(params);
-      // Longer windows take proportionally larger steps (AWD-LSTM).
+      scaled_step(*optimizer, batch->lr_scale);
       const double lr = optimizer->lr();
-      optimizer->set_lr(lr * batch->lr_scale);
-      optimizer->step();
-      optimizer->set_lr(lr);
       ++p.step;
 
       const std::int64_t tokens = batch->input.numel();

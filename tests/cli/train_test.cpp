@@ -4,9 +4,11 @@
 // run with a clear error, config errors naming the key, and training on the emulated GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -181,5 +183,56 @@ TEST_CASE("train: train.device runs the same training on the emulated GPU, unkno
     cfg.set(std::string("train.device=") + bad);
     CHECK_THROWS_WITH(cli::train_language_model(cfg, (root / "bad").string(), false), Contains("train.device"));
   }
+  fs::remove_all(root);
+}
+
+TEST_CASE("train: train.unit_lr_scale steps the DeFINE unit at its own learning rate", "[cli][train]") {
+  // One SGD step from the same weights and batch at unit lr scales 1, 1/2 and 1/4: the update is
+  // linear in the lr (weight decay included), so the unit's weights differ between the runs by
+  // steps in the ratio 2 : 1, and every other weight is the same in all three.
+  const fs::path root = fs::temp_directory_path() / "define_train_test_unit_lr";
+  fs::remove_all(root);
+  write_corpus(root / "data");
+  std::map<std::string, Tensor> weights[3];
+  const char* scales[] = {"1", "0.5", "0.25"};
+  for (int i = 0; i < 3; ++i) {
+    std::string text = config_text(root / "data", 1);
+    text.replace(text.find("\"optimizer\": \"ntasgd\""), 21, "\"optimizer\": \"sgd\", \"clip\": 0");
+    Config cfg = Config::from_text(text, "<test>");
+    cfg.set(std::string("train.unit_lr_scale=") + scales[i]);
+    cli::train_language_model(cfg, (root / scales[i]).string(), false);
+    for (auto& [name, t] : nn::load_checkpoint((root / scales[i] / "latest.ckpt").string()).model) weights[i][name] = t;
+  }
+  int unit_tensors = 0;
+  for (const auto& [name, full] : weights[0]) {
+    const auto a = full.to_vector<float>(), b = weights[1][name].to_vector<float>(), c = weights[2][name].to_vector<float>();
+    double ab = 0, bc = 0, mismatch = 0;
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      ab += std::abs(double(a[j]) - b[j]);
+      bc += std::abs(double(b[j]) - c[j]);
+      mismatch = std::max(mismatch, std::abs((double(a[j]) - b[j]) - 2 * (double(b[j]) - c[j])));
+    }
+    INFO(name);
+    if (name.rfind("input.unit.", 0) == 0) {
+      ++unit_tensors;
+      CHECK(bc > 0);
+      CHECK(ab == Approx(2 * bc).epsilon(1e-3));
+      CHECK(mismatch <= 1e-5);
+    } else {
+      CHECK(ab == 0);
+      CHECK(bc == 0);
+    }
+  }
+  // Two GLT layers (weight, bias, LayerNorm gain and bias each) and the reduce (weight, bias).
+  CHECK(unit_tensors == 10);
+
+  Config no_unit = Config::from_text(config_text(root / "data", 1, R"({"type": "embedding", "dim": 8})"), "<test>");
+  no_unit.set("train.unit_lr_scale=0.5");
+  CHECK_THROWS_WITH(cli::train_language_model(no_unit, (root / "no_unit").string(), false),
+                    Contains("train.unit_lr_scale is set but the model has no token-representation unit"));
+  Config adam = Config::from_text(config_text(root / "data", 1), "<test>");
+  adam.set("train.unit_lr_scale=0.5");
+  adam.set("train.optimizer=\"adam\"");
+  CHECK_THROWS_WITH(cli::train_language_model(adam, (root / "adam").string(), false), Contains("train.unit_lr_scale"));
   fs::remove_all(root);
 }

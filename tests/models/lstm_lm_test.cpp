@@ -93,6 +93,32 @@ TEST_CASE("lstm_lm: projective and adaptive inputs count as input-output", "[mod
   CHECK(part(ap, kPartContext) == lstm_layer(64, 64));
 }
 
+TEST_CASE("lstm_lm: DeFINE over adaptive input (the paper's LSTM form) ties the adaptive softmax", "[models][lstm_lm]") {
+  // The adaptive input is the map layer, the paper-form unit reads its n-wide output, and the
+  // classifier is the adaptive softmax tied to the bands; the unit is counted alone.
+  const std::string define_unit = R"("k": 96, "depth": 2, "g_max": 2)";
+  const BuiltModel m = build(R"({"model": {"type": "lstm_lm", "vocab_size": 1000, "input": {"type": "define",
+      "map": "adaptive", "cutoffs": [200, 500], "factor": 4, "dim": 64, "out_dim": 80, )" + define_unit +
+                             R"(}, "hidden": 100, "layers": 1}})");
+  const BuiltModel unit_alone = build(R"({"model": {"type": "lstm_lm", "vocab_size": 1000, "input": {"type": "define",
+      "dim": 64, "out_dim": 80, )" + define_unit + R"(}, "hidden": 100, "layers": 1}})");
+  const auto parts = count_parameter_parts(*m.module, m.parts);
+  // The same bands and tied head as the plain adaptive input above.
+  CHECK(part(parts, kPartInputOutput) == 200 * 64 + 300 * 16 + 16 * 64 + 500 * 4 + 4 * 64 + 2 * 64);
+  CHECK(part(parts, kPartDefine) == part(count_parameter_parts(*unit_alone.module, unit_alone.parts), kPartDefine));
+  CHECK(part(parts, kPartContext) == lstm_layer(80, 64));
+  CHECK(m.module->has_parameter("input.adaptive.bands.0.weight"));
+  CHECK_FALSE(m.module->has_parameter("input.map.weight"));
+  CHECK(m.module->has_parameter("output.softmax.head.cluster_weight"));
+
+  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define", "map": "bands",
+      "dim": 4, "out_dim": 4, "k": 8, "depth": 2, "g_max": 2}}})"),
+                    Contains("model.input.map must be 'table' or 'adaptive', got 'bands'"));
+  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define", "map": "adaptive",
+      "dim": 4, "out_dim": 4, "k": 8, "depth": 2, "g_max": 2}}})"),
+                    Contains("model.input.cutoffs"));
+}
+
 TEST_CASE("lstm_lm: config errors name the key", "[models][lstm_lm]") {
   CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8}, "hiden": 3}})"),
                     Contains("unknown config key 'model.hiden'"));
@@ -116,6 +142,8 @@ TEST_CASE("lstm_lm: float64 gradients of the whole model for every input type", 
       R"({"type": "define-iclr", "dim": 4, "out_dim": 8, "k": 8, "depth": 2, "max_groups": 2})",
       R"({"type": "dextra", "dim": 4, "out_dim": 8, "width_mult": 2, "depth": 2, "max_groups": 2})",
       R"({"type": "adaptive", "dim": 8, "cutoffs": [4, 8], "factor": 2})",
+      R"({"type": "define", "map": "adaptive", "cutoffs": [4, 8], "factor": 2, "dim": 8, "out_dim": 6, "k": 8,
+          "depth": 2, "g_max": 2, "reduce_skip": true})",
   };
   for (const char* input : inputs) {
     INFO(input);
