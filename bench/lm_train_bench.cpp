@@ -3,7 +3,11 @@
 // length and thread count, printed as ratios from one run, next to the physical limit.
 //
 //   lm_train_bench [--emb 200] [--hidden 200] [--layers 2] [--vocab 10000] [--batch 20]
-//                  [--bptt 35] [--steps 60] [--threads 2] [--no-peer]
+//                  [--bptt 35] [--steps 60] [--threads 2] [--rounds 3] [--no-peer]
+//
+// Rounds: the two frameworks run alternately, define then the peer, `rounds` times, and the
+// ratio is the median of the rounds' ratios. On the 2-core build machine (a VM) one run's
+// tokens/s swings by up to 5-10% between runs of the same binary, so a single pair decides little.
 //
 // Model: tied embedding (emb) -> LSTM layers (hidden, last layer emb wide) -> softmax over the
 // vocabulary; SGD with gradient-norm clipping; random tokens (the speed does not depend on them).
@@ -16,10 +20,13 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "autograd/ops.h"
 #include "bench/bench_util.h"
@@ -35,7 +42,8 @@ using namespace define;
 namespace {
 
 struct Args {
-  std::int64_t emb = 200, hidden = 200, layers = 2, vocab = 10000, batch = 20, bptt = 35, steps = 60, threads = 2;
+  std::int64_t emb = 200, hidden = 200, layers = 2, vocab = 10000, batch = 20, bptt = 35, steps = 60, threads = 2,
+               rounds = 3;
   bool peer = true;
 };
 
@@ -54,8 +62,10 @@ Args parse(int argc, char** argv) {
     else if (k == "--bptt") a.bptt = next();
     else if (k == "--steps") a.steps = next();
     else if (k == "--threads") a.threads = next();
+    else if (k == "--rounds") a.rounds = next();
     else throw std::runtime_error("unknown option " + k);
   }
+  if (a.rounds < 1) throw std::runtime_error("--rounds must be at least 1");
   return a;
 }
 
@@ -95,31 +105,13 @@ double gemm_gflops() {
   return 2.0 * 1024 * 1024 * 1024 / s / 1e9;
 }
 
-}  // namespace
+struct PeerResult {
+  double tokens_per_s = 0, peak_rss_bytes = 0;
+  std::string version;
+};
 
-int main(int argc, char** argv) {
-  prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer below
-  const Args a = parse(argc, argv);
-  omp_set_num_threads(static_cast<int>(a.threads));
-  const double define_tps = define_tokens_per_s(a);
-  const double define_mem = static_cast<double>(cli::peak_rss_bytes());
-  const double rate = gemm_gflops();
-  // Forward FLOPs per token: each LSTM layer 2 * 4H(I + H), the tied softmax 2 * V * emb; training
-  // is about 3x the forward (the backward has two GEMMs per forward GEMM).
-  double fwd = 2.0 * static_cast<double>(a.vocab * a.emb);
-  std::int64_t in = a.emb;
-  for (std::int64_t l = 0; l < a.layers; ++l) {
-    const std::int64_t h = l + 1 == a.layers ? a.emb : a.hidden;
-    fwd += 2.0 * 4 * static_cast<double>(h * (in + h));
-    in = h;
-  }
-  const double limit_tps = rate * 1e9 / (3 * fwd);
-  fmt::print("LSTM LM training, emb {} hidden {} x {} layers, V {}, batch {}, bptt {}, {} threads\n", a.emb, a.hidden,
-             a.layers, a.vocab, a.batch, a.bptt, a.threads);
-  fmt::print("define : {:9.0f} tokens/s, peak RSS {:7.1f} MiB\n", define_tps, define_mem / (1 << 20));
-  fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the measured {:.0f} GFLOP/s SGEMM rate)\n", limit_tps,
-             3 * fwd / 1e6, rate);
-  if (!a.peer) return 0;
+// The PyTorch peer in its own process; nothing when python3-torch is not there.
+std::optional<PeerResult> run_peer(const Args& a) {
   // Debian's interpreter (where python3-torch lives) unless DEFINE_PYTHON names another.
   const char* python = std::getenv("DEFINE_PYTHON") ? std::getenv("DEFINE_PYTHON") : "/usr/bin/python3";
   const std::string cmd = fmt::format(
@@ -130,15 +122,69 @@ int main(int argc, char** argv) {
   std::string out;
   char buf[4096];
   while (p && std::fgets(buf, sizeof buf, p)) out += buf;
-  if (!p || pclose(p) != 0 || out.empty()) {
-    fmt::print("pytorch: not available (run from the repository root with python3-torch installed)\n");
-    return 0;
-  }
+  if (!p || pclose(p) != 0 || out.empty()) return std::nullopt;
   const auto j = nlohmann::json::parse(out.substr(out.rfind('{')));
-  const double torch_tps = j["tokens_per_s"], torch_mem = j["peak_rss_bytes"];
-  fmt::print("pytorch: {:9.0f} tokens/s, peak RSS {:7.1f} MiB (torch {})\n", torch_tps, torch_mem / (1 << 20),
-             j["torch"].get<std::string>());
-  fmt::print("ratios : define/pytorch tokens/s {:.2f}x (limit {:.2f}x), memory {:.2f}x\n", define_tps / torch_tps,
-             limit_tps / torch_tps, define_mem / torch_mem);
+  return PeerResult{j["tokens_per_s"], j["peak_rss_bytes"], j["torch"].get<std::string>()};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer below
+  const Args a = parse(argc, argv);
+  omp_set_num_threads(static_cast<int>(a.threads));
+  // Forward FLOPs per token: each LSTM layer 2 * 4H(I + H), the tied softmax 2 * V * emb; training
+  // is about 3x the forward (the backward has two GEMMs per forward GEMM).
+  double fwd = 2.0 * static_cast<double>(a.vocab * a.emb);
+  std::int64_t in = a.emb;
+  for (std::int64_t l = 0; l < a.layers; ++l) {
+    const std::int64_t h = l + 1 == a.layers ? a.emb : a.hidden;
+    fwd += 2.0 * 4 * static_cast<double>(h * (in + h));
+    in = h;
+  }
+  fmt::print("LSTM LM training, emb {} hidden {} x {} layers, V {}, batch {}, bptt {}, {} threads, {} round(s)\n", a.emb,
+             a.hidden, a.layers, a.vocab, a.batch, a.bptt, a.threads, a.rounds);
+  std::vector<double> define_tps, torch_tps, ratios, limits;
+  double rate = 0, torch_mem = 0;
+  std::string torch_version;
+  for (std::int64_t r = 0; r < a.rounds; ++r) {
+    define_tps.push_back(define_tokens_per_s(a));
+    // The best GEMM rate seen is the machine's (a slow measurement is noise, not the limit).
+    rate = std::max(rate, gemm_gflops());
+    const double limit_tps = rate * 1e9 / (3 * fwd);
+    std::string line = fmt::format("round {}: define {:7.0f} tokens/s", r + 1, define_tps.back());
+    if (a.peer) {
+      const std::optional<PeerResult> peer = run_peer(a);
+      if (!peer) {
+        fmt::print("pytorch: not available (run from the repository root with python3-torch installed)\n");
+        return 0;
+      }
+      torch_tps.push_back(peer->tokens_per_s);
+      torch_mem = std::max(torch_mem, peer->peak_rss_bytes);
+      torch_version = peer->version;
+      ratios.push_back(define_tps.back() / peer->tokens_per_s);
+      limits.push_back(limit_tps / peer->tokens_per_s);
+      line += fmt::format(", pytorch {:7.0f} tokens/s, ratio {:.2f}x (limit {:.2f}x)", peer->tokens_per_s,
+                          ratios.back(), limits.back());
+    }
+    fmt::print("{}\n", line);
+  }
+  const double define_mem = static_cast<double>(cli::peak_rss_bytes());
+  fmt::print("define : {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB\n", median(define_tps), define_mem / (1 << 20));
+  fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s SGEMM rate)\n",
+             rate * 1e9 / (3 * fwd), 3 * fwd / 1e6, rate);
+  if (!a.peer) return 0;
+  fmt::print("pytorch: {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (torch {})\n", median(torch_tps),
+             torch_mem / (1 << 20), torch_version);
+  fmt::print("ratios : define/pytorch tokens/s {:.2f}x (median of {} rounds, range {:.2f}-{:.2f}x; limit {:.2f}x), "
+             "memory {:.2f}x\n",
+             median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
+             *std::max_element(ratios.begin(), ratios.end()), median(limits), define_mem / torch_mem);
   return 0;
 }

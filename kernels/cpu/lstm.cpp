@@ -24,7 +24,8 @@
 // Threads split the hidden units (by panels), and each thread packs its own panels and then, at
 // every step, runs the GEMM for its units followed at once by the cell for the same units: the
 // cell needs only those units' gates, so the only synchronisation is one barrier per step (the
-// next step's GEMM reads every unit of h_t, or of dgates_t). The team spans all T steps. Every
+// next step's GEMM reads every unit of h_t, or of dgates_t; a StepBarrier, which spins briefly
+// before it sleeps, see kernels/cpu/step_barrier.h). The team spans all T steps. Every
 // element is computed by the same code in the same order whichever thread owns it, so results are
 // bit-identical for any thread count; small problems (under kParallelMacs multiply-adds per step)
 // run on one thread, where a team would cost more than it saves.
@@ -48,6 +49,7 @@
 #include <omp.h>
 
 #include "core/dtype.h"
+#include "kernels/cpu/step_barrier.h"
 
 namespace define::kernels::cpu {
 namespace {
@@ -245,8 +247,11 @@ void forward_typed(const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, c
   T* cp = cs.data<T>();
   T* gp = gates.data<T>();
   const bool parallel = s.B * s.H * s.G() >= kParallelMacs && panels > 1;
+  StepBarrier barrier;
 #pragma omp parallel if (parallel)
   {
+#pragma omp single
+    barrier.set_team(omp_get_num_threads());
     const Range mine = my_share(panels);
     for (std::int64_t p = mine.begin; p < mine.end; ++p)
       pack_forward_panel(w, s.H, p, zero_row.data(), packed.data() + p * panel_size);
@@ -265,7 +270,7 @@ void forward_typed(const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, c
       }
       cell_forward(s, g, bias.data(), cp + t * s.B * s.H, cp + (t + 1) * s.B * s.H, hp + (t + 1) * s.B * s.H, u0,
                    u1);
-#pragma omp barrier
+      barrier.arrive_and_wait();
     }
   }
 }
@@ -345,8 +350,11 @@ void backward_typed(const Tensor& dy, const Tensor& w_hh, const Tensor& cs, cons
   T* dcp = dc.data<T>();
   T* dgp = dgates.data<T>();
   const bool parallel = s.B * s.H * s.G() >= kParallelMacs && panels > 1;
+  StepBarrier barrier;
 #pragma omp parallel if (parallel)
   {
+#pragma omp single
+    barrier.set_team(omp_get_num_threads());
     const Range mine = my_share(panels);
     for (std::int64_t p = mine.begin; p < mine.end; ++p) pack_backward_panel(w, s.H, p, packed.data() + p * panel_size);
     const std::int64_t u0 = std::min(s.H, mine.begin * W), u1 = std::min(s.H, mine.end * W);
@@ -354,7 +362,7 @@ void backward_typed(const Tensor& dy, const Tensor& w_hh, const Tensor& cs, cons
       if (t < s.T - 1) recurrent_dh(s, dgp + (t + 1) * s.B * s.G(), packed, mine, dhp);  // dh = dgates_{t+1} w_hh
       cell_backward(s, dyp + t * s.B * s.H, dhp, dcp, gp + t * s.B * s.G(), cp + t * s.B * s.H,
                     cp + (t + 1) * s.B * s.H, dgp + t * s.B * s.G(), u0, u1);
-#pragma omp barrier
+      barrier.arrive_and_wait();
     }
     if (need_dh0 && s.T > 0) recurrent_dh(s, dgp, packed, mine, dhp);
   }

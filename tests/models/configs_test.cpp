@@ -14,10 +14,11 @@ using namespace define::models;
 
 namespace {
 
-std::vector<ParameterPart> parts_of(const std::string& name) {
+// vocab: the data's vocabulary size, for configs that take it from the corpus (0: from the config).
+std::vector<ParameterPart> parts_of(const std::string& name, std::int64_t vocab = 0) {
   const Config cfg = Config::from_file(std::string(DEFINE_SOURCE_DIR) + "/configs/" + name);
   Generator gen(0);
-  const BuiltModel m = build_model(cfg.section("model"), 0, gen);
+  const BuiltModel m = build_model(cfg.section("model"), vocab, gen);
   cfg.section("model").require_all_used();
   return count_parameter_parts(*m.module, m.parts);
 }
@@ -46,6 +47,18 @@ TEST_CASE("configs: AWD-LSTM and DeFINE AWD-LSTM on PTB", "[models][configs]") {
   const auto released = parts_of("define-iclr-awd-lstm-ptb.json");
   CHECK(released[0].count == 2177588);
   CHECK(total(released) == 19673760 + 2177588);
+}
+
+TEST_CASE("configs: the PTB comparison on 2 cores (DeFINE 3.53 M against standard 3.58 M and 7.34 M)", "[models][configs]") {
+  // What the README's comparison table reports, with PTB's 10,000 words.
+  const auto define = parts_of("ptb-define-lstm.json", 10000);
+  REQUIRE(define.size() == 3);
+  CHECK(define[0].name == kPartDefine);
+  CHECK(define[0].count == 337280);
+  CHECK(total(define) == 3532944);
+  CHECK(total(parts_of("ptb-lstm-small.json", 10000)) == 3575952);     // 170-d table, LSTM 512 / 170
+  CHECK(total(parts_of("ptb-lstm-baseline.json", 10000)) == 7344272);  // 400-d table, LSTM 512 / 400
+  CHECK(total(parts_of("ptb-lstm-long.json", 10000)) == 7344272);
 }
 
 TEST_CASE("configs: DeLighT WMT'14 En-De d_m = 128 and 256 (spec 5.1)", "[models][configs]") {
