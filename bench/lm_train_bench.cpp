@@ -148,8 +148,8 @@ int main(int argc, char** argv) {
     fwd += 2.0 * 4 * static_cast<double>(h * (in + h));
     in = h;
   }
-  fmt::print("LSTM LM training, emb {} hidden {} x {} layers, V {}, batch {}, bptt {}, {} threads, {} round(s)\n", a.emb,
-             a.hidden, a.layers, a.vocab, a.batch, a.bptt, a.threads, a.rounds);
+  fmt::print("LSTM LM training, emb {} hidden {} x {} layers, V {}, batch {}, bptt {}, {} threads, {} round(s)\n",
+             a.emb, a.hidden, a.layers, a.vocab, a.batch, a.bptt, a.threads, a.rounds);
   std::vector<double> define_tps, torch_tps, ratios, limits;
   double rate = 0, torch_mem = 0;
   std::string torch_version;

@@ -42,8 +42,8 @@ LstmLM::LstmLM(const LstmLMConfig& cfg, Generator& gen) : Module(kModel), cfg_(c
   check_probability("dropout.output", cfg.dropout_output);
   check_probability("dropout.weight", cfg.weight_drop);
   if (cfg.dropout_embedding > 0 && (cfg.input.kind == TokenInputKind::Adaptive || cfg.input.adaptive_map))
-    fail(kModel,
-         "dropout.embedding (whole-word dropout of the table) needs a single table; an adaptive input or map has bands");
+    fail(kModel, "dropout.embedding (whole-word dropout of the table) needs a single table; an adaptive input or "
+                 "map has bands");
 
   input_ = register_module("input", std::make_shared<TokenInput>(cfg.input, gen));
   embedding_dropout_ = register_module("embedding_dropout", std::make_shared<nn::EmbeddingDropout>(cfg.dropout_embedding));

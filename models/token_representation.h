@@ -19,7 +19,8 @@
 // adaptive input is the map layer, the adaptive softmax is tied to its bands).
 //
 // Parameter names: input.map.weight, input.unit.layers.0.weight (define), input.dextra_emb.* (the
-// released forms), input.bands.* (adaptive), output.project_out.weight, output.bias, output.softmax.*.
+// released forms), input.adaptive.bands.* (adaptive input and adaptive maps), output.project_out.weight,
+// output.bias, output.softmax.*.
 #pragma once
 
 #include <cstdint>

@@ -41,7 +41,7 @@ struct TrainSettings {
   std::string optimizer;
   Device device;
   double lr, weight_decay, momentum, clip, max_minutes, alpha, beta;
-  double unit_lr_scale;  // the token-representation unit's lr as a multiple of lr (SGD family)
+  double unit_lr_scale;  // the token-representation unit's lr as a multiple of lr
   std::int64_t epochs, max_steps, nonmono, log_interval, checkpoint_interval, seed, threads;
 };
 
@@ -129,8 +129,6 @@ std::vector<optim::GroupSpec> parameter_groups(const TrainSettings& t, const nn:
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainSettings& t, std::vector<optim::GroupSpec> params) {
-  if ((t.optimizer == "adam" || t.optimizer == "adamw") && params.size() > 1)
-    fail(kOp, "train.unit_lr_scale applies to sgd and ntasgd; use one lr with {}", t.optimizer);
   if (t.optimizer == "sgd")
     return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = t.lr, .momentum = t.momentum, .weight_decay = t.weight_decay});
   if (t.optimizer == "ntasgd")

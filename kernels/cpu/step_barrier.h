@@ -50,7 +50,8 @@ class StepBarrier {
       }
       if (std::chrono::steady_clock::now() > until) break;
     }
-    while (generation_.load(std::memory_order_acquire) == generation) generation_.wait(generation, std::memory_order_acquire);
+    while (generation_.load(std::memory_order_acquire) == generation)
+      generation_.wait(generation, std::memory_order_acquire);
   }
 
  private:

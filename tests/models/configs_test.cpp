@@ -49,7 +49,7 @@ TEST_CASE("configs: AWD-LSTM and DeFINE AWD-LSTM on PTB", "[models][configs]") {
   CHECK(total(released) == 19673760 + 2177588);
 }
 
-TEST_CASE("configs: the PTB comparison on 2 cores (DeFINE 3.53 M against standard 3.58 M and 7.34 M)", "[models][configs]") {
+TEST_CASE("configs: the PTB comparison (DeFINE 3.53 M, standard 3.58 M and 7.34 M)", "[models][configs]") {
   // What the README's comparison table reports, with PTB's 10,000 words.
   const auto define = parts_of("ptb-define-lstm.json", 10000);
   REQUIRE(define.size() == 3);

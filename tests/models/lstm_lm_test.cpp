@@ -93,7 +93,7 @@ TEST_CASE("lstm_lm: projective and adaptive inputs count as input-output", "[mod
   CHECK(part(ap, kPartContext) == lstm_layer(64, 64));
 }
 
-TEST_CASE("lstm_lm: DeFINE over adaptive input (the paper's LSTM form) ties the adaptive softmax", "[models][lstm_lm]") {
+TEST_CASE("lstm_lm: DeFINE over adaptive input (paper's LSTM form) ties the adaptive softmax", "[models][lstm_lm]") {
   // The adaptive input is the map layer, the paper-form unit reads its n-wide output, and the
   // classifier is the adaptive softmax tied to the bands; the unit is counted alone.
   const std::string define_unit = R"("k": 96, "depth": 2, "g_max": 2)";
@@ -114,8 +114,8 @@ TEST_CASE("lstm_lm: DeFINE over adaptive input (the paper's LSTM form) ties the 
   CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define", "map": "bands",
       "dim": 4, "out_dim": 4, "k": 8, "depth": 2, "g_max": 2}}})"),
                     Contains("model.input.map must be 'table' or 'adaptive', got 'bands'"));
-  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define", "map": "adaptive",
-      "dim": 4, "out_dim": 4, "k": 8, "depth": 2, "g_max": 2}}})"),
+  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define",
+      "map": "adaptive", "dim": 4, "out_dim": 4, "k": 8, "depth": 2, "g_max": 2}}})"),
                     Contains("model.input.cutoffs"));
 }
 
