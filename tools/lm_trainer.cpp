@@ -113,17 +113,18 @@ TrainSettings read_train(const Config& c) {
 // One parameter group, or two when train.unit_lr_scale != 1: the token-representation unit
 // (part "DeFINE") at lr * scale, everything else at lr. Group lrs keep that ratio through the
 // trainer's per-batch scaling (see scaled_step).
-std::vector<optim::GroupSpec> parameter_groups(const TrainSettings& t, const nn::Module& model,
-                                               const models::PartRules& rules) {
-  optim::NamedParameters all = optim::to_named_parameters(model.named_parameters());
+// `all`: the model's parameters; `parts`: the same grouped by part (models::group_by_part).
+std::vector<optim::GroupSpec> parameter_groups(
+    const TrainSettings& t, const optim::NamedParameters& all,
+    const std::vector<std::pair<std::string, optim::NamedParameters>>& parts) {
   optim::GroupSpec rest, unit;
   if (t.unit_lr_scale == 1.0) {
-    rest.params = std::move(all);
+    rest.params = all;
     return {std::move(rest)};
   }
   unit.lr = t.lr * t.unit_lr_scale;
-  for (auto& [part, members] : models::group_by_part(all, rules))
-    for (auto& member : members) (part == models::kPartDefine ? unit : rest).params.push_back(std::move(member));
+  for (const auto& [part, members] : parts)
+    for (const auto& member : members) (part == models::kPartDefine ? unit : rest).params.push_back(member);
   if (unit.params.empty()) fail(kOp, "train.unit_lr_scale is set but the model has no token-representation unit");
   return {std::move(rest), std::move(unit)};
 }
@@ -234,7 +235,12 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
     run.write_config(cfg.resolved());
     corpus.vocab.save(run.file("vocab.txt"));
   }
-  auto optimizer = make_optimizer(ts, parameter_groups(ts, *model, built.parts));
+  const auto params = model->named_parameters();
+  // Gradient norms per part (DeFINE unit, context model, input-output) go into the metrics log:
+  // what shows one part's gradients swamping the shared clip. The unit's own lr uses the same split.
+  const optim::NamedParameters named = optim::to_named_parameters(params);
+  const auto parts = models::group_by_part(named, built.parts);
+  auto optimizer = make_optimizer(ts, parameter_groups(ts, named, parts));
   auto* ntasgd = dynamic_cast<optim::NTASGD*>(optimizer.get());
 
   const Tensor train = data::batchify(corpus.train, ds.batch_size);
@@ -283,10 +289,6 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
     nn::save_checkpoint(run.file(kLatest), ck);
   };
 
-  const auto params = model->named_parameters();
-  // Gradient norms per part (DeFINE unit, context model, input-output) go into the metrics log:
-  // what shows one part's gradients swamping the shared clip.
-  const auto parts = models::group_by_part(optim::to_named_parameters(params), built.parts);
   std::map<std::string, double> part_norms;
   const double budget_s = ts.max_minutes > 0 ? ts.max_minutes * 60 : std::numeric_limits<double>::infinity();
   const std::int64_t steps_per_epoch = batches.approx_steps_per_epoch();

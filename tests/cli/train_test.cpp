@@ -27,6 +27,14 @@ namespace {
 
 void write_corpus(const fs::path& dir) { test::write_tiny_corpus(dir, 12345, 400, 30); }
 
+// An empty folder `name` under the temporary directory with the tiny corpus in its data/.
+fs::path fresh_root(const std::string& name) {
+  const fs::path root = fs::temp_directory_path() / name;
+  fs::remove_all(root);
+  write_corpus(root / "data");
+  return root;
+}
+
 constexpr const char* kDefineInput = R"({"type": "define", "dim": 8, "out_dim": 12, "k": 16, "depth": 2, "g_max": 2})";
 
 std::string config_text(const fs::path& data, int max_steps, const std::string& input = kDefineInput) {
@@ -63,9 +71,7 @@ std::string read_all(const fs::path& p) {
 }  // namespace
 
 TEST_CASE("train: resume continues exactly, corrupted checkpoints are refused", "[cli][train]") {
-  const fs::path root = fs::temp_directory_path() / "define_train_test";
-  fs::remove_all(root);
-  write_corpus(root / "data");
+  const fs::path root = fresh_root("define_train_test");
 
   Config whole = Config::from_text(config_text(root / "data", 9), "<test>");
   const cli::TrainResult a = cli::train_language_model(whole, (root / "a").string(), false);
@@ -103,9 +109,7 @@ TEST_CASE("train: resume continues exactly, corrupted checkpoints are refused", 
 }
 
 TEST_CASE("train: full epochs validate, keep the best checkpoint and average under NT-ASGD", "[cli][train]") {
-  const fs::path root = fs::temp_directory_path() / "define_train_test_epochs";
-  fs::remove_all(root);
-  write_corpus(root / "data");
+  const fs::path root = fresh_root("define_train_test_epochs");
   std::string text = config_text(root / "data", 0, R"({"type": "embedding", "dim": 16})");
   const std::string from = "\"log_interval\": 1,";
   text.replace(text.find(from), from.size(), "\"log_interval\": 50, \"epochs\": 3, \"nonmono\": 1,");
@@ -133,9 +137,7 @@ TEST_CASE("train: full epochs validate, keep the best checkpoint and average und
 }
 
 TEST_CASE("train: a diverging run stops with a clear error, config errors name the key", "[cli][train]") {
-  const fs::path root = fs::temp_directory_path() / "define_train_test_errors";
-  fs::remove_all(root);
-  write_corpus(root / "data");
+  const fs::path root = fresh_root("define_train_test_errors");
   std::string text = config_text(root / "data", 50);
   text.replace(text.find("\"lr\": 5"), 7, "\"lr\": 1e30, \"clip\": 0");
   Config diverge = Config::from_text(text, "<test>");
@@ -155,9 +157,7 @@ TEST_CASE("train: a diverging run stops with a clear error, config errors name t
 TEST_CASE("train: train.device runs the same training on the emulated GPU, unknown devices are refused", "[cli][train]") {
   // The emulated device runs the CUDA kernels (LSTM cells, GLT, split-mix, LayerNorm, dropout on
   // the shared Philox stream, ...) on the CPU: the same losses as the CPU run, to float32 rounding.
-  const fs::path root = fs::temp_directory_path() / "define_train_test_device";
-  fs::remove_all(root);
-  write_corpus(root / "data");
+  const fs::path root = fresh_root("define_train_test_device");
   Config on_cpu = Config::from_text(config_text(root / "data", 4), "<test>");
   const cli::TrainResult c = cli::train_language_model(on_cpu, (root / "cpu").string(), false);
   Config on_emu = Config::from_text(config_text(root / "data", 4), "<test>");
@@ -190,9 +190,7 @@ TEST_CASE("train: train.unit_lr_scale steps the DeFINE unit at its own learning 
   // One SGD step from the same weights and batch at unit lr scales 1, 1/2 and 1/4: the update is
   // linear in the lr (weight decay included), so the unit's weights differ between the runs by
   // steps in the ratio 2 : 1, and every other weight is the same in all three.
-  const fs::path root = fs::temp_directory_path() / "define_train_test_unit_lr";
-  fs::remove_all(root);
-  write_corpus(root / "data");
+  const fs::path root = fresh_root("define_train_test_unit_lr");
   std::map<std::string, Tensor> weights[3];
   const char* scales[] = {"1", "0.5", "0.25"};
   for (int i = 0; i < 3; ++i) {
