@@ -16,6 +16,7 @@
 #include "autograd/matmul.h"
 #include "autograd/dropout.h"
 #include "autograd/reduce.h"
+#include "autograd/rel_attention.h"
 #include "autograd/softmax.h"
 #include "autograd/split_mix.h"
 #include "autograd/views.h"

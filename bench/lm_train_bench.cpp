@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "bench/bench_util.h"
+#include "bench/peer_bench_util.h"
 #include "core/config.h"
 #include "core/omp_wait.h"
 #include "models/registry.h"
@@ -80,14 +80,14 @@ double define_tokens_per_s(const Args& a) {
   optim::SGD opt(params, {.lr = 1.0});
   const std::int64_t warmup = 5;
   const Tensor data = rand_int({a.bptt * (a.steps + warmup) + 1, a.batch}, a.vocab, {.dtype = DType::Int64}, gen);
-  nn::LSTMState state;
+  models::LmState state;
   std::chrono::steady_clock::time_point start;
   for (std::int64_t step = 0; step < a.steps + warmup; ++step) {
     if (step == warmup) start = std::chrono::steady_clock::now();
     const Tensor x = contiguous(narrow(data, 0, step * a.bptt, a.bptt));
     const Tensor y = contiguous(narrow(data, 0, step * a.bptt + 1, a.bptt));
     opt.zero_grad();
-    auto out = model->forward(x, y, nn::detach(state));
+    auto out = model->forward(x, y, models::detach(state));
     backward(out.loss);
     state = std::move(out.state);
     optim::clip_grad_norm(params, 0.25);
@@ -97,14 +97,6 @@ double define_tokens_per_s(const Args& a) {
   return static_cast<double>(a.steps * a.bptt * a.batch) / s;
 }
 
-double gemm_gflops() {
-  Generator gen(1);
-  const Tensor x = rand_normal({1024, 1024}, 0, 1, {}, gen), y = rand_normal({1024, 1024}, 0, 1, {}, gen);
-  NoGradGuard g;
-  const double s = bench::best_seconds([&] { (void)matmul(x, y); });
-  return 2.0 * 1024 * 1024 * 1024 / s / 1e9;
-}
-
 struct PeerResult {
   double tokens_per_s = 0, peak_rss_bytes = 0;
   std::string version;
@@ -112,25 +104,13 @@ struct PeerResult {
 
 // The PyTorch peer in its own process; nothing when python3-torch is not there.
 std::optional<PeerResult> run_peer(const Args& a) {
-  // Debian's interpreter (where python3-torch lives) unless DEFINE_PYTHON names another.
-  const char* python = std::getenv("DEFINE_PYTHON") ? std::getenv("DEFINE_PYTHON") : "/usr/bin/python3";
-  const std::string cmd = fmt::format(
-      "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {} bench/scripts/lstm_lm_torch.py --vocab {} --emb {} --hidden {} "
-      "--layers {} --batch {} --bptt {} --steps {} --threads {}",
-      a.threads, python, a.vocab, a.emb, a.hidden, a.layers, a.batch, a.bptt, a.steps, a.threads);
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
-  if (!p || pclose(p) != 0 || out.empty()) return std::nullopt;
-  const auto j = nlohmann::json::parse(out.substr(out.rfind('{')));
-  return PeerResult{j["tokens_per_s"], j["peak_rss_bytes"], j["torch"].get<std::string>()};
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  const auto j = bench::run_python_peer(
+      "bench/scripts/lstm_lm_torch.py",
+      fmt::format("--vocab {} --emb {} --hidden {} --layers {} --batch {} --bptt {} --steps {} --threads {}", a.vocab,
+                  a.emb, a.hidden, a.layers, a.batch, a.bptt, a.steps, a.threads),
+      a.threads);
+  if (!j) return std::nullopt;
+  return PeerResult{(*j)["tokens_per_s"], (*j)["peak_rss_bytes"], (*j)["torch"].get<std::string>()};
 }
 
 }  // namespace
@@ -156,7 +136,7 @@ int main(int argc, char** argv) {
   for (std::int64_t r = 0; r < a.rounds; ++r) {
     define_tps.push_back(define_tokens_per_s(a));
     // The best GEMM rate seen is the machine's (a slow measurement is noise, not the limit).
-    rate = std::max(rate, gemm_gflops());
+    rate = std::max(rate, bench::sgemm_gflops());
     const double limit_tps = rate * 1e9 / (3 * fwd);
     std::string line = fmt::format("round {}: define {:7.0f} tokens/s", r + 1, define_tps.back());
     if (a.peer) {
@@ -176,15 +156,15 @@ int main(int argc, char** argv) {
     fmt::print("{}\n", line);
   }
   const double define_mem = static_cast<double>(cli::peak_rss_bytes());
-  fmt::print("define : {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB\n", median(define_tps), define_mem / (1 << 20));
+  fmt::print("define : {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB\n", bench::median(define_tps), define_mem / (1 << 20));
   fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s SGEMM rate)\n",
              rate * 1e9 / (3 * fwd), 3 * fwd / 1e6, rate);
   if (!a.peer) return 0;
-  fmt::print("pytorch: {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (torch {})\n", median(torch_tps),
+  fmt::print("pytorch: {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (torch {})\n", bench::median(torch_tps),
              torch_mem / (1 << 20), torch_version);
   fmt::print("ratios : define/pytorch tokens/s {:.2f}x (median of {} rounds, range {:.2f}-{:.2f}x; limit {:.2f}x), "
              "memory {:.2f}x\n",
-             median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
-             *std::max_element(ratios.begin(), ratios.end()), median(limits), define_mem / torch_mem);
+             bench::median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
+             *std::max_element(ratios.begin(), ratios.end()), bench::median(limits), define_mem / torch_mem);
   return 0;
 }

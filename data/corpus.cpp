@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <system_error>
 
@@ -192,6 +193,31 @@ Corpus Corpus::load(const std::filesystem::path& dir, Vocabulary vocab, const Co
   c.train = tokenize_file(dir / files.train, c.vocab);
   c.valid = tokenize_file(dir / files.valid, c.vocab);
   c.test = tokenize_file(dir / files.test, c.vocab);
+  return c;
+}
+
+Corpus Corpus::by_frequency() const {
+  std::vector<std::int64_t> count(static_cast<std::size_t>(vocab.size()), 0);
+  for (const std::int64_t id : train) ++count[static_cast<std::size_t>(id)];
+  std::vector<std::int64_t> order(count.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return count[static_cast<std::size_t>(a)] > count[static_cast<std::size_t>(b)];
+  });
+  std::vector<std::int64_t> new_id(order.size());
+  Corpus c;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    new_id[static_cast<std::size_t>(order[i])] = static_cast<std::int64_t>(i);
+    c.vocab.add(vocab.word(order[i]));
+  }
+  auto remap = [&](const std::vector<std::int64_t>& ids) {
+    std::vector<std::int64_t> out(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) out[i] = new_id[static_cast<std::size_t>(ids[i])];
+    return out;
+  };
+  c.train = remap(train);
+  c.valid = remap(valid);
+  c.test = remap(test);
   return c;
 }
 

@@ -95,6 +95,11 @@ struct Corpus {
   // Reads all three splits against a given vocabulary (e.g. the one saved with a model): an
   // out-of-vocabulary word in any split, train included, is an error naming file and line.
   static Corpus load(const std::filesystem::path& dir, Vocabulary vocab, const CorpusFiles& files = {});
+
+  // The same corpus with ids ordered by descending frequency in train (ties keep the order of
+  // first occurrence): what an adaptive input or softmax needs, whose bands are id ranges meant
+  // to hold the frequent words first (Transformer-XL and fairseq count their vocabularies so).
+  Corpus by_frequency() const;
 };
 
 }  // namespace define::data

@@ -18,7 +18,7 @@ nn::DelightBlockConfig delight_lm_block_config(const DelightLmConfig& c, std::in
   return delight_block_config(c, s, b, /*pre_norm=*/true, /*cross_attention=*/false);
 }
 
-DelightLm::DelightLm(const DelightLmConfig& cfg, Generator& gen) : Module("DelightLm"), cfg_(cfg) {
+DelightLm::DelightLm(const DelightLmConfig& cfg, Generator& gen) : LanguageModel("DelightLm"), cfg_(cfg) {
   if (cfg_.vocab <= 0) fail("DelightLm", "vocab = {} must be positive", cfg_.vocab);
   const nn::DExTraEmbConfig emb = delight_embedding_config(cfg_);
   std::shared_ptr<nn::AdaptiveInput> adaptive_input;
@@ -81,6 +81,25 @@ Tensor DelightLm::log_probs(const Tensor& tokens) const {
   const Tensor h = features(tokens);
   if (softmax_) return softmax_->log_prob(h);
   return log_softmax(linear(h, embed_->map()->weight()), -1);
+}
+
+LanguageModel::Output DelightLm::forward(const Tensor& tokens, const Tensor& targets, const LmState& /*state*/) {
+  Output out;
+  out.loss = loss(tokens, targets);
+  out.objective = out.loss;
+  return out;
+}
+
+std::pair<Tensor, LmState> DelightLm::log_prob(const Tensor& tokens, const LmState& /*state*/) {
+  return {log_probs(tokens), {}};
+}
+
+PartRules DelightLm::part_rules() const {
+  return {{"", kPartInputOutput},
+          {"layers.", kPartContext},
+          {"layer_norm.", kPartContext},
+          {"embed.", kPartDefine},
+          {"embed.map.", kPartInputOutput}};
 }
 
 }  // namespace define::models

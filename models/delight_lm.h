@@ -20,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/language_model.h"
 #include "nn/adaptive.h"
 #include "nn/delight_block.h"
 #include "nn/dextra_embedding.h"
@@ -56,9 +57,16 @@ struct DelightLmConfig {
 // The block config of block b under cfg's scaling (pre-norm, no cross-attention).
 nn::DelightBlockConfig delight_lm_block_config(const DelightLmConfig& cfg, std::int64_t b);
 
-class DelightLm : public nn::Module {
+// As a LanguageModel it sees one window at a time (fairseq's LM task: no state carried; the
+// state it returns is empty).
+class DelightLm : public LanguageModel {
  public:
   explicit DelightLm(const DelightLmConfig& cfg, Generator& gen = default_generator());
+
+  Output forward(const Tensor& tokens, const Tensor& targets, const LmState& state = {}) override;
+  std::pair<Tensor, LmState> log_prob(const Tensor& tokens, const LmState& state = {}) override;
+  // The DExTra embedding is the DeFINE part; its map (table or adaptive bands) input-output.
+  PartRules part_rules() const override;
 
   // tokens [T, B] -> the features the output layer reads, [T, B, n].
   Tensor features(const Tensor& tokens) const;

@@ -33,7 +33,7 @@ LstmLMConfig read_lstm_lm_config(const Config& model, std::int64_t vocab) {
   return cfg;
 }
 
-LstmLM::LstmLM(const LstmLMConfig& cfg, Generator& gen) : Module(kModel), cfg_(cfg) {
+LstmLM::LstmLM(const LstmLMConfig& cfg, Generator& gen) : LanguageModel(kModel), cfg_(cfg) {
   if (cfg.layers < 1) fail(kModel, "layers must be at least 1, got {}", cfg.layers);
   if (cfg.hidden < 1) fail(kModel, "hidden must be positive, got {}", cfg.hidden);
   check_probability("dropout.embedding", cfg.dropout_embedding);
@@ -41,9 +41,10 @@ LstmLM::LstmLM(const LstmLMConfig& cfg, Generator& gen) : Module(kModel), cfg_(c
   check_probability("dropout.hidden", cfg.dropout_hidden);
   check_probability("dropout.output", cfg.dropout_output);
   check_probability("dropout.weight", cfg.weight_drop);
-  if (cfg.dropout_embedding > 0 && (cfg.input.kind == TokenInputKind::Adaptive || cfg.input.adaptive_map))
-    fail(kModel, "dropout.embedding (whole-word dropout of the table) needs a single table; an adaptive input or "
-                 "map has bands");
+  if (cfg.dropout_embedding > 0 && (cfg.input.kind == TokenInputKind::Adaptive || cfg.input.adaptive_map ||
+                                    cfg.input.kind == TokenInputKind::Projected || cfg.input.projected_map))
+    fail(kModel, "dropout.embedding (whole-word dropout of the table) needs the plain table 'map'; an adaptive or "
+                 "projected input or map has none");
 
   input_ = register_module("input", std::make_shared<TokenInput>(cfg.input, gen));
   embedding_dropout_ = register_module("embedding_dropout", std::make_shared<nn::EmbeddingDropout>(cfg.dropout_embedding));
@@ -79,25 +80,65 @@ nn::LSTMOutput LstmLM::run_lstm(const Tensor& x, const nn::LSTMState& state) {
   return weight_drop_ ? weight_drop_->forward(x, state) : lstm_->forward(x, state);
 }
 
-LstmLM::Output LstmLM::forward(const Tensor& tokens, const Tensor& targets, const nn::LSTMState& state) {
+nn::LSTMState LstmLM::lstm_state(const LmState& state) {
+  nn::LSTMState s;
+  for (std::size_t k = 0;; ++k) {
+    const auto h = state.find("h" + std::to_string(k)), c = state.find("c" + std::to_string(k));
+    if (h == state.end() || c == state.end()) break;
+    s.h.push_back(h->second);
+    s.c.push_back(c->second);
+  }
+  if (s.h.size() * 2 != state.size())
+    fail(kModel, "the carried state has {} tensors, not the pairs h0, c0, h1, c1, ... of an LSTM", state.size());
+  return s;
+}
+
+LmState LstmLM::lm_state(const nn::LSTMState& state) {
+  LmState s;
+  for (std::size_t k = 0; k < state.h.size(); ++k) {
+    s["h" + std::to_string(k)] = state.h[k];
+    s["c" + std::to_string(k)] = state.c[k];
+  }
+  return s;
+}
+
+void LstmLM::read_training_options(const Config& train) {
+  set_regularisation(train.get_double("alpha", 2.0), train.get_double("beta", 1.0));
+}
+
+void LstmLM::set_regularisation(double alpha, double beta) {
+  if (!(alpha >= 0) || !(beta >= 0)) fail(kModel, "train.alpha and train.beta must be >= 0, got {} and {}", alpha, beta);
+  alpha_ = alpha;
+  beta_ = beta;
+}
+
+LanguageModel::Output LstmLM::forward(const Tensor& tokens, const Tensor& targets, const LmState& state) {
   if (tokens.dim() != 2) fail(kModel, "tokens must be [T, B], got {} dims", tokens.dim());
   if (targets.shape() != tokens.shape())
     fail(kModel, "targets {} must have the shape of tokens {}", shape_str(targets.shape()), shape_str(tokens.shape()));
   const Tensor x = input_dropout_->forward(embed(tokens));
-  nn::LSTMOutput r = run_lstm(x, state);
+  nn::LSTMOutput r = run_lstm(x, lstm_state(state));
+  const Tensor output = output_dropout_->forward(r.output);
   Output out;
-  out.raw_output = r.output;
-  out.output = output_dropout_->forward(r.output);
-  out.loss = output_->loss(out.output, targets);
-  out.state = std::move(r.state);
+  out.loss = output_->loss(output, targets);
+  out.objective = out.loss;
+  if (is_training()) {
+    if (alpha_ > 0) out.objective = add(out.objective, mul(mean(mul(output, output)), alpha_));
+    const std::int64_t T = r.output.shape()[0];
+    if (beta_ > 0 && T > 1) {
+      const Tensor d = sub(narrow(r.output, 0, 1, T - 1), narrow(r.output, 0, 0, T - 1));
+      out.objective = add(out.objective, mul(mean(mul(d, d)), beta_));
+    }
+  }
+  out.state = lm_state(r.state);
   return out;
 }
 
-std::pair<Tensor, nn::LSTMState> LstmLM::log_prob(const Tensor& tokens, const nn::LSTMState& state) {
+std::pair<Tensor, LmState> LstmLM::log_prob(const Tensor& tokens, const LmState& state) {
   if (tokens.dim() != 2) fail(kModel, "tokens must be [T, B], got {} dims", tokens.dim());
   const Tensor x = input_dropout_->forward(embed(tokens));
-  nn::LSTMOutput r = run_lstm(x, state);
-  return {output_->log_prob(output_dropout_->forward(r.output)), std::move(r.state)};
+  nn::LSTMOutput r = run_lstm(x, lstm_state(state));
+  return {output_->log_prob(output_dropout_->forward(r.output)), lm_state(r.state)};
 }
 
 PartRules LstmLM::part_rules() const {

@@ -10,6 +10,11 @@
 //   h  = LockedDropout(h)        dropout
 //   loss = output(h, targets)    tied: last = n (the map width) unless set, else a projection
 //
+// In training, the objective adds AWD-LSTM's activation regularisers (train.alpha, train.beta,
+// read by read_training_options; 0 unless set): AR alpha * mean(h^2) of the dropped last-layer
+// output and TAR beta * mean((h_t - h_{t-1})^2) of the raw one (Merity et al. 2018, 4.6).
+// The carried state holds h0, c0, h1, c1, ... (one pair per layer).
+//
 // The last LSTM layer's width defaults to the map width n, so tying needs no projection: with
 // V = 10,000, n = 400, hidden 1150 and 3 layers this is AWD-LSTM, 24,221,600 parameters; with
 // the DeFINE input (n = 128, m = 400) the last layer is 128 wide (spec §5.3).
@@ -23,6 +28,7 @@
 #include <memory>
 
 #include "core/config.h"
+#include "models/language_model.h"
 #include "models/parameter_parts.h"
 #include "models/token_representation.h"
 #include "nn/embedding_dropout.h"
@@ -50,25 +56,25 @@ struct LstmLMConfig {
 // weight}, adaptive_dropout.
 LstmLMConfig read_lstm_lm_config(const Config& model, std::int64_t vocab);
 
-class LstmLM : public nn::Module {
+class LstmLM : public LanguageModel {
  public:
   explicit LstmLM(const LstmLMConfig& cfg, Generator& gen = default_generator());
 
-  struct Output {
-    Tensor loss;           // mean NLL over the targets (scalar)
-    nn::LSTMState state;   // to carry (detached) into the next chunk
-    Tensor output;         // [T, B, last] after the output dropout (for AR)
-    Tensor raw_output;     // [T, B, last] before it (for TAR)
-  };
-  // tokens, targets [T, B] int64; state empty (zeros) or from the previous chunk.
-  Output forward(const Tensor& tokens, const Tensor& targets, const nn::LSTMState& state = {});
-  // Log-probabilities of the next token [T, B, V] (eval / generation) and the new state.
-  std::pair<Tensor, nn::LSTMState> log_prob(const Tensor& tokens, const nn::LSTMState& state = {});
+  Output forward(const Tensor& tokens, const Tensor& targets, const LmState& state = {}) override;
+  std::pair<Tensor, LmState> log_prob(const Tensor& tokens, const LmState& state = {}) override;
+  // train.alpha [2] and train.beta [1] (AWD-LSTM's defaults).
+  void read_training_options(const Config& train) override;
+  void set_regularisation(double alpha, double beta);
 
   const LstmLMConfig& config() const { return cfg_; }
   const TokenInput& input() const { return *input_; }
+  const TokenInput* token_input() const override { return input_.get(); }
   const nn::LSTM& lstm() const { return *lstm_; }
-  PartRules part_rules() const;
+  PartRules part_rules() const override;
+
+  // The carried state as the LSTM takes it, and back (h<k>, c<k> per layer).
+  static nn::LSTMState lstm_state(const LmState& state);
+  static LmState lm_state(const nn::LSTMState& state);
 
  private:
   nn::LSTMOutput run_lstm(const Tensor& x, const nn::LSTMState& state);
@@ -81,6 +87,7 @@ class LstmLM : public nn::Module {
   std::shared_ptr<nn::LSTM> lstm_;
   std::shared_ptr<nn::WeightDrop<nn::LSTM>> weight_drop_;  // null without weight drop
   std::shared_ptr<TiedOutput> output_;
+  double alpha_ = 0.0, beta_ = 0.0;
 };
 
 }  // namespace define::models

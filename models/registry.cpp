@@ -4,6 +4,7 @@
 #include "models/delight_lm.h"
 #include "models/delight_nmt.h"
 #include "models/lstm_lm.h"
+#include "models/transformer_xl.h"
 
 namespace define::models {
 namespace {
@@ -85,9 +86,7 @@ BuiltModel build_delight_lm(const Config& c, std::int64_t vocab, Generator& gen)
   read_delight_dropouts(c, cfg);
   cfg.adaptive_softmax_dropout = c.section("dropout").get_double("adaptive_softmax", 0.0);
   auto m = std::make_shared<DelightLm>(cfg, gen);
-  PartRules rules = {{"", kPartInputOutput},       {"layers.", kPartContext}, {"layer_norm.", kPartContext},
-                     {"embed.", kPartDefine},      {"embed.map.", kPartInputOutput}};
-  return {"delight_lm", m, rules};
+  return {"delight_lm", m, m->part_rules()};
 }
 
 }  // namespace
@@ -104,9 +103,13 @@ BuiltModel build_model(const Config& model, std::int64_t vocab, Generator& gen) 
     auto m = std::make_shared<LstmLM>(read_lstm_lm_config(model, vocab), gen);
     return {type, m, m->part_rules()};
   }
+  if (type == "transformer_xl") {
+    auto m = std::make_shared<TransformerXL>(read_transformer_xl_config(model, vocab), gen);
+    return {type, m, m->part_rules()};
+  }
   if (type == "delight_nmt") return build_delight_nmt(model, vocab, gen);
   if (type == "delight_lm") return build_delight_lm(model, vocab, gen);
-  fail("build_model", "unknown model type '{}' at {} (known: lstm_lm, delight_nmt, delight_lm)", type, model.path("type"));
+  fail("build_model", "unknown model type '{}' at {} (known: lstm_lm, transformer_xl, delight_lm, delight_nmt)", type, model.path("type"));
 }
 
 }  // namespace define::models

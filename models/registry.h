@@ -1,6 +1,8 @@
 // Models by name, built from a config's `model` section, so every command (params, train, eval,
 // generate) builds the same model from the same file:
 //   model.type = "lstm_lm"      LSTM language model with any token representation (models/lstm_lm.h)
+//   model.type = "transformer_xl"  Transformer-XL language model, any token representation
+//                               (models/transformer_xl.h)
 //   model.type = "delight_nmt"  DeLighT encoder-decoder with shared embeddings (models/delight_nmt.h)
 //   model.type = "delight_lm"   DeLighT language model (models/delight_lm.h)
 // Each built model comes with the rules that split its parameters into the papers' parts.

@@ -18,7 +18,8 @@ struct KindName {
 };
 constexpr KindName kKinds[] = {{TokenInputKind::Embedding, "embedding"}, {TokenInputKind::Projective, "projective"},
                                {TokenInputKind::Define, "define"},       {TokenInputKind::DefineIclr, "define-iclr"},
-                               {TokenInputKind::DExTra, "dextra"},       {TokenInputKind::Adaptive, "adaptive"}};
+                               {TokenInputKind::DExTra, "dextra"},       {TokenInputKind::Adaptive, "adaptive"},
+                               {TokenInputKind::Projected, "projected"}};
 
 nn::EmbeddingOptions table_options(const TokenInputConfig& cfg) {
   nn::EmbeddingOptions opt;
@@ -36,12 +37,22 @@ nn::AdaptiveInputConfig adaptive_config(const TokenInputConfig& cfg) {
   return a;
 }
 
+nn::ProjectedAdaptiveConfig projected_config(const TokenInputConfig& cfg) {
+  nn::ProjectedAdaptiveConfig p;
+  p.vocab = cfg.vocab;
+  p.dim = cfg.map_dim;
+  p.proj_dim = cfg.proj_dim;
+  p.cutoffs = cfg.cutoffs;
+  p.scale = cfg.scale;
+  return p;
+}
+
 }  // namespace
 
 TokenInputKind parse_token_input_kind(const std::string& name) {
   for (const KindName& k : kKinds)
     if (name == k.name) return k.kind;
-  fail(kInput, "unknown input type '{}' (expected embedding, projective, define, define-iclr, dextra or adaptive)",
+  fail(kInput, "unknown input type '{}' (expected embedding, projective, define, define-iclr, dextra, adaptive or projected)",
        name);
 }
 
@@ -59,7 +70,10 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
   const bool released = cfg.kind == TokenInputKind::DefineIclr || cfg.kind == TokenInputKind::DExTra;
   const bool has_unit = released || cfg.kind == TokenInputKind::Define || cfg.kind == TokenInputKind::Projective;
   cfg.out_dim = has_unit ? c.get_int("out_dim") : cfg.map_dim;
-  cfg.scale = c.get_bool("scale", released);
+  // Transformer-XL scales its (projected) embedding by sqrt(d_model) unconditionally.
+  const bool projected = cfg.kind == TokenInputKind::Projected;
+  if (projected) cfg.out_dim = c.get_int("out_dim", cfg.map_dim);
+  cfg.scale = c.get_bool("scale", released || projected);
   if (c.has("init_range")) cfg.init_range = c.get_double("init_range");
   const auto unit_options = [&] {
     cfg.norm = nn::parse_glt_norm(c.get_string("norm", "chunk"));
@@ -81,8 +95,13 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
         cfg.adaptive_map = true;
         cfg.cutoffs = c.get_int_list("cutoffs");
         cfg.factor = c.get_double("factor", 4.0);
+      } else if (map == "projected") {
+        cfg.projected_map = true;
+        cfg.proj_dim = c.get_int("proj_dim", cfg.out_dim);
+        cfg.scale = c.get_bool("scale", true);  // as the projected input: times sqrt(proj_dim)
+        cfg.cutoffs = c.get_int_list("cutoffs", {});
       } else if (map != "table") {
-        fail(kInput, "model.input.map must be 'table' or 'adaptive', got '{}'", map);
+        fail(kInput, "model.input.map must be 'table', 'adaptive' or 'projected', got '{}'", map);
       }
       break;
     case TokenInputKind::DefineIclr: {
@@ -106,6 +125,10 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
       cfg.cutoffs = c.get_int_list("cutoffs");
       cfg.factor = c.get_double("factor", 4.0);
       break;
+    case TokenInputKind::Projected:
+      cfg.proj_dim = cfg.out_dim;
+      cfg.cutoffs = c.get_int_list("cutoffs", {});
+      break;
   }
   return cfg;
 }
@@ -125,10 +148,12 @@ TokenInput::TokenInput(const TokenInputConfig& cfg, Generator& gen) : Module(kIn
     case TokenInputKind::Define: {
       if (cfg.adaptive_map)
         adaptive_ = register_module("adaptive", std::make_shared<nn::AdaptiveInput>(adaptive_config(cfg), gen));
+      else if (cfg.projected_map)
+        projected_ = register_module("projected", std::make_shared<nn::ProjectedAdaptiveInput>(projected_config(cfg), gen));
       else
         map_ = register_module("map", std::make_shared<nn::Embedding>(cfg.vocab, cfg.map_dim, table_options(cfg), gen));
       nn::DefineConfig d = cfg.define;
-      d.n = cfg.map_dim;
+      d.n = cfg.projected_map ? cfg.proj_dim : cfg.map_dim;
       d.m = cfg.out_dim;
       d.norm = cfg.norm;
       d.activation = cfg.activation;
@@ -162,6 +187,9 @@ TokenInput::TokenInput(const TokenInputConfig& cfg, Generator& gen) : Module(kIn
     case TokenInputKind::Adaptive:
       adaptive_ = register_module("adaptive", std::make_shared<nn::AdaptiveInput>(adaptive_config(cfg), gen));
       break;
+    case TokenInputKind::Projected:
+      projected_ = register_module("projected", std::make_shared<nn::ProjectedAdaptiveInput>(projected_config(cfg), gen));
+      break;
   }
 }
 
@@ -185,16 +213,19 @@ Tensor TokenInput::forward(const Tensor& tokens) const {
     case TokenInputKind::DefineIclr:
     case TokenInputKind::DExTra: return dextra_->forward(tokens);
     case TokenInputKind::Adaptive: return adaptive_->forward(tokens);
+    case TokenInputKind::Projected: return projected_->forward(tokens);
   }
   fail(kInput, "unreachable input kind");
 }
 
 const Tensor& TokenInput::table() const {
+  if (projected_) return projected_->weight();
   if (!map_) fail(kInput, "input type '{}' has no single table to tie", to_string(cfg_.kind));
   return map_->weight();
 }
 
 Tensor TokenInput::map_rows(const Tensor& ids) const {
+  if (projected_) return projected_->forward(ids);  // projected and scaled inside
   Tensor e = adaptive_ ? adaptive_->forward(ids) : map_->forward(ids);
   return cfg_.scale ? mul(e, std::sqrt(static_cast<double>(cfg_.map_dim))) : e;
 }
@@ -252,6 +283,17 @@ PartRules TokenInput::part_rules(const std::string& prefix) const {
 TiedOutput::TiedOutput(const TokenInput& input, const TiedOutputConfig& cfg, Generator& gen) : Module("TiedOutput") {
   const TokenInputConfig& in = input.config();
   if (cfg.hidden_dim < 1) fail("TiedOutput", "hidden_dim must be positive, got {}", cfg.hidden_dim);
+  if (const nn::ProjectedAdaptiveInput* projected = input.projected()) {
+    nn::ProjectedAdaptiveConfig p = projected->config();
+    if (cfg.hidden_dim != p.proj_dim)
+      project_out_ = register_module(
+          "project_out", std::make_shared<nn::Linear>(cfg.hidden_dim, p.proj_dim, nn::LinearOptions{.bias = false}, gen));
+    p.dropout = cfg.adaptive_dropout;
+    p.tie_weights = true;
+    p.projections = nn::ProjectedTying::HeadShared;
+    projected_softmax_ = register_module("softmax", std::make_shared<nn::ProjectedAdaptiveSoftmax>(p, projected, gen));
+    return;
+  }
   if (cfg.hidden_dim != in.map_dim)
     project_out_ = register_module(
         "project_out", std::make_shared<nn::Linear>(cfg.hidden_dim, in.map_dim, nn::LinearOptions{.bias = false}, gen));
@@ -277,12 +319,14 @@ Tensor TiedOutput::to_map_space(const Tensor& hidden) const {
 
 Tensor TiedOutput::log_prob(const Tensor& hidden) const {
   const Tensor h = to_map_space(hidden);
+  if (projected_softmax_) return projected_softmax_->log_prob(h);
   if (softmax_) return softmax_->log_prob(h);
   return log_softmax(linear(h, table_, bias_ ? *bias_ : Tensor()), -1);
 }
 
 Tensor TiedOutput::loss(const Tensor& hidden, const Tensor& target, Reduction reduction) const {
   const Tensor h = to_map_space(hidden);
+  if (projected_softmax_) return projected_softmax_->loss(h, target, reduction);
   if (softmax_) return softmax_->loss(h, target, reduction);
   const Tensor logits = linear(h, table_, bias_ ? *bias_ : Tensor());
   const std::int64_t v = logits.shape().back();

@@ -11,6 +11,10 @@
 //   define-iclr  DExTraEmb in define-iclr mode (released DeFINE, §2.3/2.6)  n
 //   dextra       DExTraEmb in dextra mode (DeLighT, §2.4/2.6)               n
 //   adaptive     AdaptiveInput (bands, factor) -> n                          AdaptiveSoftmax (tied)
+//   projected    Transformer-XL's input (div_val 1): table V x n, projected  ProjectedAdaptiveSoftmax
+//                n -> m when they differ, times sqrt(m) (out_dim m)          (tied, m; cutoffs optional)
+//                (define with map: projected) the same map -> DefineUnit     the same, in proj_dim
+//                proj_dim -> m, as DeFINE Table 2 (spec §5.3)
 //
 // As in DeFINE Fig. 1 and the released code (§2.7), the classifier works in the map space: the
 // context model's output (width h) goes through a bias-free Linear h -> n when h != n, then
@@ -18,7 +22,7 @@
 // tied to the output. DeFINE over adaptive input is the paper's LSTM form (DeFINE Table 1a: the
 // adaptive input is the map layer, the adaptive softmax is tied to its bands).
 //
-// Parameter names: input.map.weight, input.unit.layers.0.weight (define), input.dextra_emb.* (the
+// Parameter names: input.map.weight, input.projected.{weight,projection} (projected inputs and maps), input.unit.layers.0.weight (define), input.dextra_emb.* (the
 // released forms), input.adaptive.bands.* (adaptive input and adaptive maps), output.project_out.weight,
 // output.bias, output.softmax.*.
 #pragma once
@@ -40,7 +44,7 @@
 
 namespace define::models {
 
-enum class TokenInputKind { Embedding, Projective, Define, DefineIclr, DExTra, Adaptive };
+enum class TokenInputKind { Embedding, Projective, Define, DefineIclr, DExTra, Adaptive, Projected };
 TokenInputKind parse_token_input_kind(const std::string& name);
 const char* to_string(TokenInputKind kind);
 
@@ -64,6 +68,9 @@ struct TokenInputConfig {
   bool adaptive_map = false;  // define: the map layer is an AdaptiveInput instead of one table
   std::vector<std::int64_t> cutoffs;
   double factor = 4.0;
+  // projected, and define with map = projected (Transformer-XL's ProjectedAdaptiveInput)
+  bool projected_map = false;  // define: the map layer is a ProjectedAdaptiveInput
+  std::int64_t proj_dim = 0;   // its output width (what the unit reads; the tied softmax's width)
 };
 
 // Reads the `model.input` section. Keys (defaults in brackets):
@@ -74,6 +81,8 @@ struct TokenInputConfig {
 //   define-iclr: k (peak width; w = k / n), depth, max_groups, norm, activation, dropout
 //   dextra:      width_mult [2], depth [4], max_groups [2^ceil(log2(out_dim // 32))], norm, activation, dropout
 //   adaptive:    cutoffs, factor [4]
+//   projected:   out_dim [dim], cutoffs [none], scale [true: times sqrt(out_dim)]
+//   define with map = projected: proj_dim [out_dim], cutoffs [none]
 TokenInputConfig read_token_input_config(const Config& section, std::int64_t vocab);
 
 class TokenInput : public nn::Module {
@@ -93,6 +102,7 @@ class TokenInput : public nn::Module {
   // Where the parameters live.
   Device device() const;
   const nn::AdaptiveInput* adaptive() const { return adaptive_.get(); }
+  const nn::ProjectedAdaptiveInput* projected() const { return projected_.get(); }
   // Which of this module's parameters are the token-representation unit and which the
   // input-output tables, for names under `prefix` ("input.").
   PartRules part_rules(const std::string& prefix) const;
@@ -119,6 +129,7 @@ class TokenInput : public nn::Module {
   std::shared_ptr<nn::DefineUnit> define_;        // define (paper form)
   std::shared_ptr<nn::DExTraEmb> dextra_;         // define-iclr, dextra
   std::shared_ptr<nn::AdaptiveInput> adaptive_;   // adaptive
+  std::shared_ptr<nn::ProjectedAdaptiveInput> projected_;  // projected, or define's projected map
   Tensor cache_;                                  // use_cache(): [V, out_dim], or undefined
 };
 
@@ -129,7 +140,9 @@ struct TiedOutputConfig {
 };
 
 // The classifier tied to a TokenInput: logits = project_out(h) E^T + b, or the tied adaptive
-// softmax for adaptive input.
+// softmax for adaptive input, or the tied projected adaptive softmax (head projection shared with
+// the input's, Transformer-XL / DeFINE Table 2) for projected inputs and maps, whose space is
+// proj_dim rather than n.
 class TiedOutput : public nn::Module {
  public:
   TiedOutput(const TokenInput& input, const TiedOutputConfig& cfg, Generator& gen = default_generator());
@@ -145,6 +158,7 @@ class TiedOutput : public nn::Module {
   Tensor table_;                              // the input's table (shared tensor)
   Tensor* bias_ = nullptr;
   std::shared_ptr<nn::AdaptiveSoftmax> softmax_;
+  std::shared_ptr<nn::ProjectedAdaptiveSoftmax> projected_softmax_;
 };
 
 }  // namespace define::models

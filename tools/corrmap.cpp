@@ -116,7 +116,7 @@ int run_corrmap(const std::vector<std::string>& args) {
   if (colour != "gray" && colour != "heat") fail(kOp, "--colour must be gray or heat, got '{}'", colour);
 
   const LoadedRun run = load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
-  const models::TokenInput& input = run.model->input();
+  const models::TokenInput& input = run.token_input();
   const std::vector<std::string> available = models::representation_names(input);
   if (available.empty())
     fail(kOp, "input type '{}' has no single table or unit output to map", models::to_string(input.config().kind));

@@ -1,9 +1,9 @@
 // `define eval --run DIR [--checkpoint F] [--split valid|test] [--cache FILE] [--compare]
-//               [--batch-size B] [--bptt N] [--threads N] [--json]`
+//               [--batch-size B] [--bptt N] [--mem-len N] [--threads N] [--json]`
 // Perplexity of a trained language model on a split of the corpus its config names, computed as
 // the trainer computes it (tools/lm_trainer.h: evaluate_lm), so the numbers match the run's final
 // ones: the same batch size (data.eval_batch_size for valid, data.test_batch_size for test) and
-// bptt unless overridden. The corpus is read against the run's saved vocabulary, so ids match.
+// bptt unless overridden (--mem-len sets a Transformer-XL memory length). The corpus is read against the run's saved vocabulary, so ids match.
 //
 // --cache FILE: the token cache of `define export-cache` replaces the DeFINE unit (paper §3.4:
 // one table lookup per token instead of the unit). --compare evaluates with the unit and with
@@ -41,7 +41,7 @@ struct Measurement {
   double seconds = 0;
 };
 
-Measurement measure(models::LstmLM& model, const Tensor& batches, std::int64_t bptt) {
+Measurement measure(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt) {
   const auto start = std::chrono::steady_clock::now();
   Measurement m;
   m.loss = evaluate_lm(model, batches, bptt);
@@ -74,12 +74,12 @@ std::int64_t positive_option(const Options& opts, const char* name, std::int64_t
 int run_eval(const std::vector<std::string>& args) {
   const Options opts = parse_options(
       kOp, args,
-      {.required = {"run"}, .repeated = {}, .optional = {"checkpoint", "split", "cache", "batch-size", "bptt", "threads"},
+      {.required = {"run"}, .repeated = {}, .optional = {"checkpoint", "split", "cache", "batch-size", "bptt", "mem-len", "threads"},
        .flags = {"compare", "json"}});
   if (opts.help) {
     fmt::print(
         "usage: define eval --run DIR [--checkpoint F] [--split valid|test] [--cache FILE] [--compare]\n"
-        "                   [--batch-size B] [--bptt N] [--threads N] [--json]\n"
+        "                   [--batch-size B] [--bptt N] [--mem-len N] [--threads N] [--json]\n"
         "Prints loss, perplexity, tokens and tokens/s of the run's model on a split of its corpus.\n"
         "  --checkpoint F  weights to use (default DIR/best.ckpt, else DIR/latest.ckpt)\n"
         "  --split S       valid (default) or test\n"
@@ -89,7 +89,9 @@ int run_eval(const std::vector<std::string>& args) {
         "                  fails when the perplexities differ by more than 1e-4 relative\n"
         "  --batch-size B  streams (default: the run's data.eval_batch_size for valid,\n"
         "                  data.test_batch_size for test: the trainer's numbers)\n"
-        "  --bptt N        window length (default the run's data.bptt)\n"
+        "  --bptt N        window length (default the run's data.eval_bptt, else data.bptt)\n"
+        "  --mem-len N     Transformer-XL: keep N positions of memory (default the run's\n"
+        "                  model.eval_mem_len, else model.mem_len)\n"
         "  --threads N     CPU threads (default the run's train.threads)\n"
         "  --json          one JSON object per evaluation instead of the text lines\n");
     return 0;
@@ -102,7 +104,9 @@ int run_eval(const std::vector<std::string>& args) {
   const std::int64_t batch_size = positive_option(
       opts, "batch-size",
       split == "valid" ? data_cfg.get_int("eval_batch_size", 10) : data_cfg.get_int("test_batch_size", 1));
-  const std::int64_t bptt = positive_option(opts, "bptt", data_cfg.get_int("bptt", 70));
+  const std::int64_t bptt =
+      positive_option(opts, "bptt", data_cfg.get_int("eval_bptt", data_cfg.get_int("bptt", 70)));
+  if (opts.has("mem-len")) run.model->set_eval_memory(positive_option(opts, "mem-len", 0));
   omp_set_num_threads(static_cast<int>(positive_option(opts, "threads", run.config.section("train").get_int("threads", 2))));
 
   const std::string corpus_dir =
@@ -111,20 +115,20 @@ int run_eval(const std::vector<std::string>& args) {
   const Tensor batches = data::batchify(split == "valid" ? corpus.valid : corpus.test, batch_size);
 
   // The cache: from a file (checked against the loaded weights), or computed here for --compare.
-  models::TokenInput& input = run.model->submodule_as<models::TokenInput>("input");
+  models::TokenInput* input = opts.has("cache") || opts.has("compare") ? &run.token_input() : nullptr;
   Tensor cache;
   std::string cache_label;
   if (opts.has("cache")) {
     const std::string path = opts.get("cache");
     models::TokenCacheFile file = models::load_token_cache(path);
-    models::check_cache_matches(file, input, path);
+    models::check_cache_matches(file, *input, path);
     cache = file.table;
     cache_label = path;
   } else if (opts.has("compare")) {
-    if (!input.has_unit())
+    if (!input->has_unit())
       fail(kOp, "--compare needs a model whose input has a unit to cache; this run's input type is '{}'",
-           models::to_string(input.config().kind));
-    cache = input.compute_cache();
+           models::to_string(input->config().kind));
+    cache = input->compute_cache();
     cache_label = "computed in memory";
   }
 
@@ -138,9 +142,9 @@ int run_eval(const std::vector<std::string>& args) {
     report("unit", *with_unit, json);
   }
   if (cache.defined()) {
-    input.use_cache(cache);
+    input->use_cache(cache);
     const Measurement with_cache = measure(*run.model, batches, bptt);
-    input.use_cache({});
+    input->use_cache({});
     report("cache", with_cache, json);
     if (with_unit) {
       const double ppl_unit = std::exp(with_unit->loss), ppl_cache = std::exp(with_cache.loss);

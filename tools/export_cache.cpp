@@ -31,7 +31,7 @@ int run_export_cache(const std::vector<std::string>& args) {
     return 0;
   }
   const LoadedRun run = load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
-  const models::TokenInput& input = run.model->input();
+  const models::TokenInput& input = run.token_input();
   if (!input.has_unit())
     fail(op,
          "the model of {} has input type '{}', which has no unit to cache: its table already is the "

@@ -125,7 +125,7 @@ int run_generate(const std::vector<std::string>& args) {
   TextPrinter out;
   if (opts.has("prompt"))
     for (std::int64_t id : context) out.word(run.vocab.word(id));
-  nn::LSTMState state;
+  models::LmState state;
   Tensor tokens = from_vector(context, {static_cast<std::int64_t>(context.size()), 1});
   for (std::int64_t i = 0; i < words; ++i) {
     auto [logp, next_state] = run.model->log_prob(tokens, state);

@@ -8,7 +8,9 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "data/corpus.h"
 #include "models/registry.h"
+#include "tools/corpus_location.h"
 #include "tools/command.h"
 #include "tools/options.h"
 
@@ -21,11 +23,17 @@ int run_params(const std::vector<std::string>& args) {
         "usage: define params --config FILE [--set key=value ...] [--vocab V]\n"
         "Prints the parameter count of the model in FILE (JSON, see configs/) by part: the DeFINE /\n"
         "DExTra unit, the context model and the input-output layers, plus the total. The vocabulary\n"
-        "size comes from --vocab, else the config's model.vocab_size.\n");
+        "size comes from --vocab, else the config's model.vocab_size, else the training split of the\n"
+        "corpus the config's data section names (as `define train` takes it).\n");
     return 0;
   }
   Config cfg = load_config(opts);
-  const std::int64_t vocab = opts.has("vocab") ? opts.get_int("vocab") : 0;
+  std::int64_t vocab = opts.has("vocab") ? opts.get_int("vocab") : 0;
+  if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data")) {
+    const Config data = cfg.section("data");
+    const std::string dir = data.has("dir") ? data.get_string("dir") : find_corpus(data.get_string("corpus", "ptb"));
+    vocab = data::Corpus::load(dir).vocab.size();
+  }
   // Counting needs the shapes, not trained values: a fixed seed keeps runs identical.
   Generator gen(0);
   const models::BuiltModel built = models::build_model(cfg.section("model"), vocab, gen);

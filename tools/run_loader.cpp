@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "models/registry.h"
+#include "models/token_representation.h"
 #include "nn/checkpoint.h"
 
 namespace define::cli {
@@ -32,11 +33,19 @@ LoadedRun load_run(const std::string& dir, const std::string& checkpoint) {
   // deterministic.
   Generator gen(0);
   models::BuiltModel built = models::build_model(run.config.section("model"), run.vocab.size(), gen);
-  run.model = std::dynamic_pointer_cast<models::LstmLM>(built.module);
+  run.model = std::dynamic_pointer_cast<models::LanguageModel>(built.module);
   if (!run.model) fail(op, "{}: model.type '{}' is not a language model", dir, built.type);
   nn::restore_checkpoint(nn::load_checkpoint(run.checkpoint), *run.model, nullptr);
   run.model->eval();
   return run;
+}
+
+models::TokenInput& LoadedRun::token_input() const {
+  models::TokenInput* input = model->token_input();
+  if (!input)
+    fail("load_run", "{}: the {} model has no token representation of the lstm_lm / transformer_xl kinds (its "
+                     "embedding is built into the model)", dir, model->type_name());
+  return *input;
 }
 
 }  // namespace define::cli

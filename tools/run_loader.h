@@ -9,7 +9,7 @@
 
 #include "core/config.h"
 #include "data/corpus.h"
-#include "models/lstm_lm.h"
+#include "models/language_model.h"
 
 namespace define::cli {
 
@@ -18,7 +18,9 @@ struct LoadedRun {
   std::string checkpoint;  // the file the weights came from
   Config config;           // the run's resolved config
   data::Vocabulary vocab;
-  std::shared_ptr<models::LstmLM> model;  // in eval mode
+  std::shared_ptr<models::LanguageModel> model;  // in eval mode
+  // The model's token representation; throws naming the model type when it has none.
+  models::TokenInput& token_input() const;
 };
 
 // checkpoint: a path, or "" for <dir>/best.ckpt if it exists, else <dir>/latest.ckpt.

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/factory.h"
 #include "nn/checkpoint.h"
 #include "nn/safetensors.h"
 #include "tools/command.h"

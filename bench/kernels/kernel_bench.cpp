@@ -37,6 +37,7 @@
 #include "kernels/layer_norm.h"
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
+#include "kernels/rel_attention.h"
 #include "kernels/softmax.h"
 
 namespace {
@@ -129,6 +130,21 @@ std::vector<Case> cases() {
   c.push_back({"dropout", "64M", "1M", [n_of](Device d, bool gpu) {
                  Tensor x = uniform({n_of(gpu)}, d);
                  return Problem{f32_bytes(2.0 * n_of(gpu)), 0, [=] { (void)kernels::dropout_apply(x, 0.3, 7, 0); }};
+               }});
+  // Transformer-XL's fused relative-attention row kernel (scores from AC and the shifted BD, causal
+  // + window mask, softmax, dropout: reads AC and BD, writes P and D) and its backward's unshift,
+  // at B x H x Tq x Tk with a memory of M = Tq.
+  c.push_back({"rel_attention rows", "64x8x150x300", "8x8x64x128", [](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 64 : 8, h = 8, tq = gpu ? 150 : 64, tk = 2 * tq;
+                 Tensor ac = uniform({b, h, tq, tk}, d), bd = uniform({b, h, tq, tk}, d);
+                 const kernels::RelAttentionParams p{.window = tq, .scale = 0.15, .dropout = 0.1, .seed = 7};
+                 return Problem{f32_bytes(4.0 * b * h * tq * tk), 0,
+                                [=] { (void)kernels::rel_attention_softmax(ac, bd, p); }};
+               }});
+  c.push_back({"rel_attention unshift", "64x8x150x300", "8x8x64x128", [](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 64 : 8, h = 8, tq = gpu ? 150 : 64, tk = 2 * tq;
+                 Tensor g = uniform({b, h, tq, tk}, d);
+                 return Problem{f32_bytes(2.0 * b * h * tq * tk), 0, [=] { (void)kernels::rel_attention_unshift(g); }};
                }});
   c.push_back({"embedding forward", "65536 tok x 1024", "8192 tok x 400", [](Device d, bool gpu) {
                  const std::int64_t t = gpu ? 65536 : 8192, m = gpu ? 1024 : 400, v = 10000;

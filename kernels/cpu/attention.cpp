@@ -6,9 +6,8 @@
 // branch-free and vectorise. The row max / sum-of-exp / dot reductions and the float32
 // polynomial exp are shared with the other softmax-style families (kernels/cpu/row_math.h).
 //
-// Dropout: the keep decision of element e is (word_e >> 8) >= ceil(p * 2^24), word_e the Philox
-// word offset + e. That integer test equals the float test u >= p of the contract exactly (p * 2^24
-// is exact in double), so the mask is bit-identical to the reference and to kernels/dropout.h.
+// Dropout: the keep flags come from the lane-wise Philox of kernels/cpu/dropout_keep.h, bit-identical
+// to the reference and to kernels/dropout.h.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -16,12 +15,15 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/dropout_keep.h"
 #include "kernels/cpu/row_math.h"
 #include "kernels/dropout.h"
 
 namespace define::kernels::cpu {
 namespace {
 
+using dropout_keep::keep_flags;
+using dropout_keep::keep_threshold;
 using row_math::row_dot;
 using row_math::row_max;
 using row_math::store_softmax;
@@ -31,62 +33,6 @@ constexpr std::int64_t kParallelGrain = 1 << 14;  // elements; below this, threa
 // Row sums add their scalar tail first, then each lane partial (row_math::SumOrder), as this
 // family always has.
 constexpr SumOrder kSumOrder = SumOrder::kTailThenLanes;
-// Philox blocks computed together, lane-wise (at 16 GCC 12 unrolled the round loop instead of
-// vectorising it; 32 vectorises and wastes little on rows of ~100 keys).
-constexpr int kPhiloxBatch = 32;
-
-// Philox 4x32-10 blocks first_block .. first_block + kPhiloxBatch - 1, computed lane-wise (the
-// same rounds as philox::philox4x32_10, so they vectorise): words[4 * b + w] is word w of block b.
-void philox_batch(std::uint64_t first_block, std::uint32_t k0, std::uint32_t k1, std::uint32_t* words) {
-  constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  std::uint32_t x0[kPhiloxBatch], x1[kPhiloxBatch], x2[kPhiloxBatch], x3[kPhiloxBatch];
-  for (int b = 0; b < kPhiloxBatch; ++b) {
-    const std::uint64_t counter = first_block + static_cast<std::uint64_t>(b);
-    x0[b] = static_cast<std::uint32_t>(counter);
-    x1[b] = static_cast<std::uint32_t>(counter >> 32);
-    x2[b] = 0;
-    x3[b] = 0;
-  }
-  for (int round = 0; round < 10; ++round) {
-    for (int b = 0; b < kPhiloxBatch; ++b) {
-      const std::uint64_t prod0 = static_cast<std::uint64_t>(kMul0) * x0[b];
-      const std::uint64_t prod1 = static_cast<std::uint64_t>(kMul1) * x2[b];
-      const std::uint32_t y0 = static_cast<std::uint32_t>(prod1 >> 32) ^ x1[b] ^ k0;
-      const std::uint32_t y2 = static_cast<std::uint32_t>(prod0 >> 32) ^ x3[b] ^ k1;
-      x1[b] = static_cast<std::uint32_t>(prod1);
-      x3[b] = static_cast<std::uint32_t>(prod0);
-      x0[b] = y0;
-      x2[b] = y2;
-    }
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-  for (int b = 0; b < kPhiloxBatch; ++b) {
-    words[4 * b] = x0[b];
-    words[4 * b + 1] = x1[b];
-    words[4 * b + 2] = x2[b];
-    words[4 * b + 3] = x3[b];
-  }
-}
-
-// keep[j] = 1 when element first_element + j (j < n) survives dropout, else 0.
-void keep_flags(std::uint64_t seed, std::uint64_t offset, std::int64_t first_element, std::int64_t n,
-                std::uint32_t threshold, std::uint32_t* keep) {
-  const auto k0 = static_cast<std::uint32_t>(seed), k1 = static_cast<std::uint32_t>(seed >> 32);
-  const std::uint64_t first_word = offset + static_cast<std::uint64_t>(first_element);
-  const std::uint64_t end_word = first_word + static_cast<std::uint64_t>(n);
-  std::uint32_t words[4 * kPhiloxBatch];
-  // Batches are aligned to whole Philox blocks; words outside [first_word, end_word) are skipped.
-  for (std::uint64_t block = first_word / 4; 4 * block < end_word; block += kPhiloxBatch) {
-    philox_batch(block, k0, k1, words);
-    const std::uint64_t lo = std::max(4 * block, first_word), hi = std::min(4 * block + 4 * kPhiloxBatch, end_word);
-    for (std::uint64_t w = lo; w < hi; ++w)
-      keep[w - first_word] = (words[w - 4 * block] >> 8) >= threshold ? 1 : 0;
-  }
-}
-
-std::uint32_t keep_threshold(double p) { return static_cast<std::uint32_t>(std::ceil(p * 16777216.0)); }
 
 // Keys 0 .. horizon - 1 of a row may be valid; the rest are causally masked.
 std::int64_t row_horizon(bool causal, std::int64_t query, std::int64_t tq, std::int64_t tk) {
@@ -144,7 +90,8 @@ template <typename T>
   if (d != nullptr) {
     std::uint32_t* keep = scratch.keep.data();
     keep_flags(rp.seed, rp.offset, r * tk, live, rp.threshold, keep);
-    for (std::int64_t j = 0; j < live; ++j) d[j] = keep[j] ? static_cast<T>(out[j] * rp.drop_scale) : T(0);
+    const T drop_scale = rp.drop_scale;  // a local: read through rp, GCC 12 leaves the loop scalar
+    for (std::int64_t j = 0; j < live; ++j) d[j] = keep[j] ? static_cast<T>(out[j] * drop_scale) : T(0);
     std::fill(d + live, d + tk, T(0));
   }
 }
@@ -162,9 +109,10 @@ template <typename T>
     T* gp = scratch.values.data();
     std::uint32_t* keep = scratch.keep.data();
     keep_flags(rp.seed, rp.offset, r * tk, n, rp.threshold, keep);
+    const T drop_scale = rp.drop_scale;  // a local: read through rp, GCC 12 leaves the loop scalar
     for (std::int64_t j = 0; j < n; ++j) {
-      gp[j] = keep[j] ? gd[j] * rp.drop_scale : T(0);
-      d[j] = keep[j] ? static_cast<T>(pr[j] * rp.drop_scale) : T(0);
+      gp[j] = keep[j] ? gd[j] * drop_scale : T(0);
+      d[j] = keep[j] ? static_cast<T>(pr[j] * drop_scale) : T(0);
     }
     std::fill(d + n, d + tk, T(0));
     g = gp;

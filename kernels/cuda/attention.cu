@@ -33,6 +33,7 @@
 #include "kernels/dropout.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/dropout_stream.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -43,43 +44,6 @@ namespace {
 // family has always merged that way (softmax.cu keeps the NaN), and its results are pinned.
 template <typename T>
 using KeyMaxSum = MaxSum<T, EmptyPartial::kZero>;
-
-// ---------------------------------------------------------------------------------------------
-// Dropout stream.
-
-struct DropoutStream {
-  std::uint64_t offset;  // stream word of element 0 of the probability tensor
-  std::uint32_t key_lo, key_hi;
-  std::uint32_t threshold;  // keep iff (word >> 8) >= threshold
-
-  __device__ bool keeps(std::uint32_t word) const { return (word >> 8) >= threshold; }
-};
-
-// Calls f(j, word) for the elements j in [0, n) of a row whose element 0 is stream word
-// `row_word`, that thread `first` of `step` owns: whole Philox blocks t = first, first + step, ...
-// of the row. With kWords false the Philox rounds are skipped (word is 0): the same elements, for
-// a pass that only reads back what an earlier pass of this thread wrote.
-template <bool kWords, typename F>
-__device__ __forceinline__ void for_owned_elements(const DropoutStream& ds, std::uint64_t row_word, std::int64_t n,
-                                                   int first, int step, F&& f) {
-  if (n <= 0) return;
-  const std::uint64_t first_block = row_word / 4;
-  const auto blocks = static_cast<std::int64_t>((row_word + static_cast<std::uint64_t>(n) - 1) / 4 - first_block + 1);
-  for (std::int64_t t = first; t < blocks; t += step) {
-    const std::uint64_t block = first_block + static_cast<std::uint64_t>(t);
-    philox::U32x4 words{{0u, 0u, 0u, 0u}};
-    if constexpr (kWords) {
-      const philox::U32x4 counter{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u}};
-      words = philox::philox4x32_10(counter, ds.key_lo, ds.key_hi);
-    }
-#pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
-      const std::uint64_t word = 4 * block + static_cast<std::uint64_t>(lane);
-      if (word < row_word || word - row_word >= static_cast<std::uint64_t>(n)) continue;  // another row's
-      f(static_cast<std::int64_t>(word - row_word), words.v[lane]);
-    }
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Row ops (the interface is described at the launch shapes in row_reduce.cuh).
@@ -203,11 +167,6 @@ RowGeometry geometry_of(const Tensor& t, bool causal) {
   return {t.size(1) * t.size(2), t.size(2), t.size(3), causal};
 }
 
-DropoutStream stream_of(double p, std::uint64_t seed, std::uint64_t offset) {
-  return {offset, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
-          static_cast<std::uint32_t>(std::ceil(p * 16777216.0))};
-}
-
 template <typename T>
 T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
@@ -224,7 +183,7 @@ void attention_softmax(const Tensor& scores, const Tensor& probs, const Tensor& 
                                       data_or_null<scalar_t>(dropped),
                                       data_or_null<std::int32_t>(key_padding),
                                       geometry_of(scores, causal),
-                                      stream_of(p, seed, offset),
+                                      dropout_stream(p, seed, offset),
                                       dropout_scale<scalar_t>(p)};
     launch_rows("attention_softmax", op, rows, keys);
   });
@@ -240,7 +199,7 @@ void attention_softmax_backward(const Tensor& probs, const Tensor& grad_dropped,
                                        grad_scores.data<scalar_t>(),
                                        data_or_null<scalar_t>(dropped),
                                        geometry_of(probs, causal),
-                                       stream_of(p, seed, offset),
+                                       dropout_stream(p, seed, offset),
                                        dropout_scale<scalar_t>(p),
                                        static_cast<scalar_t>(scale)};
     launch_rows("attention_softmax_backward", op, rows, keys);

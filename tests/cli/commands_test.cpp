@@ -197,7 +197,7 @@ TEST_CASE("eval: reproduces the trainer's perplexities, and the exported token c
 
   // The table's rows are the unit's outputs for each id.
   cli::LoadedRun loaded = cli::load_run(run.dir);
-  const models::TokenInput& input = loaded.model->input();
+  const models::TokenInput& input = loaded.token_input();
   const Tensor ids = from_vector(std::vector<std::int64_t>{0, 7, 40}, {3, 1});
   const std::vector<float> direct = reshape(input.forward(ids), {3, 12}).to_vector<float>();
   const std::vector<float> table = file.table.to_vector<float>();
@@ -386,7 +386,7 @@ TEST_CASE("corrmap: PNG of the normalised |E^T E|, one per layer, and the layer 
 
   // |C| = |E^T E| from the table, min-max normalised, computed here in double.
   const cli::LoadedRun loaded = cli::load_run(run.dir);
-  const models::TokenInput& input = loaded.model->input();
+  const models::TokenInput& input = loaded.token_input();
   const std::vector<float> e = input.table().to_vector<float>();
   std::vector<double> c(64, 0.0);
   for (int i = 0; i < 8; ++i)

@@ -123,6 +123,21 @@ TEST_CASE("corpus: tokens, <eos> per line, first-occurrence vocabulary", "[data]
   CHECK(std::count(c.train.begin(), c.train.end(), c.vocab.id("<eos>")) == 4);
 }
 
+TEST_CASE("corpus: by_frequency orders ids by train frequency, ties by first occurrence", "[data]") {
+  TempDir d;
+  write_corpus(d, "the dog sat\n", "down\r\n cat");
+  const Corpus c = Corpus::load(d.path()).by_frequency();
+  // Counts in train: <eos> 4, the 2, sat 2, then cat, dog, <unk>, down once each.
+  CHECK(c.vocab.words() == std::vector<std::string>{"<eos>", "the", "sat", "cat", "dog", "<unk>", "down"});
+  CHECK(c.train == std::vector<std::int64_t>{1, 3, 2, 0, 1, 4, 0, 0, 5, 2, 6, 0});
+  CHECK(c.valid == std::vector<std::int64_t>{1, 4, 2, 0});
+  CHECK(c.test == std::vector<std::int64_t>{6, 0, 3, 0});
+  // The same ids as reading the splits against the reordered vocabulary (what eval does).
+  const Corpus again = Corpus::load(d.path(), c.vocab);
+  CHECK(again.train == c.train);
+  CHECK(again.test == c.test);
+}
+
 TEST_CASE("corpus: a fixed vocabulary reads every split against it", "[data]") {
   TempDir d;
   write_corpus(d, "the dog sat\n", "cat\n");

@@ -70,3 +70,52 @@ TEST_CASE("configs: DeLighT WMT'14 En-De d_m = 128 and 256 (spec 5.1)", "[models
   CHECK(d256[2].name == kPartInputOutput);
   CHECK(d256[2].count == 43734 * 128 + 256 * 128);
 }
+
+TEST_CASE("configs: DeFINE Table 2 Transformer-XL rows (context, DeFINE and input-output columns)",
+          "[models][configs][transformer_xl]") {
+  // The files as shipped but with a 1,000-word vocabulary (cutoffs scaled down with it), so the
+  // test does not allocate WT-103's 100 M-parameter tables: the context and DeFINE columns do not
+  // depend on V, and the input-output column follows spec 5.3's formula (at V = 267,735 it gives
+  // the paper's 103.08 / 69.20 / 34.73 / 17.50 M and 110.04 M for n = 410, asserted in
+  // tests/nn/adaptive_test.cpp).
+  auto parts = [](const std::string& name) {
+    Config cfg = Config::from_file(std::string(DEFINE_SOURCE_DIR) + "/configs/" + name);
+    cfg.set("model.vocab_size=1000");
+    cfg.set("model.input.cutoffs=[200, 400, 600]");
+    Generator gen(0);
+    const BuiltModel m = build_model(cfg.section("model"), 0, gen);
+    cfg.section("model").require_all_used();
+    return count_parameter_parts(*m.module, m.parts);
+  };
+  auto column = [](const std::vector<ParameterPart>& p, const char* name) {
+    for (const auto& x : p)
+      if (x.name == name) return x.count;
+    return std::int64_t{0};
+  };
+  // Table V x n, softmax bias V, cluster weights and biases 3 (n + 1), and, when n != 384, the
+  // input projection (= the head's) plus one per tail.
+  auto io = [](std::int64_t n, std::int64_t d) { return 1000 * n + 1000 + 3 * (n + 1) + (n != d ? 4 * n * d : 0); };
+
+  const auto base = parts("transformer-xl-wt103-standard.json");
+  CHECK(column(base, kPartContext) == 41067220);
+  CHECK(column(base, kPartInputOutput) == io(410, 410));
+  const auto standard = parts("transformer-xl-wt103-standard-384.json");
+  CHECK(column(standard, kPartContext) == 36250420);
+  CHECK(column(standard, kPartInputOutput) == io(384, 384));
+  for (std::int64_t n : {256, 128, 64}) {
+    INFO("n = " << n);
+    const auto projective = parts("transformer-xl-wt103-projective-" + std::to_string(n) + ".json");
+    CHECK(column(projective, kPartContext) == 36250420);
+    CHECK(column(projective, kPartInputOutput) == io(n, 384));
+    CHECK(column(projective, kPartDefine) == 0);
+  }
+  for (std::int64_t n : {384, 256, 128, 64}) {
+    INFO("n = " << n);
+    const auto define = parts("transformer-xl-wt103-define-" + std::to_string(n) + ".json");
+    CHECK(column(define, kPartContext) == 36250420);
+    CHECK(column(define, kPartInputOutput) == io(n, 384));
+    // The unit reads the 384-d projected vector for every n (N = 3, k = 4096, m = 384, g_max = 128):
+    // 2.10 M where the paper prints 1.92 M (spec 5.4: no reading of the paper gives 1.92 M).
+    CHECK(column(define, kPartDefine) == 2097204);
+  }
+}

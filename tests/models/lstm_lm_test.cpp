@@ -113,7 +113,7 @@ TEST_CASE("lstm_lm: DeFINE over adaptive input (paper's LSTM form) ties the adap
 
   CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define", "map": "bands",
       "dim": 4, "out_dim": 4, "k": 8, "depth": 2, "g_max": 2}}})"),
-                    Contains("model.input.map must be 'table' or 'adaptive', got 'bands'"));
+                    Contains("model.input.map must be 'table', 'adaptive' or 'projected', got 'bands'"));
   CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define",
       "map": "adaptive", "dim": 4, "out_dim": 4, "k": 8, "depth": 2, "g_max": 2}}})"),
                     Contains("model.input.cutoffs"));
@@ -178,7 +178,7 @@ TEST_CASE("lstm_lm: carried state equals one pass over the concatenation", "[mod
   const Tensor tokens = rand_int({6, 2}, 9, {.dtype = DType::Int64}, g);
   const Tensor whole = lm.log_prob(tokens).first;
   auto [first, state] = lm.log_prob(narrow(tokens, 0, 0, 4));
-  const Tensor second = lm.log_prob(narrow(tokens, 0, 4, 2), nn::detach(state)).first;
+  const Tensor second = lm.log_prob(narrow(tokens, 0, 4, 2), define::models::detach(state)).first;
   const auto w = test::values(whole), a = test::values(first), b = test::values(second);
   REQUIRE(a.size() + b.size() == w.size());
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(w[i]).epsilon(1e-13));

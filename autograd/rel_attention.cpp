@@ -1,0 +1,63 @@
+// Relative-position attention with its backward beside it: the fused family of
+// kernels/rel_attention.h (GEMMs around one fused shift + mask + softmax + dropout row kernel;
+// the backward through the attention family's softmax row kernel, an unshift and GEMMs).
+//
+// The backward saves the probabilities P (pre-dropout) and the six inputs, never qu = q + u,
+// qw = q + w (recomputed: Tq * d elements each, against the Tq * Tk of P) nor the dropout mask (a
+// pure function of (seed, offset, element) that the backward row kernel regenerates). The
+// backward closure calls the kernels directly, so the op supports first derivatives only (like
+// scaled_dot_product_attention).
+#include "autograd/rel_attention.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "autograd/function.h"
+#include "core/error.h"
+#include "kernels/rel_attention.h"
+
+namespace define {
+
+Tensor relative_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r, const Tensor& u,
+                          const Tensor& w, const RelAttentionOptions& options) {
+  const char* op = "relative_attention";
+  if (!(options.dropout >= 0.0 && options.dropout <= 1.0)) fail(op, "dropout {} is outside [0, 1]", options.dropout);
+  // Shapes, dtypes and devices are checked by kernels::rel_attention_forward; until then only what
+  // the default scale and the dropout stream need is looked at.
+  const bool four_d = q.defined() && k.defined() && q.dim() == 4 && k.dim() == 4;
+  if (four_d && q.size(3) == 0 && options.scale == 0.0)
+    fail(op, "the default scale 1 / sqrt(d) needs d > 0, got q {}", shape_str(q.shape()));
+  kernels::RelAttentionParams params{
+      .window = options.window,
+      .scale = options.scale != 0.0 || !four_d ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)))};
+  if (options.training && options.dropout > 0.0) {
+    params.dropout = options.dropout;
+    // As in dropout(): p == 1 drops everything and draws nothing from the stream.
+    if (options.dropout < 1.0 && four_d) {
+      Generator& gen = options.generator != nullptr ? *options.generator : default_generator();
+      params.seed = gen.state().seed;
+      // One word per element of the [B, H, Tq, Tk] probability tensor.
+      const auto elements = static_cast<std::uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2));
+      params.offset = gen.reserve(elements);
+    }
+  }
+
+  const bool grad = needs_grad({q, k, v, r, u, w});
+  kernels::RelAttentionOutput fw = kernels::rel_attention_forward(q, k, v, r, u, w, params, grad);
+  if (grad) {
+    record(op, {q, k, v, r, u, w}, {fw.out},
+           [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), sr = SavedTensor(r), su = SavedTensor(u),
+            sw = SavedTensor(w), probs = fw.probs, params](const BackwardArgs& a) {
+             const char* name = "relative_attention";
+             const kernels::RelAttentionNeeds needs{a.needs(0), a.needs(1), a.needs(2),
+                                                    a.needs(3), a.needs(4), a.needs(5)};
+             kernels::RelAttentionGrads g =
+                 kernels::rel_attention_backward(a.grad(), sq.get(name), sk.get(name), sv.get(name), sr.get(name),
+                                                 su.get(name), sw.get(name), probs, params, needs);
+             return std::vector<Tensor>{g.grad_q, g.grad_k, g.grad_v, g.grad_r, g.grad_u, g.grad_w};
+           });
+  }
+  return fw.out;
+}
+
+}  // namespace define

@@ -1,0 +1,191 @@
+// The Transformer-XL language model (models/transformer_xl.h): the DeFINE paper's Table 2 context
+// column counted from a formula written here, float64 gradient checks of the whole model (with a
+// non-empty memory) for every token representation, the memory's defining property (a window
+// processed after its predecessor, with the predecessor as memory, gives the log-probabilities
+// of one pass over both), clamp_len / same_length changing only what they should, and config
+// errors naming the key.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "autograd/ops.h"
+#include "core/config.h"
+#include "models/registry.h"
+#include "models/transformer_xl.h"
+#include "nn/nn_test_util.h"
+
+using namespace define;
+using namespace define::models;
+using Catch::Contains;
+
+namespace {
+
+BuiltModel build(const std::string& json, std::int64_t vocab = 0) {
+  Generator gen(1);
+  const Config cfg = Config::from_text(json, "<test>");
+  BuiltModel m = build_model(cfg.section("model"), vocab, gen);
+  cfg.require_all_used();
+  return m;
+}
+
+std::int64_t part(const std::vector<ParameterPart>& parts, const std::string& name) {
+  for (const ParameterPart& p : parts)
+    if (p.name == name) return p.count;
+  return 0;
+}
+
+// One relative-attention layer of the reference code, counted by hand: bias-free q/k/v, r and
+// output projections, two LayerNorms, the feed-forward net with biases.
+std::int64_t layer_count(std::int64_t d, std::int64_t heads, std::int64_t d_head, std::int64_t inner) {
+  const std::int64_t hd = heads * d_head;
+  return 3 * d * hd + d * hd + hd * d + 2 * d + (d * inner + inner) + (inner * d + d) + 2 * d;
+}
+
+std::string tiny(const std::string& input, const std::string& extra = "") {
+  return R"({"model": {"type": "transformer_xl", "vocab_size": 11, "input": )" + input +
+         R"(, "d_model": 8, "n_head": 2, "d_head": 3, "d_inner": 10, "n_layer": 2, "dropout": 0, "mem_len": 3)" +
+         extra + "}}";
+}
+
+const char* kInputs[] = {
+    R"({"type": "projected", "dim": 8})",
+    R"({"type": "projected", "dim": 4, "out_dim": 8, "cutoffs": [4, 7]})",
+    R"({"type": "adaptive", "dim": 8, "cutoffs": [4, 7], "factor": 2})",
+    R"({"type": "embedding", "dim": 8})",
+    R"({"type": "define", "map": "projected", "dim": 4, "proj_dim": 8, "out_dim": 8, "cutoffs": [5],
+        "k": 16, "depth": 2, "g_max": 2})",
+};
+
+}  // namespace
+
+TEST_CASE("transformer_xl: DeFINE Table 2 context column and the baseline's 151.11 M", "[models][transformer_xl]") {
+  // Table 2's rows: d_model 384, 10 heads of 41, inner 1920, 16 layers, and two global biases.
+  const BuiltModel m = build(R"({"model": {"type": "transformer_xl", "vocab_size": 1000,
+      "input": {"type": "projected", "dim": 128, "out_dim": 384, "cutoffs": [200, 400]},
+      "d_model": 384, "n_head": 10, "d_head": 41, "d_inner": 1920, "n_layer": 16}})");
+  const auto parts = count_parameter_parts(*m.module, m.parts);
+  CHECK(part(parts, kPartContext) == 16 * layer_count(384, 10, 41, 1920) + 2 * 410);
+  CHECK(part(parts, kPartContext) == 36250420);  // the paper's 141.25 M - 103.08 M - 1.92 M = 36.25 M
+  // Input-output: table V n, softmax bias V, cluster weights and biases 2 (n + 1), and four
+  // n -> 384 projections (input = head, three tails' own): spec 5.3's formula at V = 1000.
+  CHECK(part(parts, kPartInputOutput) == 1000 * 128 + 1000 + 2 * 129 + 3 * 128 * 384);
+  CHECK(part(parts, kPartDefine) == 0);
+
+  // The original Transformer-XL (410 wide, inner 2100): context 41,067,220, so with the I/O of
+  // V = 267,735 at n = 410 (110,040,318, asserted in tests/nn/adaptive_test.cpp) 151.11 M.
+  const BuiltModel base = build(R"({"model": {"type": "transformer_xl", "vocab_size": 50,
+      "input": {"type": "projected", "dim": 410}, "d_model": 410, "n_head": 10, "d_head": 41, "d_inner": 2100,
+      "n_layer": 16}})");
+  CHECK(part(count_parameter_parts(*base.module, base.parts), kPartContext) == 41067220);
+  CHECK(41067220 + 110040318 == 151107538);
+
+  // untie_r: one pair of biases per layer instead of one global pair.
+  const BuiltModel untied = build(tiny(R"({"type": "projected", "dim": 8})", R"(, "untie_r": true)"));
+  const BuiltModel tied = build(tiny(R"({"type": "projected", "dim": 8})"));
+  CHECK(untied.module->num_parameters() == tied.module->num_parameters() + 2 * 6);
+}
+
+TEST_CASE("transformer_xl: float64 gradients of the whole model with a memory, every input type",
+          "[models][transformer_xl]") {
+  for (const char* input : kInputs) {
+    INFO(input);
+    const BuiltModel built = build(tiny(input));
+    auto& lm = dynamic_cast<TransformerXL&>(*built.module);
+    lm.to(DType::Float64);
+    Generator g(5);
+    const Tensor first = rand_int({3, 2}, 11, {.dtype = DType::Int64}, g);
+    const Tensor tokens = rand_int({2, 2}, 11, {.dtype = DType::Int64}, g);
+    const Tensor targets = rand_int({2, 2}, 11, {.dtype = DType::Int64}, g);
+    const LmState memory = detach(lm.forward(first, first).state);
+    REQUIRE(memory.size() == 2);
+    CHECK(memory.at("mem0").shape() == Shape{3, 2, 8});
+    std::vector<std::pair<std::string, Tensor>> wrt;
+    for (const auto& [name, p] : lm.named_parameters()) wrt.emplace_back(name, p);
+    test::check_gradients([&] { return lm.forward(tokens, targets, memory).loss; }, wrt);
+
+    // The loss is the mean of -log p(target) from the model's own log-probabilities.
+    const Tensor lp = lm.log_prob(tokens, memory).first;
+    REQUIRE(lp.shape() == Shape{2, 2, 11});
+    const auto lpv = test::values(lp);
+    const auto tv = targets.to_vector<std::int64_t>();
+    double nll = 0;
+    for (std::size_t i = 0; i < tv.size(); ++i) nll -= lpv[i * 11 + static_cast<std::size_t>(tv[i])];
+    CHECK(test::values(lm.forward(tokens, targets, memory).loss)[0] == Approx(nll / 4).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("transformer_xl: a window after its memory equals one pass over both", "[models][transformer_xl]") {
+  // With mem_len >= the first window, layer l's memory is exactly its input at the earlier
+  // positions, so the relative attention of the second window sees what one long window sees.
+  for (const char* input : kInputs) {
+    INFO(input);
+    const BuiltModel built = build(tiny(input, R"(, "mem_len": 4)"));
+    auto& lm = dynamic_cast<TransformerXL&>(*built.module);
+    lm.to(DType::Float64);
+    Generator g(3);
+    const Tensor tokens = rand_int({7, 2}, 11, {.dtype = DType::Int64}, g);
+    const Tensor whole = lm.log_prob(tokens).first;
+    auto [a, memory] = lm.log_prob(narrow(tokens, 0, 0, 4));
+    CHECK(memory.at("mem1").shape() == Shape{4, 2, 8});
+    const Tensor b = lm.log_prob(narrow(tokens, 0, 4, 3), memory).first;
+    const auto w = test::values(whole), av = test::values(a), bv = test::values(b);
+    REQUIRE(av.size() + bv.size() == w.size());
+    for (std::size_t i = 0; i < av.size(); ++i) CHECK(av[i] == Approx(w[i]).epsilon(1e-12));
+    for (std::size_t i = 0; i < bv.size(); ++i) CHECK(bv[i] == Approx(w[av.size() + i]).epsilon(1e-12));
+  }
+  // mem_len 2 < 4: the carried memory is the last 2 positions, and the result differs.
+  const BuiltModel built = build(tiny(R"({"type": "projected", "dim": 8})", R"(, "mem_len": 2)"));
+  auto& lm = dynamic_cast<TransformerXL&>(*built.module);
+  lm.to(DType::Float64);
+  Generator g(3);
+  const Tensor tokens = rand_int({7, 2}, 11, {.dtype = DType::Int64}, g);
+  const auto w = test::values(lm.log_prob(tokens).first);
+  auto [a, memory] = lm.log_prob(narrow(tokens, 0, 0, 4));
+  CHECK(memory.at("mem0").shape() == Shape{2, 2, 8});
+  const auto bv = test::values(lm.log_prob(narrow(tokens, 0, 4, 3), memory).first);
+  double diff = 0;
+  for (std::size_t i = 0; i < bv.size(); ++i) diff = std::max(diff, std::abs(bv[i] - w[8 * 11 + i]));
+  CHECK(diff > 1e-6);
+}
+
+TEST_CASE("transformer_xl: clamp_len and same_length change only the far past", "[models][transformer_xl]") {
+  Generator g(4);
+  const Tensor tokens = rand_int({6, 2}, 11, {.dtype = DType::Int64}, g);
+  auto log_probs = [&](const std::string& extra) {
+    const BuiltModel built = build(tiny(R"({"type": "projected", "dim": 8})", R"(, "mem_len": 3)" + extra));
+    auto& lm = dynamic_cast<TransformerXL&>(*built.module);
+    lm.to(DType::Float64);
+    return test::values(lm.log_prob(tokens).first);
+  };
+  const auto plain = log_probs(""), clamped = log_probs(R"(, "clamp_len": 2)"), same = log_probs(R"(, "same_length": true)");
+  // Positions 0..2 see distances <= 2 only: clamping at 2 changes nothing there, and later
+  // positions (distances up to 5) change. same_length (windows of 3 keys) likewise.
+  auto max_diff = [&](const std::vector<double>& x, std::size_t from, std::size_t to) {
+    double d = 0;
+    for (std::size_t i = from; i < to; ++i) d = std::max(d, std::abs(x[i] - plain[i]));
+    return d;
+  };
+  const std::size_t row = 2 * 11;  // one time step of [T, B, V]
+  CHECK(max_diff(clamped, 0, 3 * row) < 1e-12);
+  CHECK(max_diff(clamped, 3 * row, 6 * row) > 1e-6);
+  CHECK(max_diff(same, 0, 3 * row) < 1e-12);
+  CHECK(max_diff(same, 3 * row, 6 * row) > 1e-6);
+}
+
+TEST_CASE("transformer_xl: config errors name the key", "[models][transformer_xl]") {
+  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 4})")),
+                    Contains("the token representation outputs 4 features but d_model = 8"));
+  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8})", R"(, "d_model": 7)")),
+                    Contains("d_model must be even"));
+  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8})", R"(, "mem_len": 0, "same_length": true)")),
+                    Contains("same_length needs mem_len > 0"));
+  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8})", R"(, "dropatt": 1.0)")),
+                    Contains("dropatt must be in [0, 1), got 1"));
+  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8})", R"(, "n_heads": 2)")),
+                    Contains("n_heads"));
+  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8, "cutoffs": [4, 20]})")), Contains("cutoff"));
+}

@@ -1,0 +1,338 @@
+#include "tools/training_loop.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "kernels/devices.h"
+#include "nn/optim/optim.h"
+
+namespace define::cli {
+namespace {
+
+constexpr const char* kOp = "train";
+constexpr const char* kLatest = "latest.ckpt";
+constexpr const char* kBest = "best.ckpt";
+
+void require_positive(const Config& c, const char* key, std::int64_t v) {
+  if (v < 1) fail(kOp, "{} must be positive, got {}", c.path(key), v);
+}
+
+// One parameter group, or two when train.unit_lr_scale != 1: the token-representation unit
+// (part "DeFINE") at lr * scale, everything else at lr. The loop keeps that ratio through every
+// schedule and per-batch scaling (group lrs are always base lr x factor).
+std::vector<optim::GroupSpec> parameter_groups(
+    const LoopSettings& t, const optim::NamedParameters& all,
+    const std::vector<std::pair<std::string, optim::NamedParameters>>& parts) {
+  optim::GroupSpec rest, unit;
+  if (t.unit_lr_scale == 1.0) {
+    rest.params = all;
+    return {std::move(rest)};
+  }
+  unit.lr = t.lr * t.unit_lr_scale;
+  for (const auto& [part, members] : parts)
+    for (const auto& member : members) (part == models::kPartDefine ? unit : rest).params.push_back(member);
+  if (unit.params.empty()) fail(kOp, "train.unit_lr_scale is set but the model has no token-representation unit");
+  return {std::move(rest), std::move(unit)};
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const LoopSettings& t, std::vector<optim::GroupSpec> params) {
+  if (t.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = t.lr, .momentum = t.momentum, .weight_decay = t.weight_decay});
+  if (t.optimizer == "ntasgd")
+    return std::make_unique<optim::NTASGD>(params, optim::NTASGDOptions{.lr = t.lr, .weight_decay = t.weight_decay, .nonmono = t.nonmono});
+  if (t.optimizer == "adam")
+    return std::make_unique<optim::Adam>(
+        params, optim::AdamOptions{.lr = t.lr, .betas = {t.beta1, t.beta2}, .eps = t.eps, .weight_decay = t.weight_decay});
+  if (t.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(
+        params, optim::AdamWOptions{.lr = t.lr, .betas = {t.beta1, t.beta2}, .eps = t.eps, .weight_decay = t.weight_decay});
+  fail(kOp, "unknown train.optimizer '{}' (expected sgd, adam, adamw or ntasgd)", t.optimizer);
+}
+
+// The learning rate as a multiple of train.lr for the update after `step` completed ones.
+class LrFactor {
+ public:
+  LrFactor(const LoopSettings& t, std::int64_t total_steps) : lr_(t.lr) {
+    if (t.schedule == "constant") {
+      if (t.warmup_steps > 0 || t.schedule_steps > 0)
+        fail(kOp, "train.warmup_steps and train.schedule_steps need train.schedule cosine or inverse_sqrt");
+      return;
+    }
+    if (t.optimizer == "ntasgd")
+      fail(kOp, "train.schedule '{}' cannot drive ntasgd (it switches to averaging by itself); use sgd, adam or adamw",
+           t.schedule);
+    if (t.schedule == "cosine") {
+      if (total_steps <= t.warmup_steps)
+        fail(kOp, "train.schedule cosine needs more steps ({}, train.schedule_steps or train.max_steps) than "
+                  "train.warmup_steps ({})", total_steps, t.warmup_steps);
+      schedule_ = optim::WarmupCosine({.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .total_steps = total_steps,
+                                       .min_lr = t.min_lr, .warmup_init_lr = t.warmup_init_lr});
+    } else if (t.schedule == "inverse_sqrt") {
+      schedule_ = optim::InverseSqrt({.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .warmup_init_lr = t.warmup_init_lr});
+    } else {
+      fail(kOp, "unknown train.schedule '{}' (expected constant, cosine or inverse_sqrt)", t.schedule);
+    }
+  }
+  double operator()(std::int64_t step) const {
+    if (const auto* c = std::get_if<optim::WarmupCosine>(&schedule_)) return c->lr(step) / lr_;
+    if (const auto* s = std::get_if<optim::InverseSqrt>(&schedule_)) return s->lr(step) / lr_;
+    return 1.0;
+  }
+
+ private:
+  double lr_;
+  std::variant<std::monostate, optim::WarmupCosine, optim::InverseSqrt> schedule_;
+};
+
+// One update with every group's lr at its base times `factor`.
+void step_with_factor(optim::Optimizer& optimizer, const std::vector<double>& base_lrs, double factor) {
+  for (std::size_t g = 0; g < base_lrs.size(); ++g) optimizer.set_lr(g, base_lrs[g] * factor);
+  optimizer.step();
+  for (std::size_t g = 0; g < base_lrs.size(); ++g) optimizer.set_lr(g, base_lrs[g]);
+}
+
+std::string state_string(const GeneratorState& s) { return fmt::format("{} {}", s.seed, s.offset); }
+GeneratorState parse_state(const std::string& s, const char* what) {
+  GeneratorState g;
+  if (std::sscanf(s.c_str(), "%lu %lu", &g.seed, &g.offset) != 2) fail(kOp, "checkpoint field {} is malformed: '{}'", what, s);
+  return g;
+}
+
+// Everything of a run that is not model, optimizer or task: saved into and restored from checkpoints.
+struct Progress {
+  std::int64_t epoch = 1;
+  std::int64_t step = 0;
+  double best_valid = std::numeric_limits<double>::infinity();
+  double seconds = 0;
+  bool mid_epoch = false;  // the data position is inside `epoch`
+};
+
+}  // namespace
+
+Device training_device(const std::string& name, const std::string& key) {
+  Device d;
+  try {
+    d = Device::parse(name);
+  } catch (const Error& e) {
+    fail(kOp, "{}: {}", key, e.what());
+  }
+  if (d.is_cpu()) return d;
+  const kernels::DeviceAvailability a = kernels::register_devices();
+  if (d.is_emu() && !a.emu) fail(kOp, "{} = '{}': this build has no emulated device", key, name);
+  if (d.is_cuda() && d.index >= a.cuda_devices)
+    fail(kOp, "{} = '{}': {}", key, name,
+         kernels::built_with_cuda() ? fmt::format("{} GPU(s) found", a.cuda_devices)
+                                    : std::string("this build has no CUDA backend (configure with DEFINE_CUDA=ON)"));
+  return d;
+}
+
+LoopSettings read_loop_settings(const Config& c) {
+  LoopSettings t;
+  t.optimizer = c.get_string("optimizer", t.optimizer);
+  t.device = training_device(c.get_string("device", "cpu"), c.path("device"));
+  t.lr = c.get_double("lr", t.lr);
+  t.weight_decay = c.get_double("weight_decay", t.weight_decay);
+  t.momentum = c.get_double("momentum", t.momentum);
+  t.beta1 = c.get_double("adam_beta1", t.beta1);
+  t.beta2 = c.get_double("adam_beta2", t.beta2);
+  t.eps = c.get_double("adam_eps", t.eps);
+  t.unit_lr_scale = c.get_double("unit_lr_scale", t.unit_lr_scale);
+  t.clip = c.get_double("clip", t.clip);
+  t.schedule = c.get_string("schedule", t.schedule);
+  t.warmup_steps = c.get_int("warmup_steps", t.warmup_steps);
+  t.schedule_steps = c.get_int("schedule_steps", t.schedule_steps);
+  t.min_lr = c.get_double("min_lr", t.min_lr);
+  t.warmup_init_lr = c.get_double("warmup_init_lr", t.warmup_init_lr);
+  t.epochs = c.get_int("epochs", t.epochs);
+  t.max_minutes = c.get_double("max_minutes", t.max_minutes);
+  t.max_steps = c.get_int("max_steps", t.max_steps);
+  t.nonmono = c.get_int("nonmono", t.nonmono);
+  t.log_interval = c.get_int("log_interval", t.log_interval);
+  t.checkpoint_interval = c.get_int("checkpoint_interval", t.checkpoint_interval);
+  t.seed = c.get_int("seed", t.seed);
+  t.threads = c.get_int("threads", t.threads);
+  require_positive(c, "epochs", t.epochs);
+  require_positive(c, "log_interval", t.log_interval);
+  require_positive(c, "threads", t.threads);
+  if (!(t.lr > 0)) fail(kOp, "{} must be positive, got {}", c.path("lr"), t.lr);
+  if (!(t.unit_lr_scale > 0))
+    fail(kOp, "{} must be positive, got {}", c.path("unit_lr_scale"), t.unit_lr_scale);
+  if (t.warmup_steps < 0) fail(kOp, "{} must be >= 0, got {}", c.path("warmup_steps"), t.warmup_steps);
+  if (t.schedule_steps < 0) fail(kOp, "{} must be >= 0, got {}", c.path("schedule_steps"), t.schedule_steps);
+  return t;
+}
+
+const std::string& checkpoint_field(const nn::Checkpoint& ck, const std::string& key) {
+  const auto it = ck.run.find(key);
+  if (it == ck.run.end()) fail(kOp, "checkpoint lacks the run field '{}' (not written by define train?)", key);
+  return it->second;
+}
+
+TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run, bool resume, Generator& model_gen) {
+  omp_set_num_threads(static_cast<int>(ts.threads));
+  nn::Module& model = task.model();
+  const auto params = model.named_parameters();
+  // Gradient norms per part (DeFINE unit, context model, input-output) go into the metrics log:
+  // what shows one part's gradients swamping the shared clip. The unit's own lr uses the same split.
+  const optim::NamedParameters named = optim::to_named_parameters(params);
+  const auto parts = models::group_by_part(named, task.parts());
+  auto optimizer = make_optimizer(ts, parameter_groups(ts, named, parts));
+  auto* ntasgd = dynamic_cast<optim::NTASGD*>(optimizer.get());
+  std::vector<double> base_lrs;
+  for (std::size_t g = 0; g < optimizer->num_groups(); ++g) base_lrs.push_back(optimizer->lr(g));
+
+  const std::int64_t steps_per_epoch = task.approx_steps_per_epoch();
+  const std::int64_t total_steps = ts.max_steps > 0 ? ts.max_steps : steps_per_epoch * ts.epochs;
+  const LrFactor lr_factor(ts, ts.schedule_steps > 0 ? ts.schedule_steps : total_steps);
+
+  Progress p;
+  if (resume) {
+    const nn::Checkpoint ck = nn::load_checkpoint(run.file(kLatest));
+    nn::restore_checkpoint(ck, model, optimizer.get());
+    model_gen.set_state(parse_state(checkpoint_field(ck, "model_generator"), "model_generator"));
+    task.restore(ck);
+    p.epoch = std::stoll(checkpoint_field(ck, "epoch"));
+    p.step = std::stoll(checkpoint_field(ck, "step"));
+    p.best_valid = std::stod(checkpoint_field(ck, "best_valid"));
+    p.seconds = std::stod(checkpoint_field(ck, "seconds"));
+    p.mid_epoch = checkpoint_field(ck, "mid_epoch") == "1";
+    fmt::print("resuming {} at epoch {}, step {}\n", run.path(), p.epoch, p.step);
+  }
+
+  // `resume_epoch`: the epoch a resumed run starts in (the next one once an epoch has ended).
+  auto save_latest = [&](std::int64_t resume_epoch) {
+    nn::Checkpoint ck = nn::make_checkpoint(model, optimizer.get(),
+                                            {{"model_generator", state_string(model_gen.state())},
+                                             {"epoch", std::to_string(resume_epoch)},
+                                             {"step", std::to_string(p.step)},
+                                             {"best_valid", fmt::format("{:.17g}", p.best_valid)},
+                                             {"seconds", fmt::format("{:.17g}", p.seconds)},
+                                             {"mid_epoch", p.mid_epoch ? "1" : "0"}});
+    task.save(ck);
+    nn::save_checkpoint(run.file(kLatest), ck);
+  };
+
+  std::map<std::string, double> part_norms;
+  const double budget_s = ts.max_minutes > 0 ? ts.max_minutes * 60 : std::numeric_limits<double>::infinity();
+  ProgressLine progress;
+  bool out_of_budget = false;
+  double window_loss = 0, window_grad_norm = 0;
+  std::int64_t window_steps = 0, window_tokens = 0;
+  auto window_start = std::chrono::steady_clock::now();
+  const double session_start_seconds = p.seconds;
+  const auto session_start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return session_start_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
+  };
+
+  for (; p.epoch <= ts.epochs && !out_of_budget; ++p.epoch) {
+    if (!p.mid_epoch) task.start_epoch();
+    p.mid_epoch = true;
+    model.train();
+    for (;;) {
+      // The budget is checked before drawing a batch, so the saved data position is the next
+      // batch to train on.
+      if ((ts.max_steps > 0 && p.step >= ts.max_steps) || elapsed() >= budget_s) {
+        out_of_budget = true;
+        break;
+      }
+      optimizer->zero_grad();
+      const std::optional<TrainingTask::Step> batch = task.train_step();
+      if (!batch) break;
+      if (!std::isfinite(batch->loss))
+        fail(kOp, "the training loss became {} at epoch {}, step {} (lower train.lr or check the data)", batch->loss,
+             p.epoch, p.step + 1);
+      if ((p.step + 1) % ts.log_interval == 0)
+        for (const auto& [part, members] : parts) part_norms["grad_norm " + part] = optim::grad_norm(members);
+      window_grad_norm += ts.clip > 0 ? optim::clip_grad_norm(params, ts.clip) : optim::grad_norm(params);
+      const double factor = lr_factor(p.step) * batch->lr_scale;
+      step_with_factor(*optimizer, base_lrs, factor);
+      const double lr = base_lrs[0] * lr_factor(p.step);
+      ++p.step;
+
+      window_loss += batch->loss;
+      ++window_steps;
+      window_tokens += batch->tokens;
+      if (p.step % ts.log_interval == 0) {
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
+        const double mean_loss = window_loss / static_cast<double>(window_steps);
+        const double tok_s = static_cast<double>(window_tokens) / dt;
+        progress.update(p.epoch, p.step, total_steps, mean_loss, tok_s, lr, elapsed(), budget_s);
+        std::map<std::string, double> metrics = {
+            {"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
+            {"loss", mean_loss}, {"perplexity", std::exp(mean_loss)}, {"tokens_per_s", tok_s}, {"lr", lr},
+            // mean over the window, before clipping; the per-part norms are of this step alone
+            {"grad_norm", window_grad_norm / static_cast<double>(window_steps)},
+            {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())},
+            {"peak_tensor_bytes", static_cast<double>(peak_tensor_bytes())}};
+        metrics.insert(part_norms.begin(), part_norms.end());
+        run.log_metrics("train", metrics);
+        window_loss = window_grad_norm = 0;
+        window_steps = window_tokens = 0;
+        window_start = std::chrono::steady_clock::now();
+      }
+      if (ts.checkpoint_interval > 0 && p.step % ts.checkpoint_interval == 0) {
+        p.seconds = elapsed();
+        save_latest(p.epoch);
+      }
+    }
+    progress.finish();
+    if (out_of_budget) break;
+    p.mid_epoch = false;
+
+    // End of an epoch: validate (on the averaged weights once NT-ASGD averages), keep the best.
+    std::optional<optim::AveragedWeights> averaged;
+    if (ntasgd && ntasgd->averaging()) averaged.emplace(*ntasgd);
+    const double val = task.validate();
+    fmt::print("epoch {} | valid loss {:.4f} | valid ppl {:.2f} | {:.0f} s\n", p.epoch, val, std::exp(val), elapsed());
+    std::fflush(stdout);  // interleaves correctly with the progress line on stderr when logged
+    run.log_metrics("valid", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
+                              {"loss", val}, {"perplexity", std::exp(val)}});
+    if (val < p.best_valid) {
+      p.best_valid = val;
+      nn::save_checkpoint(run.file(kBest), nn::make_checkpoint(model, nullptr, {{"epoch", std::to_string(p.epoch)}}));
+    }
+    averaged.reset();
+    if (ntasgd && !ntasgd->averaging() && ntasgd->observe(val))
+      fmt::print("switching to averaged SGD (no improvement over the last {} evaluations)\n", ts.nonmono);
+    p.seconds = elapsed();
+    save_latest(p.epoch + 1);
+  }
+  p.seconds = elapsed();
+  if (p.mid_epoch) save_latest(p.epoch);
+
+  // Final numbers from the best validated checkpoint; before any epoch completed, from the
+  // current weights (averaged ones under NT-ASGD), which latest.ckpt holds.
+  TrainResult result;
+  result.steps = p.step;
+  result.seconds = p.seconds;
+  std::optional<optim::AveragedWeights> averaged;
+  if (std::filesystem::exists(run.file(kBest))) {
+    nn::restore_checkpoint(nn::load_checkpoint(run.file(kBest)), model, nullptr);
+  } else if (ntasgd && ntasgd->averaging()) {
+    averaged.emplace(*ntasgd);
+  }
+  result.valid_loss = task.validate();
+  result.test_loss = task.test();
+  fmt::print("done: {} steps in {:.0f} s | valid ppl {:.2f} | test ppl {:.2f} | peak memory {:.0f} MiB\n", result.steps,
+             result.seconds, std::exp(result.valid_loss), std::exp(result.test_loss),
+             static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  run.log_metrics("final", {{"steps", static_cast<double>(result.steps)}, {"seconds", result.seconds},
+                            {"valid_loss", result.valid_loss}, {"valid_perplexity", std::exp(result.valid_loss)},
+                            {"test_loss", result.test_loss}, {"test_perplexity", std::exp(result.test_loss)},
+                            {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())}});
+  return result;
+}
+
+}  // namespace define::cli

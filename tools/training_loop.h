@@ -1,0 +1,95 @@
+// The training loop every `define train` run goes through, whatever it trains: optimizer and
+// parameter groups, learning-rate schedule, gradient clipping, per-part gradient norms, the time
+// and step budget, non-finite loss detection, evaluation after every epoch (on NT-ASGD's averaged
+// weights once it averages), best / latest checkpoints with exact resume, metrics.jsonl and the
+// live progress line. It knows no model type: what it trains is a TrainingTask (a model with its
+// data and carried state), e.g. tools/lm_trainer.cpp's language-model task.
+//
+// Config keys of the `train` section the loop reads (defaults in brackets):
+//   optimizer [ntasgd] (sgd | adam | adamw | ntasgd), lr [30], weight_decay [1.2e-6], momentum [0],
+//   adam_beta1 [0.9], adam_beta2 [0.999], adam_eps [1e-8] (adam, adamw), clip [0.25] (0: none), unit_lr_scale [1],
+//   schedule [constant] (constant | cosine | inverse_sqrt), warmup_steps [0], min_lr [0]
+//   (cosine's floor), warmup_init_lr [0], schedule_steps (cosine's length; [max_steps, else
+//   epochs x steps per epoch]: set it when a run is meant to be stopped and continued with a
+//   larger max_steps), epochs [1], max_minutes [0 = no limit], max_steps
+//   [0 = no limit], nonmono [5], log_interval [50], checkpoint_interval [0 = once an epoch],
+//   seed [1111], threads [2], device [cpu] (cpu | cuda[:N] | emu).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/config.h"
+#include "core/device.h"
+#include "core/generator.h"
+#include "models/parameter_parts.h"
+#include "nn/checkpoint.h"
+#include "nn/module.h"
+#include "tools/run_log.h"
+
+namespace define::cli {
+
+struct LoopSettings {
+  std::string optimizer = "ntasgd";
+  Device device;
+  double lr = 30, weight_decay = 1.2e-6, momentum = 0, clip = 0.25, max_minutes = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double unit_lr_scale = 1.0;  // the token-representation unit's lr as a multiple of lr
+  std::string schedule = "constant";
+  std::int64_t warmup_steps = 0, schedule_steps = 0;  // 0: max_steps, else epochs x steps per epoch
+  double min_lr = 0, warmup_init_lr = 0;
+  std::int64_t epochs = 1, max_steps = 0, nonmono = 5, log_interval = 50, checkpoint_interval = 0, seed = 1111,
+               threads = 2;
+};
+
+// Reads the keys above from the `train` section; errors name the key.
+LoopSettings read_loop_settings(const Config& train);
+
+// "cpu", "cuda[:N]" or "emu" (the emulated GPU), checked against what this build and machine
+// have; `key` names the config key in errors.
+Device training_device(const std::string& name, const std::string& key);
+
+// One model with its data, as the loop drives it.
+class TrainingTask {
+ public:
+  virtual ~TrainingTask() = default;
+
+  virtual nn::Module& model() = 0;
+  virtual const models::PartRules& parts() const = 0;
+  virtual std::int64_t approx_steps_per_epoch() const = 0;
+
+  // Back to the first batch of the training data, carried state reset.
+  virtual void start_epoch() = 0;
+  struct Step {
+    double loss = 0;          // the batch's mean loss per token (what is logged)
+    std::int64_t tokens = 0;  // target tokens in the batch
+    double lr_scale = 1;      // this batch's learning-rate multiplier (AWD-LSTM's window length)
+  };
+  // Draws the next batch and runs forward and backward into the parameters' gradients (zeroed by
+  // the loop before); nullopt when the epoch's data is used up.
+  virtual std::optional<Step> train_step() = 0;
+  // Mean loss per token on the validation / test split, in eval mode without a graph.
+  virtual double validate() = 0;
+  virtual double test() = 0;
+
+  // The task's share of a checkpoint: data position and carried state.
+  virtual void save(nn::Checkpoint& ck) const = 0;
+  virtual void restore(const nn::Checkpoint& ck) = 0;
+};
+
+struct TrainResult {
+  double valid_loss = 0;  // of the best checkpoint
+  double test_loss = 0;
+  std::int64_t steps = 0;
+  double seconds = 0;
+};
+
+// Runs (or, with resume, continues from run/latest.ckpt) the training `s` describes. The model
+// must be on s.device. model_gen is the model's random stream (saved in checkpoints).
+TrainResult run_training(TrainingTask& task, const LoopSettings& s, RunDir& run, bool resume, Generator& model_gen);
+
+// The field `key` of a checkpoint's run section; throws naming it when absent.
+const std::string& checkpoint_field(const nn::Checkpoint& ck, const std::string& key);
+
+}  // namespace define::cli
