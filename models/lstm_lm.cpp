@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "autograd/ops.h"
 #include "core/error.h"
 
@@ -83,7 +85,7 @@ nn::LSTMOutput LstmLM::run_lstm(const Tensor& x, const nn::LSTMState& state) {
 nn::LSTMState LstmLM::lstm_state(const LmState& state) {
   nn::LSTMState s;
   for (std::size_t k = 0;; ++k) {
-    const auto h = state.find("h" + std::to_string(k)), c = state.find("c" + std::to_string(k));
+    const auto h = state.find(fmt::format("h{}", k)), c = state.find(fmt::format("c{}", k));
     if (h == state.end() || c == state.end()) break;
     s.h.push_back(h->second);
     s.c.push_back(c->second);
@@ -96,8 +98,8 @@ nn::LSTMState LstmLM::lstm_state(const LmState& state) {
 LmState LstmLM::lm_state(const nn::LSTMState& state) {
   LmState s;
   for (std::size_t k = 0; k < state.h.size(); ++k) {
-    s["h" + std::to_string(k)] = state.h[k];
-    s["c" + std::to_string(k)] = state.c[k];
+    s[fmt::format("h{}", k)] = state.h[k];
+    s[fmt::format("c{}", k)] = state.c[k];
   }
   return s;
 }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "autograd/ops.h"
 #include "autograd/rel_attention.h"
 #include "core/error.h"
@@ -168,7 +170,7 @@ std::pair<Tensor, LmState> TransformerXL::features(const Tensor& tokens, const L
       fail(kModel, "the carried state has {} tensors, this model keeps {} (one memory per layer)", state.size(),
            memory.size());
     for (std::size_t l = 0; l < memory.size(); ++l) {
-      const auto it = state.find("mem" + std::to_string(l));
+      const auto it = state.find(fmt::format("mem{}", l));
       if (it == state.end()) fail(kModel, "the carried state lacks 'mem{}'", l);
       const Tensor& m = it->second;
       if (m.dim() != 3 || m.size(1) != B || m.size(2) != cfg_.d_model)
@@ -196,7 +198,7 @@ std::pair<Tensor, LmState> TransformerXL::features(const Tensor& tokens, const L
     if (mem_len > 0) {
       const Tensor all = M > 0 ? concat({memory[l], x}, 0) : x;
       const std::int64_t keep = std::min(mem_len, all.size(0));
-      next["mem" + std::to_string(l)] = contiguous(detach(narrow(all, 0, all.size(0) - keep, keep)));
+      next[fmt::format("mem{}", l)] = contiguous(detach(narrow(all, 0, all.size(0) - keep, keep)));
     }
     x = layers_[l]->forward(x, memory[l], r, u, w, window);
   }
