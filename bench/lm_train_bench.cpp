@@ -75,7 +75,7 @@ double define_tokens_per_s(const Args& a) {
       a.vocab, a.emb, a.hidden, a.layers);
   const Config cfg = Config::from_text(fmt::format(R"({{"model": {}}})", json), "<bench>");
   Generator gen(0);
-  auto model = std::dynamic_pointer_cast<models::LstmLM>(models::build_model(cfg.section("model"), 0, gen).module);
+  auto model = std::dynamic_pointer_cast<models::LstmLm>(models::build_model(cfg.section("model"), 0, gen).module);
   const auto params = model->named_parameters();
   optim::SGD opt(params, {.lr = 1.0});
   const std::int64_t warmup = 5;

@@ -10,10 +10,11 @@
 
 namespace define::models {
 
-// G defaults to the paper's 2^ceil(log2(d_m // 32)) when the config leaves max_groups at 0.
+// G when the config leaves max_groups at 0: the group rule's (released: 2^ceil(log2(d_m // 32)),
+// paper: ceil(d_m / 32); nn/dextra.h). One G serves the embedding and every block, as released.
 template <class ModelConfig>
 std::int64_t delight_groups(const ModelConfig& c) {
-  return c.max_groups > 0 ? c.max_groups : nn::delight_max_groups(c.d_m);
+  return c.max_groups > 0 ? c.max_groups : nn::dextra_max_groups(c.d_m, c.group_rule);
 }
 
 // The DExTra embedding of a DeLighT model: scaled map table, unit to d_m (spec §4).
@@ -29,6 +30,7 @@ nn::DExTraEmbConfig delight_embedding_config(const ModelConfig& c) {
           .depth = c.emb_depth,
           .max_groups = delight_groups(c),
           .mode = nn::DExTraMode::DExTra,
+          .group_rule = c.group_rule,
           .norm = c.dextra_norm,
           .activation = c.activation,
           .dropout = c.dextra_dropout,
@@ -43,6 +45,7 @@ nn::DelightBlockConfig delight_block_config(const ModelConfig& c, const nn::Bloc
           .depth = s.depths.at(static_cast<std::size_t>(b)),
           .width_mult = s.widths.at(static_cast<std::size_t>(b)),
           .max_groups = delight_groups(c),
+          .group_rule = c.group_rule,
           .ffn_reduction = c.ffn_reduction,
           .pre_norm = pre_norm,
           .cross_attention = cross_attention,

@@ -35,7 +35,8 @@ struct DelightLmConfig {
   std::int64_t padding_idx = 1;    // fairseq's <pad>
   std::int64_t map_dim = 128;      // n
   std::int64_t d_m = 1024;
-  std::int64_t max_groups = 0;     // G; 0: nn::delight_max_groups(d_m)
+  std::int64_t max_groups = 0;     // G; 0: nn::dextra_max_groups(d_m, group_rule)
+  nn::DExTraGroupRule group_rule = nn::DExTraGroupRule::Released;  // DExTra groups (nn/dextra.h)
   std::int64_t emb_depth = 4;      // N_min
   double emb_width_mult = 2.0;     // w_m
   std::int64_t min_depth = 4, max_depth = 12, layers = 12;

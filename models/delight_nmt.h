@@ -44,7 +44,8 @@ struct DelightNmtConfig {
   std::int64_t padding_idx = 1;    // fairseq's <pad>
   std::int64_t map_dim = 128;      // n
   std::int64_t d_m = 512;          // model width
-  std::int64_t max_groups = 0;     // G; 0: nn::delight_max_groups(d_m)
+  std::int64_t max_groups = 0;     // G; 0: nn::dextra_max_groups(d_m, group_rule)
+  nn::DExTraGroupRule group_rule = nn::DExTraGroupRule::Released;  // DExTra groups (nn/dextra.h)
   std::int64_t emb_depth = 4;      // embedding DExTra: the released archs use N_min and w_m
   double emb_width_mult = 2.0;
   std::int64_t enc_min_depth = 4, enc_max_depth = 8, enc_layers = 8;

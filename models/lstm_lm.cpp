@@ -11,7 +11,7 @@
 namespace define::models {
 namespace {
 
-constexpr const char* kModel = "LstmLM";
+constexpr const char* kModel = "LstmLm";
 
 void check_probability(const char* what, double p) {
   if (!(p >= 0.0 && p < 1.0)) fail(kModel, "{} must be in [0, 1), got {}", what, p);
@@ -19,8 +19,8 @@ void check_probability(const char* what, double p) {
 
 }  // namespace
 
-LstmLMConfig read_lstm_lm_config(const Config& model, std::int64_t vocab) {
-  LstmLMConfig cfg;
+LstmLmConfig read_lstm_lm_config(const Config& model, std::int64_t vocab) {
+  LstmLmConfig cfg;
   cfg.input = read_token_input_config(model.section("input"), vocab);
   cfg.hidden = model.get_int("hidden", cfg.hidden);
   cfg.layers = model.get_int("layers", cfg.layers);
@@ -35,7 +35,7 @@ LstmLMConfig read_lstm_lm_config(const Config& model, std::int64_t vocab) {
   return cfg;
 }
 
-LstmLM::LstmLM(const LstmLMConfig& cfg, Generator& gen) : LanguageModel(kModel), cfg_(cfg) {
+LstmLm::LstmLm(const LstmLmConfig& cfg, Generator& gen) : LanguageModel(kModel), cfg_(cfg) {
   if (cfg.layers < 1) fail(kModel, "layers must be at least 1, got {}", cfg.layers);
   if (cfg.hidden < 1) fail(kModel, "hidden must be positive, got {}", cfg.hidden);
   check_probability("dropout.embedding", cfg.dropout_embedding);
@@ -73,16 +73,16 @@ LstmLM::LstmLM(const LstmLMConfig& cfg, Generator& gen) : LanguageModel(kModel),
   output_ = register_module("output", std::make_shared<TiedOutput>(*input_, ocfg, gen));
 }
 
-Tensor LstmLM::embed(const Tensor& tokens) const {
+Tensor LstmLm::embed(const Tensor& tokens) const {
   if (cfg_.dropout_embedding > 0) return embedding_dropout_->forward(*input_, tokens, "map.weight");
   return input_->forward(tokens);
 }
 
-nn::LSTMOutput LstmLM::run_lstm(const Tensor& x, const nn::LSTMState& state) {
+nn::LSTMOutput LstmLm::run_lstm(const Tensor& x, const nn::LSTMState& state) {
   return weight_drop_ ? weight_drop_->forward(x, state) : lstm_->forward(x, state);
 }
 
-nn::LSTMState LstmLM::lstm_state(const LmState& state) {
+nn::LSTMState LstmLm::lstm_state(const LmState& state) {
   nn::LSTMState s;
   for (std::size_t k = 0;; ++k) {
     const auto h = state.find(fmt::format("h{}", k)), c = state.find(fmt::format("c{}", k));
@@ -95,7 +95,7 @@ nn::LSTMState LstmLM::lstm_state(const LmState& state) {
   return s;
 }
 
-LmState LstmLM::lm_state(const nn::LSTMState& state) {
+LmState LstmLm::lm_state(const nn::LSTMState& state) {
   LmState s;
   for (std::size_t k = 0; k < state.h.size(); ++k) {
     s[fmt::format("h{}", k)] = state.h[k];
@@ -104,17 +104,17 @@ LmState LstmLM::lm_state(const nn::LSTMState& state) {
   return s;
 }
 
-void LstmLM::read_training_options(const Config& train) {
+void LstmLm::read_training_options(const Config& train) {
   set_regularisation(train.get_double("alpha", 2.0), train.get_double("beta", 1.0));
 }
 
-void LstmLM::set_regularisation(double alpha, double beta) {
+void LstmLm::set_regularisation(double alpha, double beta) {
   if (!(alpha >= 0) || !(beta >= 0)) fail(kModel, "train.alpha and train.beta must be >= 0, got {} and {}", alpha, beta);
   alpha_ = alpha;
   beta_ = beta;
 }
 
-LanguageModel::Output LstmLM::forward(const Tensor& tokens, const Tensor& targets, const LmState& state) {
+LanguageModel::Output LstmLm::forward(const Tensor& tokens, const Tensor& targets, const LmState& state) {
   if (tokens.dim() != 2) fail(kModel, "tokens must be [T, B], got {} dims", tokens.dim());
   if (targets.shape() != tokens.shape())
     fail(kModel, "targets {} must have the shape of tokens {}", shape_str(targets.shape()), shape_str(tokens.shape()));
@@ -136,14 +136,14 @@ LanguageModel::Output LstmLM::forward(const Tensor& tokens, const Tensor& target
   return out;
 }
 
-std::pair<Tensor, LmState> LstmLM::log_prob(const Tensor& tokens, const LmState& state) {
+std::pair<Tensor, LmState> LstmLm::log_prob(const Tensor& tokens, const LmState& state) {
   if (tokens.dim() != 2) fail(kModel, "tokens must be [T, B], got {} dims", tokens.dim());
   const Tensor x = input_dropout_->forward(embed(tokens));
   nn::LSTMOutput r = run_lstm(x, lstm_state(state));
   return {output_->log_prob(output_dropout_->forward(r.output)), lm_state(r.state)};
 }
 
-PartRules LstmLM::part_rules() const {
+PartRules LstmLm::part_rules() const {
   PartRules rules = input_->part_rules("input.");
   rules.emplace_back("rnn.", kPartContext);
   rules.emplace_back("output.", kPartInputOutput);

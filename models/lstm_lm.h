@@ -38,7 +38,7 @@
 
 namespace define::models {
 
-struct LstmLMConfig {
+struct LstmLmConfig {
   TokenInputConfig input;
   std::int64_t hidden = 1150;
   std::int64_t layers = 3;
@@ -54,11 +54,11 @@ struct LstmLMConfig {
 // Reads the `model` section: vocab_size (required unless given), input (see
 // read_token_input_config), hidden, layers, last_hidden, dropout.{embedding,input,hidden,output,
 // weight}, adaptive_dropout.
-LstmLMConfig read_lstm_lm_config(const Config& model, std::int64_t vocab);
+LstmLmConfig read_lstm_lm_config(const Config& model, std::int64_t vocab);
 
-class LstmLM : public LanguageModel {
+class LstmLm : public LanguageModel {
  public:
-  explicit LstmLM(const LstmLMConfig& cfg, Generator& gen = default_generator());
+  explicit LstmLm(const LstmLmConfig& cfg, Generator& gen = default_generator());
 
   Output forward(const Tensor& tokens, const Tensor& targets, const LmState& state = {}) override;
   std::pair<Tensor, LmState> log_prob(const Tensor& tokens, const LmState& state = {}) override;
@@ -66,7 +66,7 @@ class LstmLM : public LanguageModel {
   void read_training_options(const Config& train) override;
   void set_regularisation(double alpha, double beta);
 
-  const LstmLMConfig& config() const { return cfg_; }
+  const LstmLmConfig& config() const { return cfg_; }
   const TokenInput& input() const { return *input_; }
   const TokenInput* token_input() const override { return input_.get(); }
   const nn::LSTM& lstm() const { return *lstm_; }
@@ -80,7 +80,7 @@ class LstmLM : public LanguageModel {
   nn::LSTMOutput run_lstm(const Tensor& x, const nn::LSTMState& state);
   Tensor embed(const Tensor& tokens) const;
 
-  LstmLMConfig cfg_;
+  LstmLmConfig cfg_;
   std::shared_ptr<TokenInput> input_;
   std::shared_ptr<nn::EmbeddingDropout> embedding_dropout_;
   std::shared_ptr<nn::LockedDropout> input_dropout_, output_dropout_;

@@ -9,19 +9,20 @@
 namespace define::models {
 namespace {
 
-// Keys shared by both DeLighT models: the token representation and the blocks' options.
-void read_delight_common(const Config& c, std::int64_t& map_dim, std::int64_t& d_m, std::int64_t& max_groups,
-                         std::int64_t& emb_depth, double& emb_width_mult, std::int64_t& ffn_reduction,
-                         nn::GltNorm& norm, nn::Activation& act, bool& shuffle) {
-  map_dim = c.get_int("map_dim", map_dim);
-  d_m = c.get_int("d_m", d_m);
-  max_groups = c.get_int("max_groups", 0);
-  emb_depth = c.get_int("emb_depth", emb_depth);
-  emb_width_mult = c.get_double("emb_width_mult", emb_width_mult);
-  ffn_reduction = c.get_int("ffn_reduction", ffn_reduction);
-  norm = nn::parse_glt_norm(c.get_string("dextra_norm", "chunk"));
-  act = nn::parse_activation(c.get_string("activation", "swish"));
-  shuffle = c.get_bool("shuffle", shuffle);
+// Keys shared by both DeLighT models (DelightNmtConfig and DelightLmConfig name these fields
+// alike): the token representation and the blocks' options.
+template <class Cfg>
+void read_delight_common(const Config& c, Cfg& cfg) {
+  cfg.map_dim = c.get_int("map_dim", cfg.map_dim);
+  cfg.d_m = c.get_int("d_m", cfg.d_m);
+  cfg.max_groups = c.get_int("max_groups", 0);
+  cfg.group_rule = nn::parse_dextra_group_rule(c.get_string("group_rule", "released"));
+  cfg.emb_depth = c.get_int("emb_depth", cfg.emb_depth);
+  cfg.emb_width_mult = c.get_double("emb_width_mult", cfg.emb_width_mult);
+  cfg.ffn_reduction = c.get_int("ffn_reduction", cfg.ffn_reduction);
+  cfg.dextra_norm = nn::parse_glt_norm(c.get_string("dextra_norm", "chunk"));
+  cfg.activation = nn::parse_activation(c.get_string("activation", "swish"));
+  cfg.shuffle = c.get_bool("shuffle", cfg.shuffle);
 }
 
 // The dropouts both DeLighT models take, from the `dropout` section (spec 4.5 lists the released
@@ -41,8 +42,7 @@ void read_delight_dropouts(const Config& c, Cfg& cfg) {
 BuiltModel build_delight_nmt(const Config& c, std::int64_t vocab, Generator& gen) {
   DelightNmtConfig cfg;
   cfg.vocab = vocab;
-  read_delight_common(c, cfg.map_dim, cfg.d_m, cfg.max_groups, cfg.emb_depth, cfg.emb_width_mult, cfg.ffn_reduction,
-                      cfg.dextra_norm, cfg.activation, cfg.shuffle);
+  read_delight_common(c, cfg);
   cfg.padding_idx = c.get_int("padding_idx", cfg.padding_idx);
   const Config enc = c.section("encoder"), dec = c.section("decoder");
   cfg.enc_min_depth = enc.get_int("min_depth", cfg.enc_min_depth);
@@ -70,8 +70,7 @@ BuiltModel build_delight_nmt(const Config& c, std::int64_t vocab, Generator& gen
 BuiltModel build_delight_lm(const Config& c, std::int64_t vocab, Generator& gen) {
   DelightLmConfig cfg;
   cfg.vocab = vocab;
-  read_delight_common(c, cfg.map_dim, cfg.d_m, cfg.max_groups, cfg.emb_depth, cfg.emb_width_mult, cfg.ffn_reduction,
-                      cfg.dextra_norm, cfg.activation, cfg.shuffle);
+  read_delight_common(c, cfg);
   cfg.padding_idx = c.get_int("padding_idx", cfg.padding_idx);
   cfg.min_depth = c.get_int("min_depth", cfg.min_depth);
   cfg.max_depth = c.get_int("max_depth", cfg.max_depth);
@@ -100,7 +99,7 @@ BuiltModel build_model(const Config& model, std::int64_t vocab, Generator& gen) 
          model.get_int("vocab_size"), vocab);
   }
   if (type == "lstm_lm") {
-    auto m = std::make_shared<LstmLM>(read_lstm_lm_config(model, vocab), gen);
+    auto m = std::make_shared<LstmLm>(read_lstm_lm_config(model, vocab), gen);
     return {type, m, m->part_rules()};
   }
   if (type == "transformer_xl") {

@@ -34,6 +34,7 @@ nn::AdaptiveInputConfig adaptive_config(const TokenInputConfig& cfg) {
   a.cutoffs = cfg.cutoffs;
   a.factor = cfg.factor;
   a.project_band0 = false;  // DeFINE's LSTM form (spec §5.3): band 0 is already n wide
+  a.scale = cfg.scale;      // each band times sqrt(dim_i), inside the adaptive input (the only place)
   return a;
 }
 
@@ -73,7 +74,8 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
   // Transformer-XL scales its (projected) embedding by sqrt(d_model) unconditionally.
   const bool projected = cfg.kind == TokenInputKind::Projected;
   if (projected) cfg.out_dim = c.get_int("out_dim", cfg.map_dim);
-  cfg.scale = c.get_bool("scale", released || projected);
+  // Adaptive input scales each band by sqrt(its width) unless told not to (fairseq's default).
+  cfg.scale = c.get_bool("scale", released || projected || cfg.kind == TokenInputKind::Adaptive);
   if (c.has("init_range")) cfg.init_range = c.get_double("init_range");
   const auto unit_options = [&] {
     cfg.norm = nn::parse_glt_norm(c.get_string("norm", "chunk"));
@@ -93,6 +95,7 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
       cfg.define.reduce_skip = c.get_bool("reduce_skip", false);
       if (const std::string map = c.get_string("map", "table"); map == "adaptive") {
         cfg.adaptive_map = true;
+        cfg.scale = c.get_bool("scale", true);  // per band, as the adaptive input
         cfg.cutoffs = c.get_int_list("cutoffs");
         cfg.factor = c.get_double("factor", 4.0);
       } else if (map == "projected") {
@@ -118,8 +121,10 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
       unit_options();
       cfg.width_mult = c.get_double("width_mult", 2.0);
       cfg.depth = c.get_int("depth", 4);
-      // DeLighT's rule (spec §4.1) only when not given: it is undefined for d_m < 32.
-      cfg.max_groups = c.has("max_groups") ? c.get_int("max_groups") : c.get_int("max_groups", nn::delight_max_groups(cfg.out_dim));
+      cfg.group_rule = nn::parse_dextra_group_rule(c.get_string("group_rule", "released"));
+      // The group rule's G (spec §4.1) only when not given: the released one is undefined for d_m < 32.
+      cfg.max_groups = c.has("max_groups") ? c.get_int("max_groups")
+                                           : c.get_int("max_groups", nn::dextra_max_groups(cfg.out_dim, cfg.group_rule));
       break;
     case TokenInputKind::Adaptive:
       cfg.cutoffs = c.get_int_list("cutoffs");
@@ -174,6 +179,7 @@ TokenInput::TokenInput(const TokenInputConfig& cfg, Generator& gen) : Module(kIn
       e.width_mult = cfg.width_mult;
       e.depth = cfg.depth;
       e.max_groups = cfg.max_groups;
+      e.group_rule = cfg.group_rule;
       e.mode = cfg.kind == TokenInputKind::DefineIclr ? nn::DExTraMode::DefineIclr : nn::DExTraMode::DExTra;
       e.norm = cfg.norm;
       e.activation = cfg.activation;
@@ -197,6 +203,7 @@ Tensor TokenInput::forward(const Tensor& tokens) const {
   if (cache_.defined()) {
     if (is_training())
       fail(kInput, "a cached table (use_cache) serves evaluation only; call eval() or use_cache({{}}) before training");
+    check_cache_current();
     return embedding(cache_, tokens);
   }
   switch (cfg_.kind) {
@@ -225,8 +232,10 @@ const Tensor& TokenInput::table() const {
 }
 
 Tensor TokenInput::map_rows(const Tensor& ids) const {
-  if (projected_) return projected_->forward(ids);  // projected and scaled inside
-  Tensor e = adaptive_ ? adaptive_->forward(ids) : map_->forward(ids);
+  // The adaptive and projected maps scale inside (per band); only a plain table is scaled here.
+  if (projected_) return projected_->forward(ids);
+  if (adaptive_) return adaptive_->forward(ids);
+  const Tensor e = map_->forward(ids);
   return cfg_.scale ? mul(e, std::sqrt(static_cast<double>(cfg_.map_dim))) : e;
 }
 
@@ -269,6 +278,25 @@ void TokenInput::use_cache(Tensor table) {
     if (table.device() != device()) table = copy_to_device(table, device());
   }
   cache_ = std::move(table);
+  cached_from_.clear();
+  if (cache_.defined())
+    for (const auto& [name, p] : named_parameters()) cached_from_.push_back({name, p.storage(), p.version()});
+}
+
+void TokenInput::check_cache_current() const {
+  // Any in-place update (optimizer step, load_state_dict, import, copy_) bumps a storage's
+  // version; moving the module replaces the storage. Either way the cached rows no longer are
+  // what the unit computes.
+  const auto params = named_parameters();
+  std::size_t i = 0;
+  for (const auto& [name, p] : params) {
+    const bool same = i < cached_from_.size() && cached_from_[i].name == name &&
+                      cached_from_[i].storage == p.storage() && cached_from_[i].version == p.version();
+    if (!same)
+      fail(kInput, "the cached table is stale: parameter '{}' changed after use_cache(); compute the cache again",
+           name);
+    ++i;
+  }
 }
 
 PartRules TokenInput::part_rules(const std::string& prefix) const {

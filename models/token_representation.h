@@ -61,6 +61,7 @@ struct TokenInputConfig {
   double width_mult = 2.0;     // w: peak width n * w
   std::int64_t depth = 4;      // N
   std::int64_t max_groups = 1; // G
+  nn::DExTraGroupRule group_rule = nn::DExTraGroupRule::Released;  // dextra
   nn::GltNorm norm = nn::GltNorm::Chunk;
   nn::Activation activation = nn::Activation::Swish;
   double unit_dropout = 0.0;
@@ -77,10 +78,12 @@ struct TokenInputConfig {
 //   type [embedding]; dim (n, required); out_dim [dim]; scale; init_range;
 //   define:      k, depth, g_max, variant [define], norm [chunk], activation [swish], dropout [0],
 //                init [released] (xavier: per-group Xavier, see nn/glt.h), reduce_skip [false],
-//                map [table] (adaptive: AdaptiveInput bands as the map layer, with cutoffs and factor)
+//                map [table] (adaptive: AdaptiveInput bands as the map layer, with cutoffs, factor
+//                and scale [true: band i times sqrt(dim_i), once])
 //   define-iclr: k (peak width; w = k / n), depth, max_groups, norm, activation, dropout
-//   dextra:      width_mult [2], depth [4], max_groups [2^ceil(log2(out_dim // 32))], norm, activation, dropout
-//   adaptive:    cutoffs, factor [4]
+//   dextra:      width_mult [2], depth [4], group_rule [released] (or paper, nn/dextra.h),
+//                max_groups [by the group rule from out_dim], norm, activation, dropout
+//   adaptive:    cutoffs, factor [4], scale [true: band i times sqrt(dim_i)]
 //   projected:   out_dim [dim], cutoffs [none], scale [true: times sqrt(out_dim)]
 //   define with map = projected: proj_dim [out_dim], cutoffs [none]
 TokenInputConfig read_token_input_config(const Config& section, std::int64_t vocab);
@@ -118,7 +121,8 @@ class TokenInput : public nn::Module {
   Tensor compute_cache() const;
   // From now on forward() looks rows up in `table` [V, out_dim] instead of running map + unit
   // (the tied classifier still reads the map table). An undefined tensor switches back. The
-  // table serves eval only: forward() in training mode with a table set throws.
+  // table serves eval only: forward() in training mode with a table set throws, and so does
+  // forward() after any of this input's parameters changed (the table would be stale).
   void use_cache(Tensor table);
   bool uses_cache() const { return cache_.defined(); }
 
@@ -131,6 +135,15 @@ class TokenInput : public nn::Module {
   std::shared_ptr<nn::AdaptiveInput> adaptive_;   // adaptive
   std::shared_ptr<nn::ProjectedAdaptiveInput> projected_;  // projected, or define's projected map
   Tensor cache_;                                  // use_cache(): [V, out_dim], or undefined
+  // Each parameter's storage and version when the cache was set: forward() refuses a cache that
+  // a later update made stale.
+  struct CachedFrom {
+    std::string name;
+    std::shared_ptr<Storage> storage;
+    std::uint64_t version;
+  };
+  std::vector<CachedFrom> cached_from_;
+  void check_cache_current() const;
 };
 
 struct TiedOutputConfig {

@@ -11,14 +11,6 @@
 
 namespace define::nn {
 
-std::int64_t delight_max_groups(std::int64_t d_m) {
-  const std::int64_t q = d_m / 32;
-  if (q < 1) fail("delight_max_groups", "d_m = {} is below 32, so d_m // 32 = 0 has no log2", d_m);
-  std::int64_t g = 1;
-  while (g < q) g *= 2;  // 2^ceil(log2(q)), exactly, in integers
-  return g;
-}
-
 BlockScaling block_wise_scaling(std::int64_t min_depth, std::int64_t max_depth, double width_mult, std::int64_t blocks) {
   const char* op = "block_wise_scaling";
   if (min_depth < 1 || max_depth < min_depth)
@@ -42,8 +34,9 @@ DExTraConfig delight_block_dextra_config(const DelightBlockConfig& c) {
           .d_out = c.d_m / 2,
           .width_mult = c.width_mult,
           .depth = c.depth,
-          .max_groups = c.max_groups > 0 ? c.max_groups : delight_max_groups(c.d_m),
+          .max_groups = c.max_groups > 0 ? c.max_groups : dextra_max_groups(c.d_m, c.group_rule),
           .mode = DExTraMode::DExTra,
+          .group_rule = c.group_rule,
           .norm = c.dextra_norm,
           .activation = c.activation,
           .dropout = c.dextra_dropout,

@@ -29,10 +29,6 @@
 
 namespace define::nn {
 
-// G = 2^ceil(log2(d_m // 32)) (the released rule; the paper's ceil(d_m / 32) differs at 384 and
-// 640). Throws for d_m < 32, where d_m // 32 is 0.
-std::int64_t delight_max_groups(std::int64_t d_m);
-
 // Block-wise scaling over B blocks: depth N_b = int(linspace(N_min, N_max, B)[b]) (truncated, as
 // numpy's integer linspace) and width w_b = round(linspace(w_m, w_m + N_max / N_min - 1, B)[b], 3).
 struct BlockScaling {
@@ -45,7 +41,8 @@ struct DelightBlockConfig {
   std::int64_t d_m = 0;
   std::int64_t depth = 4;          // N_b of the block's DExTra
   double width_mult = 2.0;         // w_b: the DExTra's widest layer is d_m * w_b
-  std::int64_t max_groups = 0;     // G; 0: delight_max_groups(d_m)
+  std::int64_t max_groups = 0;     // G; 0: dextra_max_groups(d_m, group_rule)
+  DExTraGroupRule group_rule = DExTraGroupRule::Released;
   std::int64_t ffn_reduction = 4;  // light FFN hidden width d_m / ffn_reduction
   bool pre_norm = false;           // NMT archs: post-norm; the LM forces pre-norm
   bool cross_attention = true;     // decoder blocks only: attend to an encoder output

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <utility>
 
 #include "autograd/dropout.h"
@@ -21,6 +22,26 @@ DExTraMode parse_dextra_mode(std::string_view name) {
 }
 
 const char* to_string(DExTraMode mode) { return mode == DExTraMode::DefineIclr ? "define-iclr" : "dextra"; }
+
+DExTraGroupRule parse_dextra_group_rule(std::string_view name) {
+  if (name == "released") return DExTraGroupRule::Released;
+  if (name == "paper") return DExTraGroupRule::Paper;
+  fail("DExTraUnit", "unknown group_rule '{}' (expected released or paper)", name);
+}
+
+const char* to_string(DExTraGroupRule rule) { return rule == DExTraGroupRule::Paper ? "paper" : "released"; }
+
+std::int64_t dextra_max_groups(std::int64_t d_m, DExTraGroupRule rule) {
+  if (rule == DExTraGroupRule::Paper) {
+    if (d_m < 1) fail("dextra_max_groups", "d_m = {} must be positive", d_m);
+    return (d_m + 31) / 32;  // ceil(d_m / 32): every group reads at least 32 features
+  }
+  const std::int64_t q = d_m / 32;
+  if (q < 1) fail("dextra_max_groups", "d_m = {} is below 32, so d_m // 32 = 0 has no log2", d_m);
+  std::int64_t g = 1;
+  while (g < q) g *= 2;  // 2^ceil(log2(q)), exactly, in integers
+  return g;
+}
 
 std::vector<double> linspace(double start, double stop, std::int64_t num) {
   std::vector<double> out;
@@ -83,6 +104,8 @@ DExTraSchedule dextra_schedule(const DExTraConfig& c) {
   // The released unit's own asserts (on d_in, not on p; the per-layer checks below catch p).
   if (c.d_in % 2 != 0) fail(op, "d_in = {} must be even", c.d_in);
   if (c.d_in % c.max_groups != 0) fail(op, "d_in = {} is not divisible by max_groups G = {}", c.d_in, c.max_groups);
+  if (c.mode == DExTraMode::DefineIclr && c.group_rule != DExTraGroupRule::Released)
+    fail(op, "group_rule '{}' applies to dextra mode; define-iclr has only the released schedule", to_string(c.group_rule));
 
   DExTraSchedule s;
   s.d_max = static_cast<double>(c.d_in) * c.width_mult;
@@ -93,25 +116,34 @@ DExTraSchedule dextra_schedule(const DExTraConfig& c) {
     s.widths = linspace_int(static_cast<double>(c.p), s.d_max, N);
     s.widths.erase(s.widths.begin());
   } else {
-    // §2.4: expansion over h = ceil(N/2) layers with groups 2, 4, .. (capped by G) and widths
-    // linspace(p, d_max, h) (the first keeps width p), mirrored; the last width is dropped.
+    // §2.4: expansion over h = ceil(N/2) layers with groups 2, 4, .. (released) or 1, 2, 4, ..
+    // (paper), capped by G, and widths linspace(p, d_max, h) (the first keeps width p), mirrored;
+    // the last width is dropped.
     const std::int64_t h = (N + 1) / 2;
-    for (std::int64_t i = 1; i <= h; ++i) s.groups.push_back(std::min(i < 62 ? std::int64_t{1} << i : c.max_groups, c.max_groups));
+    const std::int64_t first_exponent = c.group_rule == DExTraGroupRule::Paper ? 0 : 1;
+    for (std::int64_t i = 1; i <= h; ++i) {
+      const std::int64_t e = i - 1 + first_exponent;
+      s.groups.push_back(std::min(e < 62 ? std::int64_t{1} << e : c.max_groups, c.max_groups));
+    }
     s.groups = mirrored(s.groups, N % 2 == 0);
     s.widths = mirrored(linspace_int(static_cast<double>(c.p), s.d_max, h), N % 2 == 0);
     s.widths.pop_back();
   }
-  // Both: o_l rounded up to a multiple of max(g_l, g_{l+1}, 8) for l < N (so the next layer's
-  // mixer can split it), then o_N = d_out.
+  // Both: o_l rounded up to a multiple of lcm(g_l, g_{l+1}, 8) for l < N, so layer l's groups
+  // and the next layer's mixer can both split it (the released code's max() is the same number
+  // while every G is a power of two; a G of 12 needs the common multiple), then o_N = d_out.
   for (std::int64_t l = 0; l + 1 < N; ++l) {
-    const std::int64_t q = std::max({s.groups[l], s.groups[l + 1], std::int64_t{8}});
+    const std::int64_t q = std::lcm(std::lcm(s.groups[l], s.groups[l + 1]), std::int64_t{8});
     s.widths[l] = std::max<std::int64_t>((s.widths[l] + q - 1) / q, 1) * q;
   }
   s.widths.push_back(c.d_out);
+  // Every split the unit makes is checked here, so a bad config fails when the unit is built, not
+  // inside a GroupLinear: layer l's groups and its mixer cut X (p) into g_l chunks, and its output
+  // must split into g_l groups (o_{l-1}, the mixer's other input, is a multiple of g_l by the
+  // rounding above).
   for (std::int64_t l = 0; l < N; ++l) {
     const std::int64_t g = s.groups[l];
     s.inputs.push_back(l == 0 ? c.p : c.p + s.widths[l - 1]);
-    // The mixer of layer l (and layer 1's own split) cuts X into g_l chunks.
     if (c.p % g != 0) fail(op, "p = {} is not divisible by g_{} = {}", c.p, l + 1, g);
     if (s.widths[l] % g != 0)
       fail(op, "{} = {} is not divisible by g_{} = {}", l + 1 == N ? "d_out" : "width", s.widths[l], l + 1, g);

@@ -3,9 +3,9 @@
 //   define-iclr  the released DeFINE (`--define-iclr`, spec §2.3): reversed cyclic group schedule
 //                [.., 4, 2, 1] capped by G, expansion over N-1 layers, the N-th GLT is the reduce,
 //                no shuffle.
-//   dextra       DeLighT's DExTra (spec §2.4, the default): groups 2, 4, .. up to G and mirrored,
-//                widths expand over ceil(N/2) layers and mirror back, transpose shuffle in every
-//                GLT with more than one group.
+//   dextra       DeLighT's DExTra (spec §2.4, the default): groups 2, 4, .. up to G and mirrored
+//                (or the paper's 1, 2, 4, .., group_rule below), widths expand over ceil(N/2)
+//                layers and mirror back, transpose shuffle in every GLT with more than one group.
 //
 // This is not the paper form of DeFINE (nn/define_unit.h, spec §11); the two are separate, named
 // layers and never mixed.
@@ -41,6 +41,19 @@ enum class DExTraMode { DefineIclr, DExTra };
 DExTraMode parse_dextra_mode(std::string_view name);
 const char* to_string(DExTraMode mode);
 
+// How dextra mode picks its groups (spec §4.1). The two disagree:
+//   released  the released code: g_l = min(2^l, G) for l = 1..ceil(N/2) (from 2), mirrored, and
+//             G = 2^ceil(log2(d_m // 32)); the default, so counts match the released models.
+//   paper     the DeLighT paper: g_l = min(2^(l-1), g_max) (from 1), mirrored, and
+//             g_max = ceil(d_m / 32), which is not a power of two for d_m = 384 (12) or 640 (20).
+// define-iclr mode has only the released schedule.
+enum class DExTraGroupRule { Released, Paper };
+DExTraGroupRule parse_dextra_group_rule(std::string_view name);  // "released" / "paper"
+const char* to_string(DExTraGroupRule rule);
+// G for a model width d_m under `rule`; throws for d_m < 32 under released (d_m // 32 = 0 has no
+// log2) and for d_m < 1 under paper.
+std::int64_t dextra_max_groups(std::int64_t d_m, DExTraGroupRule rule);
+
 struct DExTraConfig {
   std::int64_t d_in = 0;        // in_features: input width
   std::int64_t p = 0;           // in_proj_features: width of X after the input layer
@@ -49,6 +62,7 @@ struct DExTraConfig {
   std::int64_t depth = 0;       // N >= 2 GLTs
   std::int64_t max_groups = 1;  // G
   DExTraMode mode = DExTraMode::DExTra;
+  DExTraGroupRule group_rule = DExTraGroupRule::Released;  // dextra mode's group schedule
   GltNorm norm = GltNorm::Chunk;              // released: LayerNorm in every layer
   Activation activation = Activation::Swish;  // released: every registered arch sets swish
   double dropout = 0.0;                       // after every layer of the unit (delight_dropout)
@@ -60,7 +74,8 @@ struct DExTraConfig {
 struct DExTraSchedule {
   double d_max = 0;                  // d_in * w (a float, as in the released code)
   std::vector<std::int64_t> groups;  // g_1 .. g_N
-  std::vector<std::int64_t> widths;  // o_1 .. o_N (o_N = d_out: the reduce)
+  std::vector<std::int64_t> widths;  // o_1 .. o_N (o_N = d_out: the reduce); o_l for l < N is a
+                                     // multiple of lcm(g_l, g_{l+1}, 8), so layer l+1's mixer can split it
   std::vector<std::int64_t> inputs;  // in_1 = p, in_l = p + o_{l-1}
 };
 DExTraSchedule dextra_schedule(const DExTraConfig& cfg);

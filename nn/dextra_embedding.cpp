@@ -17,6 +17,7 @@ DExTraConfig dextra_emb_unit_config(const DExTraEmbConfig& c) {
           .depth = c.depth,
           .max_groups = c.max_groups,
           .mode = c.mode,
+          .group_rule = c.group_rule,
           .norm = c.norm,
           .activation = c.activation,
           .dropout = c.dropout,

@@ -41,6 +41,7 @@ struct DExTraEmbConfig {
   std::int64_t depth = 4;          // N
   std::int64_t max_groups = 1;     // G
   DExTraMode mode = DExTraMode::DExTra;
+  DExTraGroupRule group_rule = DExTraGroupRule::Released;
   GltNorm norm = GltNorm::Chunk;
   Activation activation = Activation::Swish;
   double dropout = 0.0;            // inside the unit

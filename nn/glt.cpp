@@ -68,8 +68,10 @@ GroupLinear::GroupLinear(std::int64_t in_features, std::int64_t out_features, st
   const std::int64_t kin = in_ / groups_, kout = out_ / groups_;
   // Released code: xavier_uniform_ on the 3-D tensor [g, in/g, out/g], whose PyTorch fans are
   // fan_in = (in/g)(out/g) and fan_out = g * (out/g) = out (spec §1 "Init" [FLAG]); Released
-  // reproduces that bound, Xavier uses the per-group fans.
-  const bool released = opt_.init == GltInit::Released;
+  // reproduces that bound, Xavier uses the per-group fans. With one group the released code builds
+  // a dense layer instead (get_weight_layer, spec §1.5), whose fans are in and out: the 3-d fans
+  // would start it sqrt(out) times too small, so both inits agree there.
+  const bool released = opt_.init == GltInit::Released && groups_ > 1;
   weight_ = &register_parameter(
       "weight", init::xavier_uniform({groups_, kin, kout}, released ? kin * kout : kin, released ? out_ : kout, gen));
   if (opt_.bias) bias_ = &register_parameter("bias", zeros({groups_, kout}));

@@ -30,6 +30,8 @@ enum class Activation { None, Relu, Gelu, Swish };
 // 2(in/g) / ((out/g)(in/g + g)) times its input's (1/24 for 128 -> 256 in 8 groups), so a stack of
 // such layers starts with a vanishing signal. Xavier: each group initialised as its own
 // [in/g, out/g] layer, bound sqrt(6 / (in/g + out/g)), variance gain 2(in/g) / (in/g + out/g) (2/3).
+// A one-group layer is a dense layer under either init (fans in and out), as the released code
+// substitutes nn.Linear for a GLT with one group.
 enum class GltInit { Released, Xavier };
 
 // "none" / "chunk" and "none" / "relu" / "gelu" / "swish"; anything else throws naming the string.

@@ -17,18 +17,18 @@
 namespace define::cli {
 
 int run_params(const std::vector<std::string>& args) {
-  const Options opts = parse_options("params", args, {.required = {"config"}, .repeated = {"set"}, .optional = {"vocab"}, .flags = {}});
+  const Options opts = parse_options("params", args, {.required = {"config"}, .repeated = {"set"}, .optional = {"vocab-size"}, .flags = {}});
   if (opts.help) {
     fmt::print(
-        "usage: define params --config FILE [--set key=value ...] [--vocab V]\n"
+        "usage: define params --config FILE [--set key=value ...] [--vocab-size V]\n"
         "Prints the parameter count of the model in FILE (JSON, see configs/) by part: the DeFINE /\n"
         "DExTra unit, the context model and the input-output layers, plus the total. The vocabulary\n"
-        "size comes from --vocab, else the config's model.vocab_size, else the training split of the\n"
+        "size comes from --vocab-size, else the config's model.vocab_size, else the training split of the\n"
         "corpus the config's data section names (as `define train` takes it).\n");
     return 0;
   }
   Config cfg = load_config(opts);
-  std::int64_t vocab = opts.has("vocab") ? opts.get_int("vocab") : 0;
+  std::int64_t vocab = opts.has("vocab-size") ? opts.get_int("vocab-size") : 0;
   if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data")) {
     const Config data = cfg.section("data");
     const std::string dir = data.has("dir") ? data.get_string("dir") : find_corpus(data.get_string("corpus", "ptb"));

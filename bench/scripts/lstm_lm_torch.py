@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 
 
-class LstmLM(nn.Module):
+class LstmLm(nn.Module):
     def __init__(self, vocab, emb, hidden, layers):
         super().__init__()
         self.embed = nn.Embedding(vocab, emb)
@@ -50,7 +50,7 @@ def main():
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
     torch.manual_seed(0)
-    model = LstmLM(a.vocab, a.emb, a.hidden, a.layers)
+    model = LstmLm(a.vocab, a.emb, a.hidden, a.layers)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     loss_fn = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(1)

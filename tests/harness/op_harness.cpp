@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -116,6 +117,7 @@ void report(const OpCase& c, const std::string& mode, const std::string& what, c
              100.0 * cmp.max_share);
   INFO(fmt::format("{} [{}] {}: max abs err {:.3g} at element {} ({:.1f}% of allowed error)", c.name, mode, what,
                    cmp.max_abs_err, cmp.worst, 100.0 * cmp.max_share));
+  CHECK_FALSE(cmp.size_mismatch);
   CHECK(cmp.max_share <= 1.0);
 }
 
@@ -228,6 +230,13 @@ std::vector<Tensor> make_inputs(const OpCase& c, DType float_dtype, Device devic
 
 Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol, double rtol) {
   Comparison c;
+  if (got.size() != ref.size()) {
+    // A truncated or padded result is as wrong as it gets: no element-wise error can excuse it.
+    c.size_mismatch = true;
+    c.max_abs_err = c.max_share = INFINITY;
+    c.worst = static_cast<std::int64_t>(std::min(got.size(), ref.size()));
+    return c;
+  }
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double err = std::abs(got[i] - ref[i]);
     const double allowed = atol + rtol * std::abs(ref[i]);

@@ -51,7 +51,10 @@ struct Comparison {
   double max_abs_err = 0;
   double max_share = 0;  // max over elements of |err| / (atol + rtol*|ref|)
   std::int64_t worst = -1;
+  bool size_mismatch = false;  // got and ref differ in length (then max_share is infinite)
 };
+// Element-wise comparison; vectors of different lengths compare as infinitely far apart, so a
+// check of max_share <= 1 fails on a truncated result.
 Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol, double rtol);
 std::vector<double> to_doubles(const Tensor& t);
 

@@ -46,9 +46,18 @@ TEST_CASE("lstm_lm: AWD-LSTM on PTB has 24,221,600 parameters", "[models][lstm_l
       "input": {"type": "embedding", "dim": 400}, "hidden": 1150, "layers": 3,
       "dropout": {"weight": 0.5}}})");
   const auto parts = count_parameter_parts(*m.module, m.parts);
-  const std::int64_t rnn = lstm_layer(400, 1150) + lstm_layer(1150, 1150) + lstm_layer(1150, 400);
-  CHECK(rnn == 20211600);
-  CHECK(part(parts, kPartContext) == rnn);
+  // The AWD-LSTM paper's 24 M; the context part is three PyTorch nn.LSTM layers, whose tensors
+  // (weight_ih [4H, in], weight_hh [4H, H], bias_ih and bias_hh [4H]) are checked by name and shape.
+  CHECK(part(parts, kPartContext) == 20'211'600);
+  const std::int64_t sizes[][2] = {{400, 1150}, {1150, 1150}, {1150, 400}};
+  for (int l = 0; l < 3; ++l) {
+    const std::int64_t in = sizes[l][0], h = sizes[l][1];
+    const std::string s = std::to_string(l);
+    CHECK(m.module->parameter("rnn.module.weight_ih_l" + s).shape() == Shape{4 * h, in});
+    CHECK(m.module->parameter("rnn.module.weight_hh_l" + s).shape() == Shape{4 * h, h});
+    CHECK(m.module->parameter("rnn.module.bias_ih_l" + s).shape() == Shape{4 * h});
+    CHECK(m.module->parameter("rnn.module.bias_hh_l" + s).shape() == Shape{4 * h});
+  }
   CHECK(part(parts, kPartInputOutput) == 10000 * 400 + 10000);  // tied table + softmax bias
   CHECK(m.module->num_parameters() == 24221600);
   CHECK(part(parts, kPartDefine) == -1);  // no unit, no row
@@ -63,11 +72,10 @@ TEST_CASE("lstm_lm: DeFINE AWD-LSTM narrows the last layer to the 128-d table (s
       "input": {"type": "define", "dim": 128, "out_dim": 400, "k": 1024, "depth": 7, "g_max": 64},
       "hidden": 1150, "layers": 3}})");
   const auto parts = count_parameter_parts(*paper.module, paper.parts);
-  const std::int64_t rnn = lstm_layer(400, 1150) + lstm_layer(1150, 1150) + lstm_layer(1150, 128);
   CHECK(part(parts, kPartDefine) == 2088208);
-  CHECK(part(parts, kPartContext) == rnn);
+  CHECK(part(parts, kPartContext) == lstm_layer(400, 1150) + lstm_layer(1150, 1150) + lstm_layer(1150, 128));
   CHECK(part(parts, kPartInputOutput) == 10000 * 128 + 10000);
-  CHECK(rnn + 10000 * 128 + 10000 == 19673760);  // spec 5.3, before the unit
+  CHECK(paper.module->num_parameters() - part(parts, kPartDefine) == 19'673'760);  // spec 5.3, before the unit
 
   // Released form (define-iclr, G=8): spec 2.3's worked example, 2,177,588.
   const BuiltModel released = build(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
@@ -149,7 +157,7 @@ TEST_CASE("lstm_lm: float64 gradients of the whole model for every input type", 
     INFO(input);
     const BuiltModel built = build(std::string(R"({"model": {"type": "lstm_lm", "vocab_size": 12, "input": )") + input +
                                    R"(, "hidden": 5, "layers": 2}})");
-    auto& lm = dynamic_cast<LstmLM&>(*built.module);
+    auto& lm = dynamic_cast<LstmLm&>(*built.module);
     lm.to(DType::Float64);
     Generator g(5);
     const Tensor tokens = rand_int({3, 2}, 12, {.dtype = DType::Int64}, g);
@@ -172,7 +180,7 @@ TEST_CASE("lstm_lm: float64 gradients of the whole model for every input type", 
 TEST_CASE("lstm_lm: carried state equals one pass over the concatenation", "[models][lstm_lm]") {
   const BuiltModel built = build(R"({"model": {"type": "lstm_lm", "vocab_size": 9,
       "input": {"type": "embedding", "dim": 4}, "hidden": 5, "layers": 2}})");
-  auto& lm = dynamic_cast<LstmLM&>(*built.module);
+  auto& lm = dynamic_cast<LstmLm&>(*built.module);
   lm.to(DType::Float64);
   Generator g(2);
   const Tensor tokens = rand_int({6, 2}, 9, {.dtype = DType::Int64}, g);

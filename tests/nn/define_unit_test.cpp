@@ -73,6 +73,36 @@ TEST_CASE("define: GroupLinear parameters, names and the released Xavier bound",
   REQUIRE_THROWS_WITH(parse_glt_init("kaiming"), Contains("GroupLinear: unknown init 'kaiming' (expected released or xavier)"));
 }
 
+// The released init's bound per layer: the 3-d fans ((in/g)(out/g), out) where a layer has
+// groups, a dense layer's (in, out) where it has one (the released code builds nn.Linear there).
+TEST_CASE("define: initial weight scale of every layer under the released init", "[define]") {
+  const auto check_layers = [](const DefineUnit& unit) {
+    for (const auto& layer : unit.layers()) {
+      const std::int64_t in = layer->in_features(), out = layer->out_features(), g = layer->groups();
+      const double fan_in = g > 1 ? double(in / g) * double(out / g) : double(in);
+      const double bound = std::sqrt(6.0 / (fan_in + double(out)));
+      INFO("layer " << in << " -> " << out << " in " << g << " groups, bound " << bound);
+      CHECK(max_abs(layer->weight()) <= bound);
+      CHECK(max_abs(layer->weight()) > 0.9 * bound);
+    }
+  };
+  Generator gen(4);
+  // linear: every layer one group. The 3-d fans would give 64 -> 216 a bound of
+  // sqrt(6 / (64 * 216 + 216)) = 0.021 instead of sqrt(6 / 280) = 0.146.
+  const DefineUnit linear(config(64, 512, 3, 256, 8, "linear"), gen);
+  check_layers(linear);
+  CHECK(max_abs(linear.layers()[0]->weight()) > 0.13);
+  // The AWD-LSTM DeFINE config (n 128, k 1024, N 7, g_max 64): only its last layer has one group.
+  const DefineUnit awd(config(128, 1024, 7, 400, 64), gen);
+  REQUIRE(awd.groups().back() == 1);
+  check_layers(awd);
+  // Per-group Xavier gives a one-group layer the same dense bound.
+  DefineConfig xavier = config(64, 512, 3, 256, 8, "linear");
+  xavier.init = GltInit::Xavier;
+  const DefineUnit linear_xavier(xavier, gen);
+  check_layers(linear_xavier);
+}
+
 TEST_CASE("define: reduce_skip feeds [e, y_N] to the reduce", "[define]") {
   DefineConfig c = config(8, 32, 3, 6, 4);
   const DefineUnit plain(c);

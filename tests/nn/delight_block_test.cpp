@@ -106,14 +106,14 @@ TEST_CASE("delight: block-wise scaling examples of §4.3", "[nn][delight]") {
 }
 
 TEST_CASE("delight: the G rule of §4.1", "[nn][delight]") {
-  CHECK(delight_max_groups(128) == 4);
-  CHECK(delight_max_groups(256) == 8);
-  CHECK(delight_max_groups(384) == 16);  // the paper's ceil(d_m / 32) would say 12
-  CHECK(delight_max_groups(512) == 16);
-  CHECK(delight_max_groups(640) == 32);  // paper: 20
-  CHECK(delight_max_groups(1024) == 32);
-  CHECK(delight_max_groups(32) == 1);
-  REQUIRE_THROWS_WITH(delight_max_groups(16), Contains("delight_max_groups: d_m = 16 is below 32"));
+  CHECK(dextra_max_groups(128, DExTraGroupRule::Released) == 4);
+  CHECK(dextra_max_groups(256, DExTraGroupRule::Released) == 8);
+  CHECK(dextra_max_groups(384, DExTraGroupRule::Released) == 16);  // the paper's ceil(d_m / 32) would say 12
+  CHECK(dextra_max_groups(512, DExTraGroupRule::Released) == 16);
+  CHECK(dextra_max_groups(640, DExTraGroupRule::Released) == 32);  // paper: 20
+  CHECK(dextra_max_groups(1024, DExTraGroupRule::Released) == 32);
+  CHECK(dextra_max_groups(32, DExTraGroupRule::Released) == 1);
+  REQUIRE_THROWS_WITH(dextra_max_groups(16, DExTraGroupRule::Released), Contains("dextra_max_groups: d_m = 16 is below 32"));
 }
 
 TEST_CASE("delight: block parameter counts and names at d_m = 512 (§2.4 block 0, §4.2)", "[nn][delight]") {
