@@ -6,12 +6,21 @@
 
 namespace define::nn::init {
 
+namespace {
+thread_local bool shapes_only = false;
+}  // namespace
+
+ShapesOnlyGuard::ShapesOnlyGuard() : previous_(shapes_only) { shapes_only = true; }
+ShapesOnlyGuard::~ShapesOnlyGuard() { shapes_only = previous_; }
+
 Tensor uniform(const Shape& shape, double lo, double hi, Generator& gen) {
+  if (shapes_only) return zeros(shape);
   return rand_uniform(shape, lo, hi, {}, gen);
 }
 
 Tensor normal(const Shape& shape, double mean, double std, Generator& gen) {
   if (!(std >= 0)) fail("init::normal", "std must be >= 0, got {}", std);
+  if (shapes_only) return zeros(shape);
   return rand_normal(shape, mean, std, {}, gen);
 }
 

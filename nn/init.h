@@ -12,6 +12,20 @@
 
 namespace define::nn::init {
 
+// While one is alive on this thread, the initialisers below return zeros instead of drawing
+// from the generator: for building a model only to count or list its parameters (`define
+// params`), where drawing 150 M values would be most of the time. Never for a model that trains.
+class ShapesOnlyGuard {
+ public:
+  ShapesOnlyGuard();
+  ~ShapesOnlyGuard();
+  ShapesOnlyGuard(const ShapesOnlyGuard&) = delete;
+  ShapesOnlyGuard& operator=(const ShapesOnlyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // U(lo, hi).
 Tensor uniform(const Shape& shape, double lo, double hi, Generator& gen);
 // N(mean, std).

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "data/corpus.h"
 #include "models/registry.h"
+#include "nn/init.h"
 #include "tools/corpus_location.h"
 #include "tools/command.h"
 #include "tools/options.h"
@@ -34,8 +35,9 @@ int run_params(const std::vector<std::string>& args) {
     const std::string dir = data.has("dir") ? data.get_string("dir") : find_corpus(data.get_string("corpus", "ptb"));
     vocab = data::Corpus::load(dir).vocab.size();
   }
-  // Counting needs the shapes, not trained values: a fixed seed keeps runs identical.
+  // Counting needs the shapes, not values: no random draws.
   Generator gen(0);
+  const nn::init::ShapesOnlyGuard shapes_only;
   const models::BuiltModel built = models::build_model(cfg.section("model"), vocab, gen);
   cfg.section("model").require_all_used();  // other sections belong to train/eval
   fmt::print("{} ({})\n", opts.get("config"), built.type);

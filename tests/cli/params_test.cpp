@@ -5,11 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cli/trained_run.h"
+#include "nn/init.h"
+#include "nn/linear.h"
 #include "tools/command.h"
 
 using namespace define;
@@ -30,6 +33,12 @@ std::int64_t printed_total(const std::string& out) {
     if (out[i] != ',') digits += out[i];
   REQUIRE_FALSE(digits.empty());
   return std::stoll(digits);
+}
+
+float largest_magnitude(const Tensor& t) {
+  float m = 0;
+  for (float v : t.to_vector<float>()) m = std::max(m, std::abs(v));
+  return m;
 }
 
 std::string config_path(const std::string& name) { return std::string(DEFINE_SOURCE_DIR) + "/configs/" + name; }
@@ -64,4 +73,17 @@ TEST_CASE("params: the vocabulary comes from the corpus, --vocab-size or the con
   // A config that fixes its size disagrees with another one only when asked to.
   CHECK_THROWS_WITH(cli::run_params({"--config", config_path("awd-lstm-ptb.json"), "--vocab-size", "5"}),
                     Contains("vocab_size = 10000 but the data's vocabulary has 5 words"));
+}
+
+TEST_CASE("params: models built for counting draw no random values", "[cli][params]") {
+  Generator gen(3);
+  {
+    const nn::init::ShapesOnlyGuard shapes_only;
+    const nn::Linear counted(64, 32, {}, gen);
+    CHECK(counted.num_parameters() == 64 * 32 + 32);
+    CHECK(largest_magnitude(counted.weight()) == 0.0f);
+  }
+  // Outside the guard the initialisers draw again.
+  const nn::Linear trained(64, 32, {}, gen);
+  CHECK(largest_magnitude(trained.weight()) > 0.1f);
 }

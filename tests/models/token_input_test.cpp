@@ -3,6 +3,7 @@
 // stale.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -71,7 +72,13 @@ TEST_CASE("token input: a cached table is refused once a parameter changed", "[m
   input.use_cache(input.compute_cache());
   const std::vector<float> cached = input.forward(ids).to_vector<float>();
   input.use_cache({});
-  CHECK(input.forward(ids).to_vector<float>() == cached);
+  const auto near_cached = [&](const std::vector<float>& got) {
+    REQUIRE(got.size() == cached.size());
+    float worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - cached[i]));
+    return worst < 1e-5f;
+  };
+  CHECK(near_cached(input.forward(ids).to_vector<float>()));
 
   SECTION("an optimizer step") {
     input.use_cache(input.compute_cache());
@@ -82,7 +89,7 @@ TEST_CASE("token input: a cached table is refused once a parameter changed", "[m
     // A fresh cache serves again, with the new rows.
     input.use_cache({});
     input.use_cache(input.compute_cache());
-    CHECK(input.forward(ids).to_vector<float>() != cached);
+    CHECK_FALSE(near_cached(input.forward(ids).to_vector<float>()));
   }
   SECTION("an in-place change of one unit weight") {
     input.use_cache(input.compute_cache());

@@ -91,15 +91,21 @@ TEST_CASE("dextra: the paper's G = 12 at d_m = 384 rounds widths to common multi
 }
 
 TEST_CASE("dextra: group_rule reaches DeLighT models and the dextra token input", "[nn][dextra]") {
-  // A DeLighT LM at d_m = 384: the paper's rule gives every DExTra G = 12 and groups from 1, so the
-  // model is smaller than the released rule's (G = 16, groups from 2).
-  const auto params = [](const char* rule) {
+  // A DeLighT LM at d_m = 384: the paper's rule gives every DExTra groups from 1 (G = 12), so the
+  // first and last layer of each DExTra is dense, where the released rule (from 2, G = 16) groups
+  // them: the paper's model is the larger one.
+  const auto build = [](const char* rule) {
     const std::string json = std::string(R"({"type": "delight_lm", "d_m": 384, "map_dim": 192, "min_depth": 4,
       "max_depth": 8, "layers": 2, "width_mult": 2, "adaptive": false, "group_rule": ")") + rule + R"("})";
     Generator gen(1);
-    return models::build_model(Config::from_text(json, "<test>"), 64, gen).module->num_parameters();
+    return models::build_model(Config::from_text(json, "<test>"), 64, gen).module;
   };
-  const std::int64_t released = params("released"), paper = params("paper");
-  CHECK(paper < released);
-  REQUIRE_THROWS_WITH(params("newest"), Contains("unknown group_rule 'newest'"));
+  const auto released = build("released"), paper = build("paper");
+  CHECK(paper->num_parameters() > released->num_parameters());
+  // Layer 1 of the embedding's DExTra: 2 groups ([g, in/g, out/g]) against a dense [out, in].
+  const std::string first = "embed.dextra.glts.0.weight";
+  INFO(first);
+  CHECK(released->parameter(first).dim() == 3);
+  CHECK(paper->parameter(first).dim() == 2);
+  REQUIRE_THROWS_WITH(build("newest"), Contains("unknown group_rule 'newest'"));
 }
