@@ -27,9 +27,12 @@
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
+#include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "core/factory.h"
 #include "kernels/devices.h"
+
+DEFINE_BENCH_FAMILY("adaptive_softmax");
 
 namespace {
 

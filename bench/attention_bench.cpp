@@ -18,10 +18,13 @@
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
+#include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "core/device.h"
 #include "core/factory.h"
 #include "kernels/devices.h"
+
+DEFINE_BENCH_FAMILY("attention");
 
 namespace {
 

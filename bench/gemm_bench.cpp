@@ -16,8 +16,11 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/matmul.h"
+#include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "core/factory.h"
+
+DEFINE_BENCH_FAMILY("matmul");
 
 namespace {
 

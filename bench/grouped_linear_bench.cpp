@@ -26,11 +26,14 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "autograd/ops.h"
 #include "core/device.h"
 #include "kernels/cuda/gemm_config.h"
 #include "kernels/devices.h"
+
+DEFINE_BENCH_FAMILY("grouped_linear");
 
 namespace {
 

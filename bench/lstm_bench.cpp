@@ -23,9 +23,12 @@
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
+#include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "core/device.h"
 #include "kernels/devices.h"
+
+DEFINE_BENCH_FAMILY("lstm");
 
 namespace {
 

@@ -18,11 +18,14 @@
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
+#include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "bench/rel_attention_composite.h"
 #include "core/device.h"
 #include "core/factory.h"
 #include "kernels/devices.h"
+
+DEFINE_BENCH_FAMILY("rel_attention");
 
 namespace {
 

@@ -24,10 +24,13 @@
 #include "autograd/split_mix.h"
 #include "autograd/views.h"
 #include "core/device.h"
+#include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "core/factory.h"
 #include "kernels/devices.h"
 #include "kernels/split_mix.h"
+
+DEFINE_BENCH_FAMILY("split_mix");
 
 namespace {
 

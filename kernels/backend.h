@@ -5,6 +5,13 @@
 //                              namespace cuda (DEFINE_CUDA builds, tensors on Device::cuda()) and
 //                              by g++ against the CUDA emulator into namespace cuda_emu (every
 //                              build, tensors on Device::emu()); declared in kernels/cuda/ops.h.
+// The three implement one backend contract per family, declared once in
+// kernels/contracts/<family>.inc: no include guard and no namespace of its own, it is included
+// inside namespace ref (kernels/ref/<family>.h), cpu (kernels/cpu/<family>.h), and cuda and
+// cuda_emu (kernels/cuda/ops.h). Every backend source includes its header, so a definition whose
+// signature differs from the contract leaves the declared function undefined: a link error.
+// Helpers that one backend alone uses stay in that backend's headers. The families are listed
+// in kernels/op_families.h.
 // kernels/<family>.cpp holds the dispatching entry points: it validates arguments (shapes,
 // dtypes, devices), allocates outputs, and calls the implementation for the tensors' device.
 // CPU tensors use the fast path unless a thread-local switch selects the reference (tests).

@@ -2,6 +2,8 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/copy.h"
+#include "kernels/ref/copy.h"
 
 namespace define::kernels {
 namespace {

@@ -1,6 +1,6 @@
 // Copy family: strided copies, dtype casts and accumulation. These are the primitives every
 // other family uses to normalise its inputs (contiguous()) and that autograd uses to add up
-// gradients. Reference: kernels/ref/copy.cpp; fast CPU path: kernels/cpu/copy.cpp.
+// gradients. Reference: kernels/ref/copy.h; fast CPU path: kernels/cpu/copy.h.
 #pragma once
 
 #include "core/tensor.h"
@@ -17,16 +17,5 @@ void copy_into(const Tensor& dst, const Tensor& src);
 void accumulate_into(const Tensor& dst, const Tensor& src);
 // Every element of dst set to value.
 void fill(const Tensor& dst, double value);
-
-namespace ref {
-void copy_into(const Tensor& dst, const Tensor& src);
-void accumulate_into(const Tensor& dst, const Tensor& src);
-void fill(const Tensor& dst, double value);
-}  // namespace ref
-namespace cpu {
-void copy_into(const Tensor& dst, const Tensor& src);
-void accumulate_into(const Tensor& dst, const Tensor& src);
-void fill(const Tensor& dst, double value);
-}  // namespace cpu
 
 }  // namespace define::kernels

@@ -1,8 +1,9 @@
 // Fast CPU attention row kernels: OpenMP over the rows of the [B*H*Tq, Tk] score matrix, each row
 // in a few vectorisable passes (masked copy, max, exp + sum, normalise + dropout), the dropout
 // words of a row computed lane-wise in groups of Philox blocks. Bit-identical dropout masks to the
-// reference; values within rounding of it. Called by kernels/attention.cpp with the same
-// arguments as the reference (kernels/ref/attention.h).
+// reference; values within rounding of it.
+// Called by kernels/attention.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/attention.inc.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,6 @@
 
 namespace define::kernels::cpu {
 
-void attention_softmax(const Tensor& scores, const Tensor& probs, const Tensor& dropped, const Tensor& key_padding,
-                       bool causal, double p, std::uint64_t seed, std::uint64_t offset);
-void attention_softmax_backward(const Tensor& probs, const Tensor& grad_dropped, const Tensor& grad_scores,
-                                const Tensor& dropped, bool causal, double p, std::uint64_t seed,
-                                std::uint64_t offset, double scale);
+#include "kernels/contracts/attention.inc"
 
 }  // namespace define::kernels::cpu

@@ -3,7 +3,7 @@
 // strided loop (views are usually small or are made contiguous once and reused).
 #include <cstring>
 
-#include "kernels/copy.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/strided_loop.h"
 
 namespace define::kernels::cpu {

@@ -1,7 +1,8 @@
 // Fast CPU elementwise kernels: computed in the tensors' own type, with stride-1 and
 // scalar-broadcast inner loops the compiler vectorises, split across OpenMP threads by element
 // range once a tensor is large enough to pay for the threads.
-// Outputs are preallocated (and validated) by kernels/elementwise.cpp.
+// Called by kernels/elementwise.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/elementwise.inc.
 #pragma once
 
 #include "core/tensor.h"
@@ -9,9 +10,6 @@
 
 namespace define::kernels::cpu {
 
-void unary(const Tensor& x, const Tensor& out, UnaryOp op, double p0, double p1);
-void binary(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op, double p0, double p1);
-void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
-void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double value);
+#include "kernels/contracts/elementwise.inc"
 
 }  // namespace define::kernels::cpu

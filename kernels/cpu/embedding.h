@@ -1,6 +1,6 @@
-// Fast CPU embedding kernels. The entry points (kernels/embedding.h) have checked every index,
-// made indices contiguous ([N] values) and allocated contiguous outputs: out [N, D] for the
-// lookup, grad_weight [V, D] for the backward, grad_out handed over as contiguous [N, D].
+// Fast CPU embedding kernels: OpenMP over rows of the lookup; a deterministic backward.
+// Called by kernels/embedding.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/embedding.inc.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +9,6 @@
 
 namespace define::kernels::cpu {
 
-void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out);
-void embedding_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_weight,
-                        std::int64_t padding_idx);
+#include "kernels/contracts/embedding.inc"
 
 }  // namespace define::kernels::cpu

@@ -1,6 +1,6 @@
-// Fast CPU indexing kernels: [outer, dim, inner] loops over contiguous data, OpenMP. The entry
-// points (kernels/index.h) have normalised dim, checked shapes and every index, and allocated
-// contiguous outputs (pre-filled with x for scatter_add and index_add, which add into out).
+// Fast CPU indexing kernels: [outer, dim, inner] loops over contiguous data, OpenMP.
+// Called by kernels/index.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/index.inc.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +9,6 @@
 
 namespace define::kernels::cpu {
 
-void gather(const Tensor& x, const Tensor& index, const Tensor& out, std::int64_t dim);
-void scatter_add(const Tensor& index, const Tensor& src, const Tensor& out, std::int64_t dim);
-void index_select(const Tensor& x, const Tensor& index, const Tensor& out, std::int64_t dim);
-void index_add(const Tensor& index, const Tensor& src, const Tensor& out, std::int64_t dim);
+#include "kernels/contracts/index.inc"
 
 }  // namespace define::kernels::cpu

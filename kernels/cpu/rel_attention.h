@@ -1,8 +1,9 @@
 // Fast CPU relative-attention row kernels: OpenMP over the rows of the [B*H*Tq, Tk] score
 // matrix; each row forms its visible scores from AC and the shifted BD in one vectorisable pass,
 // then max, exp + sum, normalise and dropout as the attention family's row kernel does. Dropout
-// masks bit-identical to the reference, values within rounding of it. Called by
-// kernels/rel_attention.cpp with the same arguments as the reference (kernels/ref/rel_attention.h).
+// masks bit-identical to the reference, values within rounding of it.
+// Called by kernels/rel_attention.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/rel_attention.inc.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,6 @@
 
 namespace define::kernels::cpu {
 
-void rel_attention_softmax(const Tensor& ac, const Tensor& bd, const Tensor& probs, const Tensor& dropped,
-                           std::int64_t window, double scale, double p, std::uint64_t seed, std::uint64_t offset);
-void rel_attention_unshift(const Tensor& grad_scores, const Tensor& grad_bd);
+#include "kernels/contracts/rel_attention.inc"
 
 }  // namespace define::kernels::cpu

@@ -6,7 +6,7 @@
 // header (which includes cuda_compat.cuh last of all: in the emulator build the CUDA keyword
 // macros must not see headers that come after them). Its host wrappers are defined in
 // namespace define::kernels::DEFINE_CUDA_NS, which is `cuda` under nvcc and `cuda_emu` in the
-// emulator build (kernels/cuda/ops.h); kernels go in an anonymous namespace inside it.
+// emulator build (declared by kernels/cuda/ops.h); kernels go in an anonymous namespace inside it.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +17,9 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "kernels/tensor_iterator.h"
+// The families' contracts: a host wrapper whose signature drifts from its declaration then leaves
+// the declared function undefined, and the link fails, instead of going unnoticed.
+#include "kernels/cuda/ops.h"
 // cuda_compat.cuh before check.h: check.h asks for the runtime API without the keyword macros,
 // and whichever includes the emulator first decides.
 #include "kernels/cuda/cuda_compat.cuh"

@@ -1,5 +1,5 @@
 // Reference copy kernels: one element at a time through double, in row-major order.
-#include "kernels/copy.h"
+#include "kernels/ref/copy.h"
 #include "kernels/strided_loop.h"
 
 namespace define::kernels::ref {

@@ -1,5 +1,6 @@
 // Reference dropout kernel: one philox::random_u32 call per element, the contract verbatim.
-// Called by kernels/dropout.cpp with a contiguous input and a preallocated contiguous output.
+// Called by kernels/dropout.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/dropout.inc.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,6 @@
 
 namespace define::kernels::ref {
 
-void dropout_apply(const Tensor& x, const Tensor& y, double p, std::uint64_t seed, std::uint64_t offset);
+#include "kernels/contracts/dropout.inc"
 
 }  // namespace define::kernels::ref

@@ -1,6 +1,7 @@
 // Reference elementwise kernels: every element computed in double with the textbook formula,
 // one at a time, in row-major order. Slow on purpose; the oracle for the cpu and cuda paths.
-// Outputs are preallocated (and validated) by kernels/elementwise.cpp.
+// Called by kernels/elementwise.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/elementwise.inc.
 #pragma once
 
 #include "core/tensor.h"
@@ -8,9 +9,6 @@
 
 namespace define::kernels::ref {
 
-void unary(const Tensor& x, const Tensor& out, UnaryOp op, double p0, double p1);
-void binary(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op, double p0, double p1);
-void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
-void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double value);
+#include "kernels/contracts/elementwise.inc"
 
 }  // namespace define::kernels::ref

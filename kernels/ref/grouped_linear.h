@@ -1,15 +1,12 @@
 // Reference grouped-linear kernels: plain loops accumulating in double (the oracle).
-// Called by kernels/grouped_linear.cpp with x [T, g*k_in], dy and y [T, g*k_out], weight
-// [g, k_in, k_out] and bias [g, k_out], all contiguous, outputs preallocated. bias and the gradient
-// outputs may be undefined (absent / not needed); x is undefined when dweight is.
+// Called by kernels/grouped_linear.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/grouped_linear.inc.
 #pragma once
 
 #include "core/tensor.h"
 
 namespace define::kernels::ref {
 
-void grouped_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y);
-void grouped_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& dx,
-                             const Tensor& dweight, const Tensor& dbias);
+#include "kernels/contracts/grouped_linear.inc"
 
 }  // namespace define::kernels::ref

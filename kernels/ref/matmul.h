@@ -1,13 +1,12 @@
 // Reference matmul kernels: plain loops accumulating in double, the oracle for the others.
-// Arguments are validated and outputs allocated by the entry points in kernels/matmul.h.
+// Called by kernels/matmul.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/matmul.inc.
 #pragma once
 
 #include "core/tensor.h"
 
 namespace define::kernels::ref {
 
-void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, double alpha,
-          double beta);
-void column_sum(const Tensor& x, const Tensor& out);
+#include "kernels/contracts/matmul.inc"
 
 }  // namespace define::kernels::ref

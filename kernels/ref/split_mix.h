@@ -1,7 +1,7 @@
 // Reference split-mix kernels: the definition of kernels/split_mix.h written out literally, one
-// row at a time (shuffle y into a row buffer, then copy the chunks pair by pair). Called by
-// kernels/split_mix.cpp with 2-d operands: x [T, p], y [T, q], grad_out [T, p + q] with any
-// strides; out, grad_x, grad_y contiguous; shuffle_groups >= 1 (1: no shuffle).
+// row at a time (shuffle y into a row buffer, then copy the chunks pair by pair).
+// Called by kernels/split_mix.cpp; the arguments and layouts are the family's backend contract,
+// kernels/contracts/split_mix.inc.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +10,6 @@
 
 namespace define::kernels::ref {
 
-void split_mix(const Tensor& x, const Tensor& y, const Tensor& out, std::int64_t groups, std::int64_t shuffle_groups);
-void split_mix_backward(const Tensor& grad_out, const Tensor& grad_x, const Tensor& grad_y, std::int64_t groups,
-                        std::int64_t shuffle_groups);
+#include "kernels/contracts/split_mix.inc"
 
 }  // namespace define::kernels::ref

@@ -91,7 +91,7 @@ std::vector<Tensor> run_family(const Problem& p, Device d) {
 }  // namespace
 
 TEST_CASE("cuda adaptive_softmax: bit-identical under forward, reverse and random schedules",
-          "[cuda][adaptive_softmax]") {
+          "[cuda][adaptive_softmax][family:adaptive_softmax]") {
   REQUIRE(kernels::register_devices().emu);
   // Warp-per-row rows (33 rows: a partial 8-row block; head 13 wide, tails 7 and 20: partial
   // warps in every row) and block-per-row rows (7 rows, head 1027 wide, tail 1100 wide).
@@ -138,7 +138,8 @@ void check_against_reference(const Case& c) {
 
 }  // namespace
 
-TEST_CASE("cuda adaptive_softmax: warp-per-row shapes match the reference", "[cuda][adaptive_softmax]") {
+TEST_CASE("cuda adaptive_softmax: warp-per-row shapes match the reference",
+          "[cuda][adaptive_softmax][family:adaptive_softmax]") {
   REQUIRE(kernels::register_devices().emu);
   // 129 rows (16 full 8-row blocks and one more row), head 302 wide, tails of 600 and 100 words;
   // one row only.
@@ -147,7 +148,7 @@ TEST_CASE("cuda adaptive_softmax: warp-per-row shapes match the reference", "[cu
 }
 
 TEST_CASE("cuda adaptive_softmax: block-per-row shapes and an empty tail match the reference",
-          "[cuda][adaptive_softmax]") {
+          "[cuda][adaptive_softmax][family:adaptive_softmax]") {
   REQUIRE(kernels::register_devices().emu);
   // 19 rows through a 1103-wide head and a 1200-word tail (one block per row); 100 rows with the
   // middle tail left empty.

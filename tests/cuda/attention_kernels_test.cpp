@@ -69,14 +69,15 @@ void check_schedules(const Shape& shape, bool causal, double p) {
 
 }  // namespace
 
-TEST_CASE("attention kernels: bit-identical under every emulator schedule", "[cuda][attention]") {
+TEST_CASE("attention kernels: bit-identical under every emulator schedule", "[cuda][attention][family:attention]") {
   register_emu();
   check_schedules({2, 2, 5, 70}, true, 0.3);   // one warp per row, partial warps
   check_schedules({2, 1, 3, 45}, false, 0.0);  // no dropout: the plain strided loops
   check_schedules({2, 1, 2, 1500}, true, 0.2);  // one block per row
 }
 
-TEST_CASE("attention kernels: the whole op at larger shapes against the reference", "[cuda][attention]") {
+TEST_CASE("attention kernels: the whole op at larger shapes against the reference",
+          "[cuda][attention][family:attention]") {
   register_emu();
   struct Shapes {
     std::int64_t b, h, tq, tk, d, dv;
@@ -108,7 +109,7 @@ TEST_CASE("attention kernels: the whole op at larger shapes against the referenc
   }
 }
 
-TEST_CASE("attention kernels: float64 row kernels against the reference", "[cuda][attention]") {
+TEST_CASE("attention kernels: float64 row kernels against the reference", "[cuda][attention][family:attention]") {
   register_emu();
   for (const std::int64_t tk : {std::int64_t{45}, std::int64_t{1030}}) {
     Generator gen(6);
@@ -128,7 +129,8 @@ TEST_CASE("attention kernels: float64 row kernels against the reference", "[cuda
   }
 }
 
-TEST_CASE("attention kernels: the dropout mask equals the CPU paths' and the dropout contract", "[cuda][attention]") {
+TEST_CASE("attention kernels: the dropout mask equals the CPU paths' and the dropout contract",
+          "[cuda][attention][family:attention]") {
   register_emu();
   for (const std::int64_t tk : {std::int64_t{77}, std::int64_t{1100}}) {
     Generator gen(5);
@@ -157,7 +159,8 @@ TEST_CASE("attention kernels: the dropout mask equals the CPU paths' and the dro
   }
 }
 
-TEST_CASE("attention kernels: fully masked rows are exact zeros, forward and backward", "[cuda][attention]") {
+TEST_CASE("attention kernels: fully masked rows are exact zeros, forward and backward",
+          "[cuda][attention][family:attention]") {
   register_emu();
   // Batch 0 pads every key. In batch 1, query 2's scores are all -inf (only infinite inputs make
   // such a row; it counts as fully masked, as on the CPU paths). Causal or not, both stay zero.

@@ -45,7 +45,7 @@ struct DropoutCase {
 
 }  // namespace
 
-TEST_CASE("cuda dropout: equal bit for bit to the CPU paths", "[cuda][dropout]") {
+TEST_CASE("cuda dropout: equal bit for bit to the CPU paths", "[cuda][dropout][family:dropout]") {
   REQUIRE(kernels::register_devices().emu);
   const std::vector<DropoutCase> cases = {
       {0, 0, 0.5, 1},
@@ -86,7 +86,7 @@ TEST_CASE("cuda dropout: equal bit for bit to the CPU paths", "[cuda][dropout]")
   }
 }
 
-TEST_CASE("cuda dropout: element i keeps x_i exactly when its Philox word says so", "[cuda][dropout]") {
+TEST_CASE("cuda dropout: element i keeps x_i exactly when its Philox word says so", "[cuda][dropout][family:dropout]") {
   REQUIRE(kernels::register_devices().emu);
   const std::uint64_t seed = 2024, offset = 13;
   const double p = 0.5;
@@ -104,7 +104,7 @@ TEST_CASE("cuda dropout: element i keeps x_i exactly when its Philox word says s
   CHECK(kept < 2 * n / 3);
 }
 
-TEST_CASE("cuda dropout: non-contiguous input reads in logical order", "[cuda][dropout]") {
+TEST_CASE("cuda dropout: non-contiguous input reads in logical order", "[cuda][dropout][family:dropout]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(9);
   const Tensor base = rand_uniform({37, 29}, -1, 1, {}, gen);

@@ -100,7 +100,8 @@ Tensor grid_values(const Shape& shape, DType dt, Generator& gen) {
 
 // Every op: float32 on a large case, float64 (tight tolerance: same formulas in double) on a smaller
 // one that also puts the broadcast operand first.
-TEST_CASE("cuda elementwise: every op on broadcast strided operands vs reference", "[cuda][elementwise]") {
+TEST_CASE("cuda elementwise: every op on broadcast strided operands vs reference",
+          "[cuda][elementwise][family:elementwise]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(11);
   struct Config {
@@ -151,7 +152,8 @@ TEST_CASE("cuda elementwise: every op on broadcast strided operands vs reference
   }
 }
 
-TEST_CASE("cuda elementwise: odd flat sizes and the grid-stride loop past the grid cap", "[cuda][elementwise]") {
+TEST_CASE("cuda elementwise: odd flat sizes and the grid-stride loop past the grid cap",
+          "[cuda][elementwise][family:elementwise]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(12);
   // 4096 blocks of 256 threads cover 1,048,576 elements; the last size makes every thread loop.
@@ -169,7 +171,7 @@ TEST_CASE("cuda elementwise: odd flat sizes and the grid-stride loop past the gr
   }
 }
 
-TEST_CASE("cuda elementwise: many non-mergeable dims", "[cuda][elementwise]") {
+TEST_CASE("cuda elementwise: many non-mergeable dims", "[cuda][elementwise][family:elementwise]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(13);
   // A permuted 5-d tensor (no two dims merge) plus a broadcast operand with size-1 dims.
@@ -193,7 +195,7 @@ TEST_CASE("cuda elementwise: many non-mergeable dims", "[cuda][elementwise]") {
   check_identical(kernels::where(emask, ey, ex), reference([&] { return kernels::where(mask, y, x); }), "where");
 }
 
-TEST_CASE("cuda elementwise: integer comparisons are exact", "[cuda][elementwise]") {
+TEST_CASE("cuda elementwise: integer comparisons are exact", "[cuda][elementwise][family:elementwise]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(14);
   const std::vector<std::pair<BinaryOp, UnaryOp>> ops = {
@@ -229,7 +231,8 @@ TEST_CASE("cuda elementwise: integer comparisons are exact", "[cuda][elementwise
         std::vector<std::int64_t>{1, 0, 0});
 }
 
-TEST_CASE("cuda elementwise: where and masked_fill are exact for every dtype pair", "[cuda][elementwise]") {
+TEST_CASE("cuda elementwise: where and masked_fill are exact for every dtype pair",
+          "[cuda][elementwise][family:elementwise]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(15);
   const std::vector<DType> dtypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64};
@@ -257,7 +260,7 @@ TEST_CASE("cuda elementwise: where and masked_fill are exact for every dtype pai
   }
 }
 
-TEST_CASE("cuda elementwise: in place on strided views", "[cuda][elementwise][inplace]") {
+TEST_CASE("cuda elementwise: in place on strided views", "[cuda][elementwise][inplace][family:elementwise]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(16);
   const Tensor base = rand_uniform({33, 31}, -2, 2, {}, gen);

@@ -52,7 +52,7 @@ Tensor check_backward(const Tensor& grad, const Tensor& ids, std::int64_t rows, 
 
 }  // namespace
 
-TEST_CASE("cuda embedding: backward, 4096 tokens over 7 rows, deterministic", "[cuda][embedding]") {
+TEST_CASE("cuda embedding: backward, 4096 tokens over 7 rows, deterministic", "[cuda][embedding][family:embedding]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(7);
   const Tensor grad = rand_uniform({4096, 40}, -1, 1, {}, gen);
@@ -66,7 +66,7 @@ TEST_CASE("cuda embedding: backward, 4096 tokens over 7 rows, deterministic", "[
   check_backward(grad64, ids2d, 7, -1, "vocab 7, float64, 2-d ids");
 }
 
-TEST_CASE("cuda embedding: backward padding row stays zero", "[cuda][embedding]") {
+TEST_CASE("cuda embedding: backward padding row stays zero", "[cuda][embedding][family:embedding]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(11);
   const Tensor grad = rand_uniform({3000, 9}, -1, 1, {}, gen);
@@ -79,7 +79,7 @@ TEST_CASE("cuda embedding: backward padding row stays zero", "[cuda][embedding]"
   CHECK(all_pad.to_vector<float>() == std::vector<float>(18, 0.0f));
 }
 
-TEST_CASE("cuda embedding: backward over several radix passes and tiles", "[cuda][embedding]") {
+TEST_CASE("cuda embedding: backward over several radix passes and tiles", "[cuda][embedding][family:embedding]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(13);
   // 50,000 rows need four 4-bit passes; 5,000 tokens fill two tiles of 2,048 and part of a third.
@@ -94,13 +94,13 @@ TEST_CASE("cuda embedding: backward over several radix passes and tiles", "[cuda
   }
 }
 
-TEST_CASE("cuda embedding: backward with no tokens writes zeros", "[cuda][embedding]") {
+TEST_CASE("cuda embedding: backward with no tokens writes zeros", "[cuda][embedding][family:embedding]") {
   REQUIRE(kernels::register_devices().emu);
   const Tensor got = kernels::embedding_backward(to_emu(zeros({0, 3})), to_emu(zeros({0}, {.dtype = DType::Int64})), 5, -1);
   CHECK(to_cpu(got).to_vector<float>() == std::vector<float>(15, 0.0f));
 }
 
-TEST_CASE("cuda embedding: lookup with odd shapes and strided tables", "[cuda][embedding]") {
+TEST_CASE("cuda embedding: lookup with odd shapes and strided tables", "[cuda][embedding][family:embedding]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(17);
   for (std::int64_t width : {1, 33, 257}) {

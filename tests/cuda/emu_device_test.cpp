@@ -56,7 +56,7 @@ TEST_CASE("emu device: Device::parse and errors name the device", "[cuda][emu]")
   CHECK_THROWS_WITH(kernels::set_emu_schedule("random"), Catch::Contains("random:<seed>"));
 }
 
-TEST_CASE("emu copy kernels: casts, broadcasts and strided views match the CPU", "[cuda][emu][copy]") {
+TEST_CASE("emu copy kernels: casts, broadcasts and strided views match the CPU", "[cuda][emu][copy][family:copy]") {
   kernels::register_devices();
   // Every dtype pair, through a transposed (non-contiguous) source.
   const std::vector<DType> dtypes{DType::Float32, DType::Float64, DType::Int32, DType::Int64};
@@ -83,7 +83,7 @@ TEST_CASE("emu copy kernels: casts, broadcasts and strided views match the CPU",
     for (int c = 0; c < 66; ++c) CHECK(got[r * 66 + c] == ((c % 2) ? static_cast<float>(c / 2) : 0.0f));
 }
 
-TEST_CASE("emu copy kernels: accumulate and fill, odd sizes", "[cuda][emu][copy]") {
+TEST_CASE("emu copy kernels: accumulate and fill, odd sizes", "[cuda][emu][copy][family:copy]") {
   kernels::register_devices();
   for (std::int64_t n : {1, 31, 33, 257, 100003}) {
     const Tensor a = rand_uniform({n}, -1, 1);

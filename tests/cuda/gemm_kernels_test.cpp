@@ -119,7 +119,7 @@ Shape matrix_shape(Shape batch, std::int64_t rows, std::int64_t cols, bool trans
 
 }  // namespace
 
-TEST_CASE("gemm kernels: 256^3 float32 against the reference", "[cuda][matmul]") {
+TEST_CASE("gemm kernels: 256^3 float32 against the reference", "[cuda][matmul][family:matmul]") {
   const Device dev = emu();
   Generator gen(11);
   const Tensor a = rand_uniform({256, 256}, -1, 1, {}, gen);
@@ -138,7 +138,7 @@ TEST_CASE("gemm kernels: 256^3 float32 against the reference", "[cuda][matmul]")
   check_close(host_values<float>(out), ref, 1e-5, 1e-5);
 }
 
-TEST_CASE("gemm kernels: alpha and beta", "[cuda][matmul]") {
+TEST_CASE("gemm kernels: alpha and beta", "[cuda][matmul][family:matmul]") {
   const Device dev = emu();
   Generator gen(12);
   const Tensor a = with_layout(rand_uniform({67, 45}, -1, 1, {}, gen), dev, Layout::Contiguous);
@@ -165,7 +165,7 @@ TEST_CASE("gemm kernels: alpha and beta", "[cuda][matmul]") {
   }
 }
 
-TEST_CASE("gemm kernels: trans flags with transposed and strided operands", "[cuda][matmul]") {
+TEST_CASE("gemm kernels: trans flags with transposed and strided operands", "[cuda][matmul][family:matmul]") {
   const Device dev = emu();
   // Two row tiles (one partial), one partial column tile, three k slices (the last partial).
   const std::int64_t m = 70, n = 29, k = 37;
@@ -189,7 +189,7 @@ TEST_CASE("gemm kernels: trans flags with transposed and strided operands", "[cu
   }
 }
 
-TEST_CASE("gemm kernels: broadcast batch dims", "[cuda][matmul]") {
+TEST_CASE("gemm kernels: broadcast batch dims", "[cuda][matmul][family:matmul]") {
   const Device dev = emu();
   Generator gen(14);
   struct BatchCase {
@@ -219,7 +219,7 @@ TEST_CASE("gemm kernels: broadcast batch dims", "[cuda][matmul]") {
   }
 }
 
-TEST_CASE("gemm kernels: float64", "[cuda][matmul]") {
+TEST_CASE("gemm kernels: float64", "[cuda][matmul][family:matmul]") {
   const Device dev = emu();
   const TensorOptions f64{DType::Float64};
   Generator gen(15);
@@ -235,7 +235,7 @@ TEST_CASE("gemm kernels: float64", "[cuda][matmul]") {
   }
 }
 
-TEST_CASE("gemm kernels: bit-identical under every thread schedule", "[cuda][matmul]") {
+TEST_CASE("gemm kernels: bit-identical under every thread schedule", "[cuda][matmul][family:matmul]") {
   const Device dev = emu();
   Generator gen(16);
   const Tensor a = with_layout(rand_uniform({2, 1, 45, 67}, -1, 1, {}, gen), dev, Layout::Contiguous);
@@ -258,7 +258,7 @@ TEST_CASE("gemm kernels: bit-identical under every thread schedule", "[cuda][mat
   }
 }
 
-TEST_CASE("gemm kernels: implementation switch", "[cuda][matmul]") {
+TEST_CASE("gemm kernels: implementation switch", "[cuda][matmul][family:matmul]") {
   CHECK(kernels::parse_cuda_gemm("cublas") == kernels::CudaGemm::Cublas);
   CHECK(kernels::parse_cuda_gemm("tiled") == kernels::CudaGemm::Tiled);
   REQUIRE_THROWS_WITH(kernels::parse_cuda_gemm("fast"),

@@ -69,7 +69,8 @@ void check_all_identical(const Results& got, const Results& ref, const std::stri
 
 }  // namespace
 
-TEST_CASE("cuda grouped_linear: [512, 8*64] -> [512, 8*32] matches the reference", "[cuda][grouped_linear]") {
+TEST_CASE("cuda grouped_linear: [512, 8*64] -> [512, 8*32] matches the reference",
+          "[cuda][grouped_linear][family:grouped_linear]") {
   REQUIRE(kernels::register_devices().emu);
   SECTION("float32") {
     // dweight sums 512 products per element in float32: a little more room than the harness's 1e-5.
@@ -86,7 +87,8 @@ TEST_CASE("cuda grouped_linear: [512, 8*64] -> [512, 8*32] matches the reference
   }
 }
 
-TEST_CASE("cuda grouped_linear: results are bit-identical under every thread schedule", "[cuda][grouped_linear]") {
+TEST_CASE("cuda grouped_linear: results are bit-identical under every thread schedule",
+          "[cuda][grouped_linear][family:grouped_linear]") {
   REQUIRE(kernels::register_devices().emu);
   // 130 rows (3 row tiles, the last partial), 65 outputs per group (2 column tiles), depths 33
   // (forward), 65 (dx) and 130 (dweight), each ending in a partial 16-deep slice.
@@ -102,7 +104,8 @@ TEST_CASE("cuda grouped_linear: results are bit-identical under every thread sch
   check_all_identical(run(p), first, "repeated call");
 }
 
-TEST_CASE("cuda grouped_linear: gradients do not depend on which are requested", "[cuda][grouped_linear]") {
+TEST_CASE("cuda grouped_linear: gradients do not depend on which are requested",
+          "[cuda][grouped_linear][family:grouped_linear]") {
   REQUIRE(kernels::register_devices().emu);
   const Problem p = on_emu(make_problem(70, 4, 9, 20, DType::Float32, 5));
   const kernels::GroupedLinearGrads all = kernels::grouped_linear_backward(p.dy, p.x, p.w, true, true, true);
@@ -118,7 +121,8 @@ TEST_CASE("cuda grouped_linear: gradients do not depend on which are requested",
   check_identical(only_db.dbias, all.dbias, "dbias alone");
 }
 
-TEST_CASE("cuda grouped_linear: 3-d and non-contiguous inputs on the device", "[cuda][grouped_linear]") {
+TEST_CASE("cuda grouped_linear: 3-d and non-contiguous inputs on the device",
+          "[cuda][grouped_linear][family:grouped_linear]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(6);
   const Tensor x = rand_uniform({4, 33, 4 * 17}, -1, 1, {}, gen);
@@ -141,7 +145,7 @@ TEST_CASE("cuda grouped_linear: 3-d and non-contiguous inputs on the device", "[
 }
 
 TEST_CASE("cuda grouped_linear: the GEMM selection leaves the emulated device on the tiled kernel",
-          "[cuda][grouped_linear]") {
+          "[cuda][grouped_linear][family:grouped_linear]") {
   REQUIRE(kernels::register_devices().emu);
   const Problem p = on_emu(make_problem(40, 2, 7, 11, DType::Float32, 7));
   const kernels::CudaGemm previous = kernels::cuda_gemm();

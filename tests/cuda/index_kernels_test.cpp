@@ -60,7 +60,7 @@ Inputs on_emu(const Inputs& in, bool strided) {
 
 }  // namespace
 
-TEST_CASE("cuda index: gather and index_select equal the reference exactly", "[cuda][index]") {
+TEST_CASE("cuda index: gather and index_select equal the reference exactly", "[cuda][index][family:index]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(3);
   const Tensor x2 = rand_uniform({33, 257}, -1, 1, {}, gen);
@@ -111,7 +111,7 @@ TEST_CASE("cuda index: gather and index_select equal the reference exactly", "[c
   }
 }
 
-TEST_CASE("cuda index: scatter_add is deterministic and matches the reference", "[cuda][index]") {
+TEST_CASE("cuda index: scatter_add is deterministic and matches the reference", "[cuda][index][family:index]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(5);
   struct ScatterCase {
@@ -153,7 +153,7 @@ TEST_CASE("cuda index: scatter_add is deterministic and matches the reference", 
   }
 }
 
-TEST_CASE("cuda index: index_add is deterministic and matches the reference", "[cuda][index]") {
+TEST_CASE("cuda index: index_add is deterministic and matches the reference", "[cuda][index][family:index]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(9);
   struct AddCase {

@@ -84,7 +84,8 @@ LayerNormRun run_on_emu(const Problem& p, double eps = 1e-5) {
 
 }  // namespace
 
-TEST_CASE("cuda layer_norm: [257, 1031] forward and backward match the reference", "[cuda][layer_norm]") {
+TEST_CASE("cuda layer_norm: [257, 1031] forward and backward match the reference",
+          "[cuda][layer_norm][family:layer_norm]") {
   REQUIRE(kernels::register_devices().emu);
   SECTION("float32, one block per row") {
     const Problem p = make_problem(257, 1031, DType::Float32, 1);
@@ -101,7 +102,7 @@ TEST_CASE("cuda layer_norm: [257, 1031] forward and backward match the reference
   }
 }
 
-TEST_CASE("cuda layer_norm: statistics stay accurate when |mean| >> std", "[cuda][layer_norm]") {
+TEST_CASE("cuda layer_norm: statistics stay accurate when |mean| >> std", "[cuda][layer_norm][family:layer_norm]") {
   REQUIRE(kernels::register_devices().emu);
   // Rows around 1000 with spread 1: a one-pass E[x^2] - E[x]^2 in float32 would lose every digit.
   for (std::int64_t cols : {300, 2000}) {  // one warp per row, one block per row
@@ -113,7 +114,8 @@ TEST_CASE("cuda layer_norm: statistics stay accurate when |mean| >> std", "[cuda
   }
 }
 
-TEST_CASE("cuda layer_norm: results are bit-identical under every thread schedule", "[cuda][layer_norm]") {
+TEST_CASE("cuda layer_norm: results are bit-identical under every thread schedule",
+          "[cuda][layer_norm][family:layer_norm]") {
   REQUIRE(kernels::register_devices().emu);
   // Block per row (1031 cols) and warp per row (33 cols, 4 rows per block with the last block
   // partly empty); dweight/dbias come from per-chunk partials summed in chunk order.
@@ -134,7 +136,7 @@ TEST_CASE("cuda layer_norm: results are bit-identical under every thread schedul
 }
 
 TEST_CASE("cuda layer_norm: parameter gradients do not depend on which gradients are requested",
-          "[cuda][layer_norm]") {
+          "[cuda][layer_norm][family:layer_norm]") {
   REQUIRE(kernels::register_devices().emu);
   const Problem p = make_problem(100, 70, DType::Float32, 6);
   const Tensor x = on_emu(p.x), w = on_emu(p.w), dy = on_emu(p.dy);

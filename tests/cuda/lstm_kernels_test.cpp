@@ -79,7 +79,7 @@ void check_against_reference(const LayerInputs& cpu_inputs, const std::string& w
 }  // namespace
 
 TEST_CASE("cuda lstm: layer forward and backward identical under forward, reverse and random schedules",
-          "[cuda][lstm]") {
+          "[cuda][lstm][family:lstm]") {
   REQUIRE(kernels::register_devices().emu);
   const LayerInputs in = on_device(random_inputs(3, 5, 7, 33, DType::Float32), Device::emu());
   run_all_schedules([&] { return flattened(run_layer(in)); }, "lstm layer T 3 B 5 I 7 H 33");
@@ -87,7 +87,7 @@ TEST_CASE("cuda lstm: layer forward and backward identical under forward, revers
 
 // H = 65: 4H = 260 gate columns (five 64-wide GEMM tiles, the last partial), B * H = 585 units
 // (three 256-thread blocks, the last partial); I = 40 and H = 65 leave partial 16-deep slices.
-TEST_CASE("cuda lstm: larger shapes against the reference, float32 and float64", "[cuda][lstm]") {
+TEST_CASE("cuda lstm: larger shapes against the reference, float32 and float64", "[cuda][lstm][family:lstm]") {
   REQUIRE(kernels::register_devices().emu);
   struct Case {
     std::int64_t T, B, I, H;
@@ -104,7 +104,7 @@ TEST_CASE("cuda lstm: larger shapes against the reference, float32 and float64",
 // Inputs of +-400 drive the gates' pre-activations to hundreds, where sigmoid's exp(-v) overflows
 // to inf (v < -88 in float) and the gates are exactly 0 or 1: every value stays finite and agrees
 // with the reference.
-TEST_CASE("cuda lstm: saturated gates", "[cuda][lstm]") {
+TEST_CASE("cuda lstm: saturated gates", "[cuda][lstm][family:lstm]") {
   REQUIRE(kernels::register_devices().emu);
   const LayerInputs in = random_inputs(3, 4, 6, 9, DType::Float32, 400.0);
   check_against_reference(in, "saturated", 1e-5);

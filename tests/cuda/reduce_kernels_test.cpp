@@ -72,7 +72,7 @@ Tensor ties_with_nans(std::int64_t rows, std::int64_t cols, int levels, const st
 
 // The kernels accumulate in double: against the double-accumulating reference the only error left
 // is the final rounding, so these use 1e-6, ten times tighter than the harness.
-TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce]") {
+TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce][family:reduce]") {
   kernels::register_devices();
   Generator gen(21);
   struct Case {
@@ -120,7 +120,7 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce]") {
                 reference([&] { return kernels::sum(xd, {dim}, false); }), 1e-12);
 }
 
-TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce]") {
+TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce][family:reduce]") {
   kernels::register_devices();
   Generator gen(22);
   for (const Shape& s : std::vector<Shape>{{1, 1}, {1, 33}, {31, 1}, {33, 257}, {257, 31}, {1000, 3}, {3, 1000},
@@ -144,7 +144,7 @@ TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce
   CHECK(values(kernels::column_sum(to_emu(zeros({0, 3})))) == std::vector<double>{0, 0, 0});
 }
 
-TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference", "[cuda][reduce]") {
+TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference", "[cuda][reduce][family:reduce]") {
   kernels::register_devices();
   // float32 at [257, 4099], float64 at [129, 1031]. NaNs: two in column 20 (rows 5 and 9: the
   // first wins), one in row 100.
@@ -169,7 +169,7 @@ TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference
   CHECK(values(kernels::argmax(to_emu(l), 0, false)) == std::vector<double>{12345});
 }
 
-TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][reduce]") {
+TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][reduce][family:reduce]") {
   kernels::register_devices();
   Generator gen(23);
   const Tensor x = rand_uniform({33, 5, 257}, -1, 1, {}, gen);
@@ -185,7 +185,8 @@ TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][re
   }
 }
 
-TEST_CASE("reduce kernels: bit-identical under forward, reverse and random schedules", "[cuda][reduce]") {
+TEST_CASE("reduce kernels: bit-identical under forward, reverse and random schedules",
+          "[cuda][reduce][family:reduce]") {
   kernels::register_devices();
   Generator gen(24);
   const Tensor rows = to_emu(rand_uniform({33, 2051}, -1, 1, {}, gen));

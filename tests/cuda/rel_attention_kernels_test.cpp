@@ -59,14 +59,16 @@ void check_schedules(const Shape& shape, std::int64_t window, double p) {
 
 }  // namespace
 
-TEST_CASE("rel_attention kernels: bit-identical under every emulator schedule", "[cuda][rel_attention]") {
+TEST_CASE("rel_attention kernels: bit-identical under every emulator schedule",
+          "[cuda][rel_attention][family:rel_attention]") {
   register_emu();
   check_schedules({2, 2, 5, 70}, 0, 0.3);      // one warp per row, partial warps
   check_schedules({2, 1, 3, 45}, 7, 0.0);      // a window, no dropout: the plain strided loops
   check_schedules({1, 2, 2, 1500}, 1200, 0.2);  // one block per row
 }
 
-TEST_CASE("rel_attention kernels: the whole op at larger shapes against the reference", "[cuda][rel_attention]") {
+TEST_CASE("rel_attention kernels: the whole op at larger shapes against the reference",
+          "[cuda][rel_attention][family:rel_attention]") {
   register_emu();
   struct Shapes {
     std::int64_t b, h, tq, tk, d, dv, window;
@@ -103,7 +105,8 @@ TEST_CASE("rel_attention kernels: the whole op at larger shapes against the refe
   }
 }
 
-TEST_CASE("rel_attention kernels: float64 row kernels against the reference", "[cuda][rel_attention]") {
+TEST_CASE("rel_attention kernels: float64 row kernels against the reference",
+          "[cuda][rel_attention][family:rel_attention]") {
   register_emu();
   for (const std::int64_t tk : {std::int64_t{45}, std::int64_t{1030}}) {
     Generator gen(6);
@@ -125,7 +128,7 @@ TEST_CASE("rel_attention kernels: float64 row kernels against the reference", "[
 }
 
 TEST_CASE("rel_attention kernels: the dropout mask equals the CPU paths' and the dropout contract",
-          "[cuda][rel_attention]") {
+          "[cuda][rel_attention][family:rel_attention]") {
   register_emu();
   for (const std::int64_t tk : {std::int64_t{77}, std::int64_t{1100}}) {
     Generator gen(5);
@@ -156,7 +159,8 @@ TEST_CASE("rel_attention kernels: the dropout mask equals the CPU paths' and the
   }
 }
 
-TEST_CASE("rel_attention kernels: rows whose visible scores are all -inf are exact zeros", "[cuda][rel_attention]") {
+TEST_CASE("rel_attention kernels: rows whose visible scores are all -inf are exact zeros",
+          "[cuda][rel_attention][family:rel_attention]") {
   register_emu();
   // [1, 1, 3, 5], M = 2, window 2: query 1 sees keys 2 and 3. Their AC is -inf: that row is
   // fully masked; the other rows are ordinary.

@@ -89,7 +89,8 @@ std::vector<std::vector<double>> family_outputs(const Tensor& x3d, const Tensor&
 
 }  // namespace
 
-TEST_CASE("cuda softmax: [64, 10007] log_softmax and cross entropy match the reference", "[cuda][softmax]") {
+TEST_CASE("cuda softmax: [64, 10007] log_softmax and cross entropy match the reference",
+          "[cuda][softmax][family:softmax]") {
   register_emu();
   Generator gen(11);
   const std::int64_t rows = 64, classes = 10007;
@@ -125,7 +126,7 @@ TEST_CASE("cuda softmax: [64, 10007] log_softmax and cross entropy match the ref
 }
 
 TEST_CASE("cuda softmax: results are bit-identical under forward, reverse and random schedules",
-          "[cuda][softmax]") {
+          "[cuda][softmax][family:softmax]") {
   register_emu();
   Generator gen(5);
   Tensor x3d = to_emu(rand_uniform({3, 37, 45}, -3, 3, {}, gen));  // 45 columns: a full and a partial tile
@@ -149,7 +150,7 @@ TEST_CASE("cuda softmax: results are bit-identical under forward, reverse and ra
   }
 }
 
-TEST_CASE("cuda softmax: inf and NaN follow the reference", "[cuda][softmax]") {
+TEST_CASE("cuda softmax: inf and NaN follow the reference", "[cuda][softmax][family:softmax]") {
   register_emu();
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   // Rows: masked logits, all masked, one +inf, a NaN, a NaN after the maximum.
@@ -194,7 +195,8 @@ TEST_CASE("cuda softmax: inf and NaN follow the reference", "[cuda][softmax]") {
   }
 }
 
-TEST_CASE("cuda softmax: every target ignored gives 0 loss and zero gradients, no NaN", "[cuda][softmax]") {
+TEST_CASE("cuda softmax: every target ignored gives 0 loss and zero gradients, no NaN",
+          "[cuda][softmax][family:softmax]") {
   register_emu();
   for (std::int64_t classes : {7, 1500}) {  // one warp per row, one block per row
     for (DType target_dtype : {DType::Int64, DType::Int32}) {
@@ -230,7 +232,8 @@ TEST_CASE("cuda softmax: every target ignored gives 0 loss and zero gradients, n
   }
 }
 
-TEST_CASE("cuda softmax: loss reduction over many rows is exact in count and deterministic", "[cuda][softmax]") {
+TEST_CASE("cuda softmax: loss reduction over many rows is exact in count and deterministic",
+          "[cuda][softmax][family:softmax]") {
   register_emu();
   Generator gen(9);
   const std::int64_t n = 5003;  // not a multiple of the 256-thread block

@@ -57,7 +57,8 @@ void check_against_reference(const Tensor& x, const Tensor& y, const Tensor& gra
 
 }  // namespace
 
-TEST_CASE("cuda split_mix: bit-identical to the reference, every dtype and odd sizes", "[cuda][split_mix]") {
+TEST_CASE("cuda split_mix: bit-identical to the reference, every dtype and odd sizes",
+          "[cuda][split_mix][family:split_mix]") {
   REQUIRE(kernels::register_devices().emu);
   const std::vector<MixShape> shapes = {
       {1, 3, 5, 1, 1},    {31, 6, 10, 2, 2},   {33, 12, 20, 4, 4},  {257, 12, 20, 4, 10},
@@ -75,7 +76,8 @@ TEST_CASE("cuda split_mix: bit-identical to the reference, every dtype and odd s
   }
 }
 
-TEST_CASE("cuda split_mix: the same under forward, reverse and random schedules", "[cuda][split_mix]") {
+TEST_CASE("cuda split_mix: the same under forward, reverse and random schedules",
+          "[cuda][split_mix][family:split_mix]") {
   REQUIRE(kernels::register_devices().emu);
   const MixShape m{31, 12, 20, 4, 2};
   const Tensor x = to_emu(random_of({m.rows, m.p}, DType::Float32, 4));
@@ -97,7 +99,7 @@ TEST_CASE("cuda split_mix: the same under forward, reverse and random schedules"
 }
 
 TEST_CASE("cuda split_mix: strided views read in place (column slice, transposed rows, grad_out view)",
-          "[cuda][split_mix]") {
+          "[cuda][split_mix][family:split_mix]") {
   REQUIRE(kernels::register_devices().emu);
   const MixShape m{37, 12, 20, 4, 5};
   // x: columns 5..16 of a [37, 40] matrix (row stride 40); y: the transpose of a [20, 37] matrix
@@ -126,7 +128,8 @@ TEST_CASE("cuda split_mix: strided views read in place (column slice, transposed
   check_identical(emu_g.grad_y, ref_g.grad_y, "grad_y, emu");
 }
 
-TEST_CASE("cuda split_mix: backward inverts forward, over several grid-stride rounds", "[cuda][split_mix]") {
+TEST_CASE("cuda split_mix: backward inverts forward, over several grid-stride rounds",
+          "[cuda][split_mix][family:split_mix]") {
   REQUIRE(kernels::register_devices().emu);
   // 4200 x 256 = 1,075,200 elements: more than the 4096 x 256 threads of one grid-stride round.
   const MixShape m{4200, 96, 160, 8, 8};

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "harness/family_tags.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
@@ -252,6 +253,12 @@ Comparison compare(const std::vector<double>& got, const std::vector<double>& re
 }
 
 void run_op_cases(const std::vector<OpCase>& cases) {
+  // The op coverage test (tests/ops/op_coverage_test.cpp) finds op-harness test cases by their
+  // tags, so every caller must carry them.
+  const Catch::TestCaseInfo& test = current_test_case();
+  INFO("test case \"" << test.name << "\" runs op-harness cases: tag it [harness][family:<op family>]");
+  REQUIRE(has_tag(test, "harness"));
+  REQUIRE_FALSE(family_of(test).empty());
   static bool warned_cuda = false;
   static const kernels::DeviceAvailability devices = kernels::register_devices();
   for (const OpCase& c : cases) {

@@ -42,6 +42,8 @@ struct OpCase {
   bool gradcheck = true;
 };
 
+// Runs the cases in every enabled mode. The calling test case must carry the tags [harness] and
+// [family:<op family>] (harness/family_tags.h): the op coverage test counts cases by them.
 void run_op_cases(const std::vector<OpCase>& cases);
 
 // Building blocks, exposed for tests that need them directly.

@@ -123,7 +123,7 @@ std::vector<std::int64_t> join(std::vector<std::int64_t> a, const std::vector<st
 
 }  // namespace
 
-TEST_CASE("ops: adaptive_softmax_loss", "[ops][adaptive_softmax]") {
+TEST_CASE("ops: adaptive_softmax_loss", "[ops][harness][adaptive_softmax][family:adaptive_softmax]") {
   const Bounds small{4, 7, 12};  // shortlist 4, tails [4, 7) and [7, 12); head 6 wide
   const std::vector<std::int64_t> all_words = range(0, 12);
   define::test::run_op_cases({
@@ -149,7 +149,8 @@ TEST_CASE("ops: adaptive_softmax_loss", "[ops][adaptive_softmax]") {
   });
 }
 
-TEST_CASE("ops: adaptive_softmax_loss at odd sizes and wide rows", "[ops][adaptive_softmax]") {
+TEST_CASE("ops: adaptive_softmax_loss at odd sizes and wide rows",
+          "[ops][harness][adaptive_softmax][family:adaptive_softmax]") {
   // V = 300: shortlist 40, tails of 60, 100 and 100 words; targets avoid tail 1 ([100, 200)).
   const Bounds b{40, 100, 200, 300};
   const std::vector<std::int64_t> words = join(join(range(0, 40, 3), range(40, 100, 7)), range(200, 300, 11));
@@ -178,7 +179,7 @@ TEST_CASE("ops: adaptive_softmax_loss at odd sizes and wide rows", "[ops][adapti
   });
 }
 
-TEST_CASE("ops: adaptive_log_softmax", "[ops][adaptive_softmax]") {
+TEST_CASE("ops: adaptive_log_softmax", "[ops][harness][adaptive_softmax][family:adaptive_softmax]") {
   define::test::run_op_cases({
       log_prob_case("N1", 1, {4, 7, 12}),
       log_prob_case("N3_no_tails", 3, {6}),
@@ -235,7 +236,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("adaptive_softmax: fused loss equals the generic-op composition and -log_prob[target]",
-          "[adaptive_softmax]") {
+          "[adaptive_softmax][family:adaptive_softmax]") {
   REQUIRE(kernels::register_devices().emu);
   const Bounds b{40, 100, 200, 300};
   const std::vector<std::int64_t> target = make_targets(33, range(0, 300, 4), 6);
@@ -288,7 +289,7 @@ TEST_CASE("adaptive_softmax: fused loss equals the generic-op composition and -l
   for (double s : row_sums) CHECK(std::abs(s - 1.0) < 1e-12);
 }
 
-TEST_CASE("adaptive_softmax: partition is stable and complete", "[adaptive_softmax]") {
+TEST_CASE("adaptive_softmax: partition is stable and complete", "[adaptive_softmax][family:adaptive_softmax]") {
   const Tensor t = from_vector<std::int64_t>({9, 0, 5, -100, 11, 3, 7, 5}, {8});
   const AdaptivePartition p = adaptive_partition(t, {4, 7, 12});
   REQUIRE(p.rows.size() == 3);
@@ -302,7 +303,7 @@ TEST_CASE("adaptive_softmax: partition is stable and complete", "[adaptive_softm
   CHECK(p.position.to_vector<std::int64_t>() == std::vector<std::int64_t>{4, 0, 2, -1, 5, 1, 6, 3});
 }
 
-TEST_CASE("adaptive_softmax: bad input raises named errors", "[adaptive_softmax]") {
+TEST_CASE("adaptive_softmax: bad input raises named errors", "[adaptive_softmax][family:adaptive_softmax]") {
   const Bounds b{4, 7, 12};
   const Tensor head = zeros({3, 6});
   const Tensor t = from_vector<std::int64_t>({9, 0, 5}, {3});
@@ -335,7 +336,8 @@ TEST_CASE("adaptive_softmax: bad input raises named errors", "[adaptive_softmax]
                       Contains("adaptive_log_prob: tail 1 logits [2,5] must be [3, 5] (words [7, 12))"));
 }
 
-TEST_CASE("adaptive_softmax: an empty batch gives a zero loss and empty gradients", "[adaptive_softmax]") {
+TEST_CASE("adaptive_softmax: an empty batch gives a zero loss and empty gradients",
+          "[adaptive_softmax][family:adaptive_softmax]") {
   const Bounds b{4, 7, 12};
   Tensor head = zeros({0, 6});
   head.set_requires_grad();

@@ -101,7 +101,7 @@ Tensor attention_by_generic_ops(const Tensor& q, const Tensor& k, const Tensor& 
 
 }  // namespace
 
-TEST_CASE("ops: attention", "[ops][attention]") {
+TEST_CASE("ops: attention", "[ops][harness][attention][family:attention]") {
   define::test::run_op_cases({
       attention_case("B1_H1_T1_d1", qkv(1, 1, 1, 1, 1, 1), {}),
       attention_case("B2_H3_Tq5_Tk7_d4_dv3", qkv(2, 3, 5, 7, 4, 3), {}),
@@ -118,7 +118,7 @@ TEST_CASE("ops: attention", "[ops][attention]") {
 
 // Odd sizes for the row kernels (partial warps and blocks, rows just past the warp limit where the
 // CUDA path switches to a block per row), and dropout: the same mask on every backend.
-TEST_CASE("ops: attention odd sizes and long rows", "[ops][attention]") {
+TEST_CASE("ops: attention odd sizes and long rows", "[ops][harness][attention][family:attention]") {
   define::test::run_op_cases({
       attention_case("T31_d33", qkv(1, 1, 31, 31, 33, 2), {.causal = true}, false),
       attention_case("Tq33_Tk31_padded", qkv(2, 1, 33, 31, 5, 3), {.pad = mixed_padding(2, 31)}, false),
@@ -131,7 +131,7 @@ TEST_CASE("ops: attention odd sizes and long rows", "[ops][attention]") {
   });
 }
 
-TEST_CASE("ops: attention dropout", "[ops][attention]") {
+TEST_CASE("ops: attention dropout", "[ops][harness][attention][family:attention]") {
   define::test::run_op_cases({
       attention_case("dropout0.3", qkv(1, 2, 3, 5, 4, 3), {.dropout = 0.3}),
       attention_case("dropout0.5_padded_causal", qkv(3, 1, 4, 6, 3, 2),
@@ -145,7 +145,8 @@ TEST_CASE("ops: attention dropout", "[ops][attention]") {
   });
 }
 
-TEST_CASE("attention: fused op equals the composite of generic ops, dropout mask included", "[ops][attention]") {
+TEST_CASE("attention: fused op equals the composite of generic ops, dropout mask included",
+          "[ops][attention][family:attention]") {
   const TensorOptions f64{.dtype = DType::Float64};
   for (const bool causal : {false, true}) {
     for (const double p : {0.0, 0.25}) {
@@ -175,7 +176,7 @@ TEST_CASE("attention: fused op equals the composite of generic ops, dropout mask
 
 // The dropped probabilities are exactly dropout_apply(P, p, seed, offset): the contract of
 // kernels/dropout.h on the [B, H, Tq, Tk] tensor, on the reference and the fast path alike.
-TEST_CASE("attention: dropout follows the dropout family's Philox contract", "[ops][attention]") {
+TEST_CASE("attention: dropout follows the dropout family's Philox contract", "[ops][attention][family:attention]") {
   Generator data(8);
   const Tensor scores = rand_uniform({2, 3, 5, 37}, -2, 2, {}, data);
   const kernels::AttentionMasking m{.key_padding_mask = mixed_padding(2, 37), .causal = true, .dropout = 0.3,
@@ -191,7 +192,7 @@ TEST_CASE("attention: dropout follows the dropout family's Philox contract", "[o
   }
 }
 
-TEST_CASE("attention: dropout draws B*H*Tq*Tk words, only while training", "[ops][attention]") {
+TEST_CASE("attention: dropout draws B*H*Tq*Tk words, only while training", "[ops][attention][family:attention]") {
   const Tensor q = rand_uniform({2, 3, 5, 4}, -1, 1), k = rand_uniform({2, 3, 7, 4}, -1, 1);
   const Tensor v = rand_uniform({2, 3, 7, 2}, -1, 1);
   Generator gen(1);
@@ -203,7 +204,7 @@ TEST_CASE("attention: dropout draws B*H*Tq*Tk words, only while training", "[ops
   CHECK(values(eval) == values(scaled_dot_product_attention(q, k, v)));
 }
 
-TEST_CASE("attention: a fully masked query row gives zeros and no NaN gradient", "[ops][attention]") {
+TEST_CASE("attention: a fully masked query row gives zeros and no NaN gradient", "[ops][attention][family:attention]") {
   const TensorOptions f64{.dtype = DType::Float64};
   Tensor q = rand_normal({2, 1, 3, 4}, 0, 1, f64).set_requires_grad();
   Tensor k = rand_normal({2, 1, 5, 4}, 0, 1, f64).set_requires_grad();
@@ -217,7 +218,7 @@ TEST_CASE("attention: a fully masked query row gives zeros and no NaN gradient",
     for (double x : values(select(t, 0, 0))) CHECK(x == 0.0);
 }
 
-TEST_CASE("attention: errors name the operands", "[ops][attention]") {
+TEST_CASE("attention: errors name the operands", "[ops][attention][family:attention]") {
   const Tensor q = zeros({2, 3, 4, 5}), k = zeros({2, 3, 6, 5}), v = zeros({2, 3, 6, 7});
   CHECK_THROWS_WITH(scaled_dot_product_attention(q, zeros({2, 3, 6, 4}), v), Contains("shapes do not match"));
   CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, zeros({2, 3, 5, 7})), Contains("v [2,3,5,7]"));

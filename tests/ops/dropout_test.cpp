@@ -34,7 +34,7 @@ Tensor dropout_seeded(const Tensor& x, double p) {
 
 }  // namespace
 
-TEST_CASE("ops: dropout", "[ops][dropout]") {
+TEST_CASE("ops: dropout", "[ops][harness][dropout][family:dropout]") {
   define::test::run_op_cases({
       {.name = "dropout/p0.3", .inputs = {spec({4, 5})}, .forward = [](V x) { return dropout_seeded(x[0], 0.3); }},
       {.name = "dropout/non_contiguous", .inputs = {spec({5, 4}, -1, 1, true)},
@@ -48,7 +48,7 @@ TEST_CASE("ops: dropout", "[ops][dropout]") {
 // Odd sizes for the CUDA kernel (mode emu): element counts that are not multiples of 4 (one
 // thread serves one Philox block of 4 words) or of the 256-thread block, and a draw that starts
 // at a non-zero offset.
-TEST_CASE("ops: dropout odd sizes", "[ops][dropout]") {
+TEST_CASE("ops: dropout odd sizes", "[ops][harness][dropout][family:dropout]") {
   define::test::run_op_cases({
       {.name = "dropout/1", .inputs = {spec({1})}, .forward = [](V x) { return dropout_seeded(x[0], 0.5); }},
       {.name = "dropout/31", .inputs = {spec({31})}, .forward = [](V x) { return dropout_seeded(x[0], 0.2); }},
@@ -67,7 +67,7 @@ TEST_CASE("ops: dropout odd sizes", "[ops][dropout]") {
   });
 }
 
-TEST_CASE("dropout: element i follows the Philox contract", "[dropout]") {
+TEST_CASE("dropout: element i follows the Philox contract", "[dropout][family:dropout]") {
   const double p = 0.37;
   const std::int64_t n = 1001;
   for (auto backend : {kernels::Backend::Ref, kernels::Backend::Cpu}) {
@@ -88,7 +88,7 @@ TEST_CASE("dropout: element i follows the Philox contract", "[dropout]") {
   }
 }
 
-TEST_CASE("dropout: fast path equals the reference bit for bit, at any offset", "[dropout]") {
+TEST_CASE("dropout: fast path equals the reference bit for bit, at any offset", "[dropout][family:dropout]") {
   Tensor x = rand_uniform({3, 333}, -2, 2);
   for (std::uint64_t offset : {0, 4, 6, 1003}) {
     for (double p : {0.0, 0.25, 0.999}) {
@@ -104,7 +104,7 @@ TEST_CASE("dropout: fast path equals the reference bit for bit, at any offset", 
   }
 }
 
-TEST_CASE("dropout: kept fraction, expected value and reproducibility", "[dropout]") {
+TEST_CASE("dropout: kept fraction, expected value and reproducibility", "[dropout][family:dropout]") {
   const std::int64_t n = 100000;
   for (double p : {0.1, 0.3, 0.5}) {
     Generator gen(2024);
@@ -128,7 +128,7 @@ TEST_CASE("dropout: kept fraction, expected value and reproducibility", "[dropou
   CHECK(values(dropout(ones({999}), 0.5, true, a)) == m1);
 }
 
-TEST_CASE("dropout: identity cases, p = 1 and the backward mask", "[dropout]") {
+TEST_CASE("dropout: identity cases, p = 1 and the backward mask", "[dropout][family:dropout]") {
   Tensor x = rand_uniform({4, 6}, -1, 1);
   Generator gen(3);
   CHECK(dropout(x, 0.5, false, gen).impl() == x.impl());  // eval: the same tensor, no copy
@@ -145,7 +145,7 @@ TEST_CASE("dropout: identity cases, p = 1 and the backward mask", "[dropout]") {
   CHECK(values(leaf.grad()) == values(y));
 }
 
-TEST_CASE("dropout: bad input raises named errors", "[dropout]") {
+TEST_CASE("dropout: bad input raises named errors", "[dropout][family:dropout]") {
   using Catch::Contains;
   Tensor x = ones({3});
   REQUIRE_THROWS_WITH(dropout(x, -0.1), Contains("dropout: probability -0.1 is outside [0, 1]"));

@@ -93,7 +93,7 @@ std::vector<double> to_vec(const Tensor& t) { return define::test::to_doubles(t)
 
 }  // namespace
 
-TEST_CASE("ops: binary arithmetic", "[ops][elementwise]") {
+TEST_CASE("ops: binary arithmetic", "[ops][harness][elementwise][family:elementwise]") {
   std::vector<OpCase> cases;
   auto u = [](Shape s) { return uniform(s); };
   auto p = [](Shape s) { return positive(s); };
@@ -116,7 +116,7 @@ TEST_CASE("ops: binary arithmetic", "[ops][elementwise]") {
   define::test::run_op_cases(cases);
 }
 
-TEST_CASE("ops: tensor-scalar arithmetic", "[ops][elementwise]") {
+TEST_CASE("ops: tensor-scalar arithmetic", "[ops][harness][elementwise][family:elementwise]") {
   auto u = [](Shape s) { return uniform(s); };
   auto p = [](Shape s) { return positive(s); };
   std::vector<OpCase> cases;
@@ -135,7 +135,7 @@ TEST_CASE("ops: tensor-scalar arithmetic", "[ops][elementwise]") {
   define::test::run_op_cases(cases);
 }
 
-TEST_CASE("ops: unary math", "[ops][elementwise]") {
+TEST_CASE("ops: unary math", "[ops][harness][elementwise][family:elementwise]") {
   auto u = [](Shape s) { return uniform(s); };
   auto wide = [](Shape s) { return uniform(s, -4.0, 4.0); };
   auto p = [](Shape s) { return positive(s); };
@@ -167,7 +167,7 @@ TEST_CASE("ops: unary math", "[ops][elementwise]") {
   define::test::run_op_cases(cases);
 }
 
-TEST_CASE("ops: comparisons, where, masked_fill", "[ops][elementwise]") {
+TEST_CASE("ops: comparisons, where, masked_fill", "[ops][harness][elementwise][family:elementwise]") {
   using BF = std::function<Tensor(const Tensor&, const Tensor&)>;
   const std::vector<std::pair<std::string, BF>> cmps = {
       {"eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }},
@@ -216,7 +216,7 @@ TEST_CASE("ops: comparisons, where, masked_fill", "[ops][elementwise]") {
 // 33, 257 elements, a [3,33] operand broadcast with [33] (both ways), a scalar, and transposed
 // (non-contiguous) operands, for a selection of ops covering each kernel shape: unary maps and
 // their backward formulas, binary maps, comparisons, where and masked_fill.
-TEST_CASE("ops: odd sizes and layouts", "[ops][elementwise]") {
+TEST_CASE("ops: odd sizes and layouts", "[ops][harness][elementwise][family:elementwise]") {
   auto u = [](Shape s) { return uniform(s); };
   auto wide = [](Shape s) { return uniform(s, -4.0, 4.0); };
   auto p = [](Shape s) { return positive(s); };
@@ -286,7 +286,7 @@ TEST_CASE("ops: odd sizes and layouts", "[ops][elementwise]") {
   define::test::run_op_cases(cases);
 }
 
-TEST_CASE("elementwise: exact values", "[ops][elementwise]") {
+TEST_CASE("elementwise: exact values", "[ops][elementwise][family:elementwise]") {
   const Tensor a = from_vector<float>({1, 2, 3, 4}, {2, 2});
   const Tensor b = from_vector<float>({10, 20}, {2});
   CHECK(add(a, b).to_vector<float>() == std::vector<float>{11, 22, 13, 24});
@@ -317,7 +317,7 @@ TEST_CASE("elementwise: exact values", "[ops][elementwise]") {
         std::vector<std::int64_t>{-7, 5, -7});
 }
 
-TEST_CASE("elementwise: gradients at kinks and ties", "[ops][elementwise]") {
+TEST_CASE("elementwise: gradients at kinks and ties", "[ops][elementwise][family:elementwise]") {
   // maximum/minimum split ties evenly.
   Tensor a = from_vector<double>({1, 2, 3}).set_requires_grad();
   Tensor b = from_vector<double>({1, 5, 0}).set_requires_grad();
@@ -360,7 +360,7 @@ TEST_CASE("elementwise: gradients at kinks and ties", "[ops][elementwise]") {
   CHECK_FALSE(eq(p, p).requires_grad());
 }
 
-TEST_CASE("elementwise: in-place ops", "[ops][elementwise][inplace]") {
+TEST_CASE("elementwise: in-place ops", "[ops][elementwise][inplace][family:elementwise]") {
   Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   std::uint64_t v = a.version();
   add_(a, from_vector<float>({1, 1, 1}), 2.0);
@@ -424,7 +424,7 @@ TEST_CASE("elementwise: in-place ops", "[ops][elementwise][inplace]") {
   REQUIRE_THROWS_WITH(add_(ones({3}), ones({2, 3})), Catch::Contains("add_: result of shape [2,3] cannot be written"));
 }
 
-TEST_CASE("elementwise: errors", "[ops][elementwise][errors]") {
+TEST_CASE("elementwise: errors", "[ops][elementwise][errors][family:elementwise]") {
   const Tensor f32 = ones({2, 3}), f64 = ones({2, 3}, {.dtype = DType::Float64});
   const Tensor i64 = ones({2, 3}, {.dtype = DType::Int64});
   REQUIRE_THROWS_WITH(add(f32, f64), Catch::Contains("add: dtypes float32 and float64 do not match"));
@@ -455,7 +455,7 @@ TEST_CASE("elementwise: errors", "[ops][elementwise][errors]") {
   }
 }
 
-TEST_CASE("elementwise: empty tensors", "[ops][elementwise]") {
+TEST_CASE("elementwise: empty tensors", "[ops][elementwise][family:elementwise]") {
   Tensor e = zeros({0, 3}).set_requires_grad();
   Tensor y = add(e, ones({3}));
   CHECK(y.shape() == Shape{0, 3});
@@ -465,7 +465,7 @@ TEST_CASE("elementwise: empty tensors", "[ops][elementwise]") {
   CHECK(e.grad().shape() == Shape{0, 3});
 }
 
-TEST_CASE("elementwise: large tensors, cpu path vs reference", "[ops][elementwise]") {
+TEST_CASE("elementwise: large tensors, cpu path vs reference", "[ops][elementwise][family:elementwise]") {
   // Big enough for the OpenMP split and for every inner-loop variant of the cpu path.
   Generator gen(5);
   const Tensor a = rand_uniform({257, 301}, -2, 2, {}, gen);
@@ -495,7 +495,7 @@ TEST_CASE("elementwise: large tensors, cpu path vs reference", "[ops][elementwis
   check([&] { return kernels::binary(kernels::BinaryOp::GeluBackward, a, at); });
 }
 
-TEST_CASE("tensor iterator: coalescing", "[ops][elementwise]") {
+TEST_CASE("tensor iterator: coalescing", "[ops][elementwise][family:elementwise]") {
   const Tensor out = empty({2, 3, 4});
   const kernels::TensorIterator bias("test", {out, out, empty({4})});
   CHECK(bias.shape() == Shape{6, 4});

@@ -44,7 +44,7 @@ Tensor emb(V x) { return embedding(x[0], x[1]); }
 
 }  // namespace
 
-TEST_CASE("ops: embedding", "[ops][embedding]") {
+TEST_CASE("ops: embedding", "[ops][harness][embedding][family:embedding]") {
   const InputSpec table = mat({6, 3});
   define::test::run_op_cases({
       {.name = "embedding/repeated_ids", .inputs = {table, ids({2, 4}, {1, 3, 1, 5, 0, 1, 3, 1})}, .forward = emb},
@@ -74,7 +74,7 @@ TEST_CASE("ops: embedding", "[ops][embedding]") {
 // Odd vocabularies and widths: the device backward sorts token positions by id with 4-bit radix
 // passes over tiles of 2048 tokens (vocab 1 and 7: one pass; 31, 33: two; 257: three), so
 // these cover one and several passes, a partial last tile and tiles past the first.
-TEST_CASE("ops: embedding odd sizes", "[ops][embedding]") {
+TEST_CASE("ops: embedding odd sizes", "[ops][harness][embedding][family:embedding]") {
   define::test::run_op_cases({
       {.name = "embedding/vocab1_dim33", .inputs = {mat({1, 33}), random_ids({5, 8}, 1)}, .forward = emb},
       {.name = "embedding/vocab31_dim1", .inputs = {mat({31, 1}), random_ids({5, 7}, 31, DType::Int32)},
@@ -98,7 +98,7 @@ TEST_CASE("ops: embedding odd sizes", "[ops][embedding]") {
   });
 }
 
-TEST_CASE("embedding: exact values and gradients", "[ops][embedding]") {
+TEST_CASE("embedding: exact values and gradients", "[ops][embedding][family:embedding]") {
   Tensor w = from_vector<float>({0, 1, 10, 11, 20, 21}, {3, 2}).set_requires_grad();
   const Tensor idx = from_vector<std::int64_t>({2, 0, 2, 2}, {2, 2});
   Tensor y = embedding(w, idx, 1);
@@ -114,7 +114,7 @@ TEST_CASE("embedding: exact values and gradients", "[ops][embedding]") {
   CHECK(w2.grad().to_vector<float>() == std::vector<float>{1, 1, 0, 0, 0, 0});
 }
 
-TEST_CASE("embedding: backward is deterministic across thread counts", "[ops][embedding]") {
+TEST_CASE("embedding: backward is deterministic across thread counts", "[ops][embedding][family:embedding]") {
   const Tensor grad = rand_uniform({4000, 16}, -1, 1);
   const Tensor idx = rand_int({4000}, 7);  // many collisions per row
   const int threads = omp_get_max_threads();
@@ -126,7 +126,7 @@ TEST_CASE("embedding: backward is deterministic across thread counts", "[ops][em
   CHECK(one == many);
 }
 
-TEST_CASE("embedding: bad input", "[ops][embedding][errors]") {
+TEST_CASE("embedding: bad input", "[ops][embedding][errors][family:embedding]") {
   const Tensor w = zeros({10, 4});
   REQUIRE_THROWS_WITH(embedding(w, from_vector<std::int64_t>({1, 12})),
                       Catch::Contains("embedding: index 12 out of range for 10 rows"));

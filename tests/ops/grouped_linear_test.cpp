@@ -46,7 +46,7 @@ define::test::OpCase glt_case(std::int64_t g, std::int64_t k_in, std::int64_t k_
 
 // Group counts 1, 2, 4, 8 with odd per-group widths (3, 5, 33) and 1, 31 or 257 rows. The full
 // Jacobian check (mode grad) runs on the small ones.
-TEST_CASE("ops: grouped_linear", "[ops][grouped_linear]") {
+TEST_CASE("ops: grouped_linear", "[ops][harness][grouped_linear][family:grouped_linear]") {
   define::test::run_op_cases({
       glt_case(1, 3, 5, 1, true, true),
       glt_case(1, 5, 3, 31, false, true),
@@ -66,7 +66,7 @@ TEST_CASE("ops: grouped_linear", "[ops][grouped_linear]") {
 
 // Leading dims, non-contiguous operands, width-1 groups, and sizes that leave partial 64x64
 // tiles and 16-deep slices in the CUDA kernel (65 rows / columns, depths 17 and 65).
-TEST_CASE("ops: grouped_linear shapes and layouts", "[ops][grouped_linear]") {
+TEST_CASE("ops: grouped_linear shapes and layouts", "[ops][harness][grouped_linear][family:grouped_linear]") {
   define::test::run_op_cases({
       {.name = "grouped_linear/3d_input", .inputs = {spec({2, 5, 4 * 3}), spec({4, 3, 5}), spec({4, 5})},
        .forward = with_bias},
@@ -89,7 +89,7 @@ TEST_CASE("ops: grouped_linear shapes and layouts", "[ops][grouped_linear]") {
   });
 }
 
-TEST_CASE("grouped_linear: the defining sum, by hand", "[grouped_linear]") {
+TEST_CASE("grouped_linear: the defining sum, by hand", "[grouped_linear][family:grouped_linear]") {
   // x = [1 2 | 3 4], g = 2, k_in = 2, k_out = 1: y = [1*w00 + 2*w01 + b0, 3*w10 + 4*w11 + b1].
   const Tensor x = from_vector<double>({1, 2, 3, 4}, {1, 4});
   const Tensor w = from_vector<double>({10, 20, 30, 40}, {2, 2, 1});
@@ -104,7 +104,8 @@ TEST_CASE("grouped_linear: the defining sum, by hand", "[grouped_linear]") {
 // The op is g independent linear layers on contiguous chunks of the features, concatenated
 // group-major: forward values and all three gradients agree with that composition (up to
 // summation order), on the CPU fast path and on the emulated CUDA device.
-TEST_CASE("grouped_linear: equals g separate linear() calls on the chunks, concatenated", "[grouped_linear]") {
+TEST_CASE("grouped_linear: equals g separate linear() calls on the chunks, concatenated",
+          "[grouped_linear][family:grouped_linear]") {
   REQUIRE(kernels::register_devices().emu);
   const std::int64_t g = 4, k_in = 6, k_out = 5;
   Generator gen(21);
@@ -145,7 +146,7 @@ TEST_CASE("grouped_linear: equals g separate linear() calls on the chunks, conca
   }
 }
 
-TEST_CASE("grouped_linear: empty sizes", "[grouped_linear]") {
+TEST_CASE("grouped_linear: empty sizes", "[grouped_linear][family:grouped_linear]") {
   REQUIRE(kernels::register_devices().emu);
   for (const Device device : {Device::cpu(), Device::emu()}) {
     for (auto backend : {kernels::Backend::Ref, kernels::Backend::Cpu}) {
@@ -181,7 +182,7 @@ TEST_CASE("grouped_linear: empty sizes", "[grouped_linear]") {
   }
 }
 
-TEST_CASE("grouped_linear: CPU results are identical for any thread count", "[grouped_linear]") {
+TEST_CASE("grouped_linear: CPU results are identical for any thread count", "[grouped_linear][family:grouped_linear]") {
   // 1000 rows: dweight sums 3 row chunks (in chunk order), y and dx run 4 row blocks per group.
   Generator gen(12);
   const std::int64_t g = 4, k_in = 64, k_out = 48, rows = 1000;
@@ -218,7 +219,7 @@ TEST_CASE("grouped_linear: CPU results are identical for any thread count", "[gr
   CHECK(define::test::compare(ref_db, values(r.dbias), 1e-4, 1e-5).max_share <= 1.0);
 }
 
-TEST_CASE("grouped_linear: bad input raises named errors", "[grouped_linear]") {
+TEST_CASE("grouped_linear: bad input raises named errors", "[grouped_linear][family:grouped_linear]") {
   using Catch::Contains;
   REQUIRE(kernels::register_devices().emu);
   const Tensor w = zeros({4, 7, 5});

@@ -40,7 +40,7 @@ InputSpec random_ids(Shape shape, std::int64_t high, DType dtype = DType::Int64,
 
 }  // namespace
 
-TEST_CASE("ops: concat, stack, split, chunk", "[ops][index]") {
+TEST_CASE("ops: concat, stack, split, chunk", "[ops][harness][index][family:index]") {
   define::test::run_op_cases({
       {.name = "concat/three_dim0", .inputs = {mat({2, 3}), mat({1, 3}), mat({3, 3})},
        .forward = [](V x) { return concat({x[0], x[1], x[2]}, 0); }},
@@ -68,7 +68,7 @@ TEST_CASE("ops: concat, stack, split, chunk", "[ops][index]") {
   });
 }
 
-TEST_CASE("ops: gather, index_select, scatter_add", "[ops][index]") {
+TEST_CASE("ops: gather, index_select, scatter_add", "[ops][harness][index][family:index]") {
   define::test::run_op_cases({
       {.name = "gather/dim1_collisions", .inputs = {mat({3, 4}), ids({3, 3}, {0, 0, 3, 1, 1, 1, 2, 0, 2})},
        .forward = [](V x) { return gather(x[0], 1, x[1]); }},
@@ -106,7 +106,7 @@ TEST_CASE("ops: gather, index_select, scatter_add", "[ops][index]") {
 // strided iteration; scatter_add walks index columns, except a single column (1-d tensors),
 // which like index_add (index_select's backward) groups positions by target with 4-bit radix
 // passes over tiles of 2048 entries (257 rows: three passes; 2100 entries: two tiles).
-TEST_CASE("ops: gather, index_select, scatter_add odd sizes", "[ops][index]") {
+TEST_CASE("ops: gather, index_select, scatter_add odd sizes", "[ops][harness][index][family:index]") {
   define::test::run_op_cases({
       {.name = "gather/dim0_33x31", .inputs = {mat({33, 31}), random_ids({31, 31}, 33, DType::Int32)},
        .forward = [](V x) { return gather(x[0], 0, x[1]); }, .gradcheck = false},
@@ -147,7 +147,7 @@ TEST_CASE("ops: gather, index_select, scatter_add odd sizes", "[ops][index]") {
 
 // index_add directly (no autograd node: forward only). src is made contiguous by the device
 // path when its dims around dim cannot be walked with one stride each.
-TEST_CASE("ops: index_add odd sizes", "[ops][index]") {
+TEST_CASE("ops: index_add odd sizes", "[ops][harness][index][family:index]") {
   const auto index_add = [](std::int64_t dim) {
     return [dim](V x) { return kernels::index_add(x[0], dim, x[1], x[2]); };
   };
@@ -165,7 +165,7 @@ TEST_CASE("ops: index_add odd sizes", "[ops][index]") {
   });
 }
 
-TEST_CASE("index: exact values", "[ops][index]") {
+TEST_CASE("index: exact values", "[ops][index][family:index]") {
   const Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   CHECK(gather(x, 1, from_vector<std::int64_t>({2, 2, 0, 1}, {2, 2})).to_vector<float>() == std::vector<float>{3, 3, 4, 5});
   CHECK(index_select(x, 1, from_vector<std::int32_t>({2, 0})).to_vector<float>() == std::vector<float>{3, 1, 6, 4});
@@ -188,7 +188,7 @@ TEST_CASE("index: exact values", "[ops][index]") {
         std::vector<std::int64_t>{7, 5});
 }
 
-TEST_CASE("index: bad input", "[ops][index][errors]") {
+TEST_CASE("index: bad input", "[ops][index][errors][family:index]") {
   const Tensor x = zeros({2, 4});
   const auto i64 = [](std::vector<std::int64_t> v, Shape s) { return from_vector<std::int64_t>(v, s); };
   REQUIRE_THROWS_WITH(gather(x, 1, i64({0, 5}, {2, 1})), Catch::Contains("gather: index 5 out of range for dim 1 of size 4"));

@@ -26,7 +26,7 @@ InputSpec spec(Shape shape, double lo = -1.0, double hi = 1.0, bool non_contiguo
 std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
 }  // namespace
 
-TEST_CASE("ops: layer_norm", "[ops][layer_norm]") {
+TEST_CASE("ops: layer_norm", "[ops][harness][layer_norm][family:layer_norm]") {
   const InputSpec x35 = spec({3, 5}), w5 = spec({5}, 0.5, 1.5), b5 = spec({5});
   define::test::run_op_cases({
       {.name = "layer_norm/weight_and_bias", .inputs = {x35, w5, b5},
@@ -63,7 +63,7 @@ TEST_CASE("ops: layer_norm", "[ops][layer_norm]") {
 // 5000 and 9000 float32 elements are too long for the shared-memory row cache in the backward
 // pass, 9000 also in the forward pass), 1 or 257 rows, with and without weight/bias. The full
 // Jacobian check (mode grad) only runs where it stays small.
-TEST_CASE("ops: layer_norm odd shapes", "[ops][layer_norm]") {
+TEST_CASE("ops: layer_norm odd shapes", "[ops][harness][layer_norm][family:layer_norm]") {
   const auto affine = [](V x) { return layer_norm(x[0], x[1], x[2]); };
   const auto plain = [](V x) { return layer_norm(x[0], Tensor(), Tensor()); };
   const auto weight_only = [](V x) { return layer_norm(x[0], x[1], Tensor()); };
@@ -92,7 +92,7 @@ TEST_CASE("ops: layer_norm odd shapes", "[ops][layer_norm]") {
   });
 }
 
-TEST_CASE("layer_norm: rows are normalised to mean 0, variance 1", "[layer_norm]") {
+TEST_CASE("layer_norm: rows are normalised to mean 0, variance 1", "[layer_norm][family:layer_norm]") {
   for (auto backend : {kernels::Backend::Ref, kernels::Backend::Cpu}) {
     kernels::CpuBackendGuard guard(backend);
     Tensor x = from_vector<double>({1, 2, 3, 4, -2, 0, 2, 4}, {2, 4});
@@ -113,7 +113,7 @@ TEST_CASE("layer_norm: rows are normalised to mean 0, variance 1", "[layer_norm]
   }
 }
 
-TEST_CASE("layer_norm: parameter gradients are identical for any thread count", "[layer_norm]") {
+TEST_CASE("layer_norm: parameter gradients are identical for any thread count", "[layer_norm][family:layer_norm]") {
   Generator gen(11);
   Tensor x = rand_uniform({515, 256}, -2, 2, {}, gen);
   Tensor dy = rand_uniform({515, 256}, -1, 1, {}, gen);
@@ -143,7 +143,7 @@ TEST_CASE("layer_norm: parameter gradients are identical for any thread count", 
   CHECK(define::test::compare(ref_x, values(r.dx), 1e-5, 1e-5).max_share <= 1.0);
 }
 
-TEST_CASE("layer_norm: bad input raises named errors", "[layer_norm]") {
+TEST_CASE("layer_norm: bad input raises named errors", "[layer_norm][family:layer_norm]") {
   using Catch::Contains;
   Tensor x = zeros({3, 5});
   REQUIRE_THROWS_WITH(layer_norm(x, zeros({4}), Tensor()),

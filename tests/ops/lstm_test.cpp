@@ -70,7 +70,7 @@ define::test::OpCase lstm_case(const Sizes& s, CaseOptions o) {
 // T in {1, 3, 7}, B in {1, 2, 5}, H in {1, 3, 33}, with and without biases, strided x and weights.
 // The full Jacobian check (mode grad) runs on the small ones; the H = 33 cases run the cell kernels
 // on partial blocks and the GEMMs on partial tiles.
-TEST_CASE("ops: lstm_layer", "[ops][lstm]") {
+TEST_CASE("ops: lstm_layer", "[ops][harness][lstm][family:lstm]") {
   define::test::run_op_cases({
       lstm_case({1, 1, 1, 1}, {}),
       lstm_case({3, 2, 4, 3}, {}),
@@ -89,7 +89,7 @@ TEST_CASE("ops: lstm_layer", "[ops][lstm]") {
 // Inputs the other cases do not hand over: a zero initial state (h0, c0 undefined), an x that is a
 // column slice of a wider tensor (a strided view the input projection reads without a copy), and
 // the gradient of h_n alone (c_n alone) with y unused.
-TEST_CASE("ops: lstm_layer inputs and partial results", "[ops][lstm]") {
+TEST_CASE("ops: lstm_layer inputs and partial results", "[ops][harness][lstm][family:lstm]") {
   const auto weights = [](std::int64_t I, std::int64_t H) {
     return std::vector<InputSpec>{spec({4 * H, I}, false, 0.5), spec({4 * H, H}, false, 0.5), spec({4 * H}, false, 0.5),
                                   spec({4 * H}, false, 0.5)};
@@ -116,7 +116,7 @@ TEST_CASE("ops: lstm_layer inputs and partial results", "[ops][lstm]") {
 
 // One step, one unit: every gate's pre-activation is 0.5 * x + 0.25 * h0 (+ biases 0.1 and -0.2),
 // so i = f = o = sigmoid(p) and g = tanh(p) with the same p.
-TEST_CASE("lstm_layer: one step by hand", "[lstm]") {
+TEST_CASE("lstm_layer: one step by hand", "[lstm][family:lstm]") {
   const double x = 0.8, h0 = -0.4, c0 = 0.3, p = 0.5 * x + 0.25 * h0 + 0.1 - 0.2;
   const double s = 1.0 / (1.0 + std::exp(-p)), g = std::tanh(p);
   const double c = s * c0 + s * g, h = s * std::tanh(c);
@@ -132,7 +132,7 @@ TEST_CASE("lstm_layer: one step by hand", "[lstm]") {
   }
 }
 
-TEST_CASE("lstm_layer: empty sequence and empty batch", "[lstm]") {
+TEST_CASE("lstm_layer: empty sequence and empty batch", "[lstm][family:lstm]") {
   REQUIRE(kernels::register_devices().emu);
   for (const Device device : {Device::cpu(), Device::emu()}) {
     INFO("device " << device.str());
@@ -159,7 +159,7 @@ TEST_CASE("lstm_layer: empty sequence and empty batch", "[lstm]") {
   }
 }
 
-TEST_CASE("lstm_layer: named errors", "[lstm]") {
+TEST_CASE("lstm_layer: named errors", "[lstm][family:lstm]") {
   const Tensor x = zeros({3, 2, 4}), h = zeros({2, 5}), w_ih = zeros({20, 4}), w_hh = zeros({20, 5});
   CHECK_NOTHROW(lstm_layer(x, h, h, w_ih, w_hh));
   REQUIRE_THROWS_WITH(lstm_layer(zeros({2, 4}), h, h, w_ih, w_hh), Contains("lstm_layer: x must be 3-d"));
@@ -181,7 +181,7 @@ TEST_CASE("lstm_layer: named errors", "[lstm]") {
 // B * H * 4H = 301,088 multiply-adds): every element is computed by the same code in the same order
 // whichever thread owns it, so 1, 2 and 3 threads give the same bits, forward and backward (3 on
 // the 2-core machine also takes the step barrier's sleeping path, kernels/cpu/step_barrier.h).
-TEST_CASE("lstm_layer: CPU recurrence bit-identical for 1, 2 and 3 threads", "[lstm]") {
+TEST_CASE("lstm_layer: CPU recurrence bit-identical for 1, 2 and 3 threads", "[lstm][family:lstm]") {
   const std::int64_t T = 9, B = 8, H = 97;
   Generator gen(14);
   const Tensor w_hh = rand_uniform({4 * H, H}, -0.3, 0.3, {}, gen), b = rand_uniform({4 * H}, -0.3, 0.3, {}, gen);

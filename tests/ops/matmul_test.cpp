@@ -29,7 +29,7 @@ Tensor mm(V x) { return matmul(x[0], x[1]); }
 
 }  // namespace
 
-TEST_CASE("ops: matmul", "[ops][matmul]") {
+TEST_CASE("ops: matmul", "[ops][harness][matmul][family:matmul]") {
   define::test::run_op_cases({
       {.name = "matmul/odd_3x5x7", .inputs = {mat({3, 5}), mat({5, 7})}, .forward = mm},
       {.name = "matmul/k1", .inputs = {mat({4, 1}), mat({1, 3})}, .forward = mm},
@@ -69,7 +69,7 @@ TEST_CASE("ops: matmul", "[ops][matmul]") {
 // Shapes that leave partial 64x64 tiles and partial 16-deep k slices in the CUDA kernels, each with
 // op(a) and op(b) given as plain or transposed (column-major) storage. Only the smallest is
 // gradchecked: the Jacobians of the others take minutes.
-TEST_CASE("ops: matmul odd shapes and layouts", "[ops][matmul]") {
+TEST_CASE("ops: matmul odd shapes and layouts", "[ops][harness][matmul][family:matmul]") {
   struct Mnk {
     std::int64_t m, n, k;
   };
@@ -98,7 +98,7 @@ TEST_CASE("ops: matmul odd shapes and layouts", "[ops][matmul]") {
   define::test::run_op_cases(cases);
 }
 
-TEST_CASE("ops: bmm and linear", "[ops][matmul]") {
+TEST_CASE("ops: bmm and linear", "[ops][harness][matmul][family:matmul]") {
   define::test::run_op_cases({
       {.name = "bmm", .inputs = {mat({3, 2, 4}), mat({3, 4, 5})}, .forward = [](V x) { return bmm(x[0], x[1]); }},
       {.name = "bmm/non_contiguous", .inputs = {mat({2, 3, 3}, true), mat({2, 3, 1})},
@@ -121,7 +121,7 @@ TEST_CASE("ops: bmm and linear", "[ops][matmul]") {
   });
 }
 
-TEST_CASE("matmul: exact values", "[ops][matmul]") {
+TEST_CASE("matmul: exact values", "[ops][matmul][family:matmul]") {
   const Tensor a = from_vector<float>({1, 2, 3, 4}, {2, 2});
   const Tensor b = from_vector<float>({5, 6, 7, 8}, {2, 2});
   CHECK(matmul(a, b).to_vector<float>() == std::vector<float>{19, 22, 43, 50});
@@ -144,7 +144,7 @@ TEST_CASE("matmul: exact values", "[ops][matmul]") {
   CHECK(bmm(stack2, stack2).to_vector<float>() == std::vector<float>{1, 0, 0, 1, 4, 0, 0, 4});
 }
 
-TEST_CASE("matmul: gradients by hand", "[ops][matmul]") {
+TEST_CASE("matmul: gradients by hand", "[ops][matmul][family:matmul]") {
   Tensor w = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}).set_requires_grad();
   Tensor x = from_vector<double>({1, 1, 1, 2, 0, -1}, {2, 3}).set_requires_grad();
   Tensor bias = from_vector<double>({0.5, -0.5}).set_requires_grad();
@@ -155,7 +155,7 @@ TEST_CASE("matmul: gradients by hand", "[ops][matmul]") {
   CHECK(x.grad().to_vector<double>() == std::vector<double>{5, 7, 9, 5, 7, 9});
 }
 
-TEST_CASE("matmul: gemm kernel flags, alpha and beta", "[ops][matmul][kernels]") {
+TEST_CASE("matmul: gemm kernel flags, alpha and beta", "[ops][matmul][kernels][family:matmul]") {
   for (const bool ta : {false, true}) {
     for (const bool tb : {false, true}) {
       const Tensor a = rand_uniform(ta ? Shape{2, 7, 5} : Shape{2, 5, 7}, -1, 1);
@@ -184,7 +184,7 @@ TEST_CASE("matmul: gemm kernel flags, alpha and beta", "[ops][matmul][kernels]")
   CHECK(kernels::column_sum(empty({0, 3})).to_vector<float>() == std::vector<float>{0, 0, 0});
 }
 
-TEST_CASE("matmul: bad input", "[ops][matmul][errors]") {
+TEST_CASE("matmul: bad input", "[ops][matmul][errors][family:matmul]") {
   const Tensor a23 = zeros({2, 3}), a45 = zeros({4, 5});
   REQUIRE_THROWS_WITH(matmul(a23, a45), Catch::Contains("matmul: shapes [2,3] and [4,5] do not match"));
   REQUIRE_THROWS_WITH(matmul(zeros({3}), zeros({4})), Catch::Contains("matmul: shapes [3] and [4] do not match"));

@@ -32,7 +32,7 @@ std::vector<double> to_vec(const Tensor& t) { return define::test::to_doubles(t)
 
 }  // namespace
 
-TEST_CASE("ops: sum and mean", "[ops][reduce]") {
+TEST_CASE("ops: sum and mean", "[ops][harness][reduce][family:reduce]") {
   using Dims = std::vector<std::int64_t>;
   std::vector<OpCase> cases;
   struct Spec {
@@ -73,7 +73,7 @@ TEST_CASE("ops: sum and mean", "[ops][reduce]") {
   define::test::run_op_cases(cases);
 }
 
-TEST_CASE("ops: max, argmax, sum_to", "[ops][reduce]") {
+TEST_CASE("ops: max, argmax, sum_to", "[ops][harness][reduce][family:reduce]") {
   std::vector<OpCase> cases;
   for (std::int64_t dim : {0, 1, -1})
     for (bool keep : {false, true}) {
@@ -114,7 +114,7 @@ TEST_CASE("ops: max, argmax, sum_to", "[ops][reduce]") {
 // transpose that turns a row reduction into a column one, a stride-2 view). Inputs above a few
 // thousand elements skip the finite-difference Jacobian (seconds each); modes cpu and emu still
 // check their gradients against the reference.
-TEST_CASE("ops: reductions at odd sizes", "[ops][reduce]") {
+TEST_CASE("ops: reductions at odd sizes", "[ops][harness][reduce][family:reduce]") {
   using Dims = std::vector<std::int64_t>;
   struct Spec {
     std::string name;
@@ -192,7 +192,7 @@ TEST_CASE("ops: reductions at odd sizes", "[ops][reduce]") {
   define::test::run_op_cases(cases);
 }
 
-TEST_CASE("reduce: exact values", "[ops][reduce]") {
+TEST_CASE("reduce: exact values", "[ops][reduce][family:reduce]") {
   const Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   CHECK(sum(x).shape() == Shape{});
   CHECK(sum(x).item<float>() == 21);
@@ -232,7 +232,7 @@ TEST_CASE("reduce: exact values", "[ops][reduce]") {
   CHECK(sum(big).item<float>() == Approx(104857.6).epsilon(1e-6));
 }
 
-TEST_CASE("reduce: cpu layouts vs reference", "[ops][reduce]") {
+TEST_CASE("reduce: cpu layouts vs reference", "[ops][reduce][family:reduce]") {
   // Sizes chosen to reach every path of the cpu kernel: long rows (chunked partial sums), many
   // short rows, wide and narrow columns (row-chunked), middle dims, interleaved dims.
   Generator gen(9);
@@ -282,7 +282,7 @@ TEST_CASE("reduce: cpu layouts vs reference", "[ops][reduce]") {
   CHECK(sum(gw_fast).item<float>() == 600.0f);
 }
 
-TEST_CASE("reduce: errors", "[ops][reduce][errors]") {
+TEST_CASE("reduce: errors", "[ops][reduce][errors][family:reduce]") {
   const Tensor x = ones({2, 3});
   REQUIRE_THROWS_WITH(sum(x, {2}), Catch::Contains("sum: dim 2 out of range for a 2-d tensor"));
   REQUIRE_THROWS_WITH(mean(x, {-3}), Catch::Contains("mean: dim -3 out of range for a 2-d tensor"));

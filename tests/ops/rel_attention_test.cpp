@@ -137,7 +137,7 @@ std::vector<double> rel_attention_by_formula(const Inputs& in, std::int64_t wind
 
 }  // namespace
 
-TEST_CASE("ops: rel_attention", "[ops][rel_attention]") {
+TEST_CASE("ops: rel_attention", "[ops][harness][rel_attention][family:rel_attention]") {
   define::test::run_op_cases({
       rel_case("B1_H1_T1_d1", inputs(1, 1, 1, 1, 1, 1), {}),
       rel_case("memory_B2_H3_Tq4_Tk7_d5_dv3", inputs(2, 3, 4, 7, 5, 3), {}),
@@ -153,7 +153,7 @@ TEST_CASE("ops: rel_attention", "[ops][rel_attention]") {
 
 // Odd sizes for the row kernels (partial warps and blocks; rows past the warp limit, where the
 // CUDA path switches to a block per row), and dropout: the same mask on every backend.
-TEST_CASE("ops: rel_attention odd sizes and long rows", "[ops][rel_attention]") {
+TEST_CASE("ops: rel_attention odd sizes and long rows", "[ops][harness][rel_attention][family:rel_attention]") {
   define::test::run_op_cases({
       rel_case("Tq31_Tk33_d33", inputs(1, 1, 31, 33, 33, 2), {}, false),
       rel_case("Tq33_Tk33_window17", inputs(2, 1, 33, 33, 5, 3), {.window = 17}, false),
@@ -165,7 +165,7 @@ TEST_CASE("ops: rel_attention odd sizes and long rows", "[ops][rel_attention]") 
   });
 }
 
-TEST_CASE("ops: rel_attention dropout", "[ops][rel_attention]") {
+TEST_CASE("ops: rel_attention dropout", "[ops][harness][rel_attention][family:rel_attention]") {
   define::test::run_op_cases({
       rel_case("dropout0.3", inputs(1, 2, 3, 5, 4, 3), {.dropout = 0.3}),
       rel_case("dropout0.5_window2", inputs(2, 1, 4, 7, 3, 2), {.window = 2, .dropout = 0.5}),
@@ -176,7 +176,8 @@ TEST_CASE("ops: rel_attention dropout", "[ops][rel_attention]") {
   });
 }
 
-TEST_CASE("rel_attention: equals the header's formula evaluated by plain loops", "[ops][rel_attention]") {
+TEST_CASE("rel_attention: equals the header's formula evaluated by plain loops",
+          "[ops][rel_attention][family:rel_attention]") {
   REQUIRE(kernels::register_devices().emu);
   struct Config {
     std::int64_t b, h, tq, tk, d, dv, window;
@@ -209,7 +210,7 @@ TEST_CASE("rel_attention: equals the header's formula evaluated by plain loops",
 }
 
 TEST_CASE("rel_attention: fused op equals the composite of generic ops, dropout mask included",
-          "[ops][rel_attention]") {
+          "[ops][rel_attention][family:rel_attention]") {
   for (const std::int64_t window : {std::int64_t{0}, std::int64_t{4}}) {
     for (const double p : {0.0, 0.25}) {
       for (const std::int64_t tq : {std::int64_t{6}, std::int64_t{9}}) {  // memory of 3, and none
@@ -243,7 +244,7 @@ TEST_CASE("rel_attention: fused op equals the composite of generic ops, dropout 
 
 // An op whose inputs only partly require grad computes only those gradients (the backward reads
 // BackwardArgs::needs), with the values of the full computation.
-TEST_CASE("rel_attention: partial gradient requests", "[ops][rel_attention]") {
+TEST_CASE("rel_attention: partial gradient requests", "[ops][rel_attention][family:rel_attention]") {
   const Inputs in = random_inputs(2, 2, 4, 7, 3, 2, 8, true);
   const auto run = [](const std::vector<Tensor>& x) {
     Generator g(3);
@@ -266,7 +267,8 @@ TEST_CASE("rel_attention: partial gradient requests", "[ops][rel_attention]") {
 
 // The dropped probabilities are exactly dropout_apply(P, p, seed, offset): the contract of
 // kernels/dropout.h on the [B, H, Tq, Tk] tensor, on the reference and the fast path alike.
-TEST_CASE("rel_attention: dropout follows the dropout family's Philox contract", "[ops][rel_attention]") {
+TEST_CASE("rel_attention: dropout follows the dropout family's Philox contract",
+          "[ops][rel_attention][family:rel_attention]") {
   Generator data(8);
   const Tensor ac = rand_uniform({2, 3, 5, 37}, -2, 2, {}, data), bd = rand_uniform({2, 3, 5, 37}, -2, 2, {}, data);
   const kernels::RelAttentionParams params{.window = 20, .scale = 0.8, .dropout = 0.3, .seed = 0x1234567890ull,
@@ -278,7 +280,8 @@ TEST_CASE("rel_attention: dropout follows the dropout family's Philox contract",
   }
 }
 
-TEST_CASE("rel_attention: dropout draws B*H*Tq*Tk words, only while training", "[ops][rel_attention]") {
+TEST_CASE("rel_attention: dropout draws B*H*Tq*Tk words, only while training",
+          "[ops][rel_attention][family:rel_attention]") {
   const Tensor q = rand_uniform({2, 3, 5, 4}, -1, 1), k = rand_uniform({2, 3, 7, 4}, -1, 1);
   const Tensor v = rand_uniform({2, 3, 7, 2}, -1, 1), r = rand_uniform({3, 7, 4}, -1, 1);
   const Tensor u = rand_uniform({3, 4}, -1, 1), w = rand_uniform({3, 4}, -1, 1);
@@ -290,7 +293,7 @@ TEST_CASE("rel_attention: dropout draws B*H*Tq*Tk words, only while training", "
   CHECK(values(eval) == values(relative_attention(q, k, v, r, u, w)));
 }
 
-TEST_CASE("rel_attention: errors name the operands", "[ops][rel_attention]") {
+TEST_CASE("rel_attention: errors name the operands", "[ops][rel_attention][family:rel_attention]") {
   const Tensor q = zeros({2, 3, 4, 5}), k = zeros({2, 3, 6, 5}), v = zeros({2, 3, 6, 7});
   const Tensor r = zeros({3, 6, 5}), u = zeros({3, 5}), w = zeros({3, 5});
   CHECK_THROWS_WITH(relative_attention(q, k, v, zeros({3, 5, 5}), u, w),
@@ -306,7 +309,7 @@ TEST_CASE("rel_attention: errors name the operands", "[ops][rel_attention]") {
 }
 
 // Tq == 0 (memory only) and B == 0: empty outputs, and the gradients of what has elements are zero.
-TEST_CASE("rel_attention: no queries or no batch", "[ops][rel_attention]") {
+TEST_CASE("rel_attention: no queries or no batch", "[ops][rel_attention][family:rel_attention]") {
   for (const auto& [b, tq] : {std::pair<std::int64_t, std::int64_t>{2, 0}, {0, 3}}) {
     const Inputs in = random_inputs(b, 2, tq, 5, 3, 4, 1, true);
     const Tensor y = relative_attention(in.q, in.k, in.v, in.r, in.u, in.w, {.dropout = 0.2});

@@ -54,7 +54,7 @@ std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t)
 
 }  // namespace
 
-TEST_CASE("ops: softmax and log_softmax", "[ops][softmax]") {
+TEST_CASE("ops: softmax and log_softmax", "[ops][harness][softmax][family:softmax]") {
   define::test::run_op_cases({
       {.name = "softmax/dim1", .inputs = {uniform({3, 5})}, .forward = [](V x) { return softmax(x[0], 1); }},
       {.name = "softmax/dim0", .inputs = {uniform({4, 3})}, .forward = [](V x) { return softmax(x[0], 0); }},
@@ -91,7 +91,7 @@ TEST_CASE("ops: softmax and log_softmax", "[ops][softmax]") {
 // lane), longer rows one 512-thread block per row (1025 and 1100 leave a partial block pass), and a
 // softmax over a dim that is not the last goes to 32-column x 8-slice tiles (7 or 40 columns leave
 // partial tiles; 33 rows are not a multiple of the 8 slices).
-TEST_CASE("ops: softmax and log_softmax at odd sizes", "[ops][softmax]") {
+TEST_CASE("ops: softmax and log_softmax at odd sizes", "[ops][harness][softmax][family:softmax]") {
   define::test::run_op_cases({
       {.name = "softmax/one_row_1", .inputs = {uniform({1, 1})}, .forward = [](V x) { return softmax(x[0], 1); }},
       {.name = "softmax/row_length_31", .inputs = {uniform({3, 31})}, .forward = [](V x) { return softmax(x[0], 1); }},
@@ -118,7 +118,7 @@ TEST_CASE("ops: softmax and log_softmax at odd sizes", "[ops][softmax]") {
   });
 }
 
-TEST_CASE("ops: cross_entropy and nll_loss", "[ops][softmax]") {
+TEST_CASE("ops: cross_entropy and nll_loss", "[ops][harness][softmax][family:softmax]") {
   const InputSpec logits45 = uniform({4, 5});
   const InputSpec with_ignored = fixed_targets({1, -100, 3, -100});
   define::test::run_op_cases({
@@ -163,7 +163,7 @@ TEST_CASE("ops: cross_entropy and nll_loss", "[ops][softmax]") {
   });
 }
 
-TEST_CASE("ops: cross_entropy and nll_loss at odd sizes", "[ops][softmax]") {
+TEST_CASE("ops: cross_entropy and nll_loss at odd sizes", "[ops][harness][softmax][family:softmax]") {
   // Ignored targets (-100) among the rows, so the ignored-row paths of every kernel run.
   std::vector<double> targets31(31);
   for (int i = 0; i < 31; ++i) targets31[i] = i % 4 == 1 ? -100 : (i * 7) % 33;
@@ -191,7 +191,7 @@ TEST_CASE("ops: cross_entropy and nll_loss at odd sizes", "[ops][softmax]") {
   });
 }
 
-TEST_CASE("softmax: exact values", "[softmax]") {
+TEST_CASE("softmax: exact values", "[softmax][family:softmax]") {
   const double e1 = std::exp(1.0), e2 = std::exp(2.0), e3 = std::exp(3.0), s = e1 + e2 + e3;
   for (auto backend : {kernels::Backend::Ref, kernels::Backend::Cpu}) {
     kernels::CpuBackendGuard guard(backend);
@@ -214,7 +214,7 @@ TEST_CASE("softmax: exact values", "[softmax]") {
   }
 }
 
-TEST_CASE("softmax: vocabulary-sized rows match the reference", "[softmax]") {
+TEST_CASE("softmax: vocabulary-sized rows match the reference", "[softmax][family:softmax]") {
   Generator gen(3);
   for (std::int64_t n : {32, 1000, 50257}) {
     Tensor x = rand_uniform({3, n}, -8, 8, {}, gen);
@@ -234,7 +234,7 @@ TEST_CASE("softmax: vocabulary-sized rows match the reference", "[softmax]") {
   }
 }
 
-TEST_CASE("cross_entropy: exact values", "[softmax]") {
+TEST_CASE("cross_entropy: exact values", "[softmax][family:softmax]") {
   const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
   for (auto backend : {kernels::Backend::Ref, kernels::Backend::Cpu}) {
     kernels::CpuBackendGuard guard(backend);
@@ -264,7 +264,7 @@ TEST_CASE("cross_entropy: exact values", "[softmax]") {
   }
 }
 
-TEST_CASE("cross_entropy: every target ignored gives 0 and zero gradients, no NaN", "[softmax]") {
+TEST_CASE("cross_entropy: every target ignored gives 0 and zero gradients, no NaN", "[softmax][family:softmax]") {
   for (auto backend : {kernels::Backend::Ref, kernels::Backend::Cpu}) {
     kernels::CpuBackendGuard guard(backend);
     Tensor logits = rand_uniform({3, 4}, -1, 1);
@@ -283,7 +283,7 @@ TEST_CASE("cross_entropy: every target ignored gives 0 and zero gradients, no Na
   }
 }
 
-TEST_CASE("cross_entropy: gradient rows sum to zero and ignored rows are zero", "[softmax]") {
+TEST_CASE("cross_entropy: gradient rows sum to zero and ignored rows are zero", "[softmax][family:softmax]") {
   Tensor logits = rand_uniform({4, 6}, -2, 2);
   logits.set_requires_grad();
   Tensor target = from_vector<std::int64_t>({5, -100, 0, 3});
@@ -297,7 +297,7 @@ TEST_CASE("cross_entropy: gradient rows sum to zero and ignored rows are zero", 
   for (int c = 0; c < 6; ++c) CHECK(g[6 + c] == 0.0);
 }
 
-TEST_CASE("softmax family: bad input raises named errors", "[softmax]") {
+TEST_CASE("softmax family: bad input raises named errors", "[softmax][family:softmax]") {
   using Catch::Contains;
   Tensor x = zeros({2, 3});
   REQUIRE_THROWS_WITH(softmax(x, 3), Contains("softmax: dim 3 out of range"));

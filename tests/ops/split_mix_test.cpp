@@ -86,7 +86,7 @@ std::vector<unsigned char> bytes_of(const Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("ops: split_mix", "[ops][split_mix]") {
+TEST_CASE("ops: split_mix", "[ops][harness][split_mix][family:split_mix]") {
   define::test::run_op_cases({
       mix_case("g1_p3_q5_T1", mat({1, 3}), mat({1, 5}), 1, 0),
       mix_case("g1_p3_q5_shuffle5_T31", mat({31, 3}), mat({31, 5}), 1, 5),
@@ -111,7 +111,7 @@ TEST_CASE("ops: split_mix", "[ops][split_mix]") {
   });
 }
 
-TEST_CASE("ops: split_mix 3-d, 1-d and non-contiguous inputs", "[ops][split_mix]") {
+TEST_CASE("ops: split_mix 3-d, 1-d and non-contiguous inputs", "[ops][harness][split_mix][family:split_mix]") {
   define::test::run_op_cases({
       mix_case("3d_g2_shuffle5", mat({2, 3, 6}), mat({2, 3, 10}), 2, 5),
       mix_case("3d_g4_T2x31", mat({2, 31, 12}), mat({2, 31, 20}), 4, 0, false),
@@ -136,7 +136,7 @@ TEST_CASE("ops: split_mix 3-d, 1-d and non-contiguous inputs", "[ops][split_mix]
   });
 }
 
-TEST_CASE("ops: channel_shuffle", "[ops][split_mix]") {
+TEST_CASE("ops: channel_shuffle", "[ops][harness][split_mix][family:split_mix]") {
   define::test::run_op_cases({
       shuffle_case("s2_q8_T1", mat({1, 8}), 2),
       shuffle_case("s4_q20_T31", mat({31, 20}), 4),
@@ -151,7 +151,7 @@ TEST_CASE("ops: channel_shuffle", "[ops][split_mix]") {
   });
 }
 
-TEST_CASE("split_mix: the spec's worked example", "[split_mix]") {
+TEST_CASE("split_mix: the spec's worked example", "[split_mix][family:split_mix]") {
   // [a0 a1 a2 a3 | b0 b1 b2 b3] -> [a0 b0 a1 b1 a2 b2 a3 b3], a_i = i, b_i = 4 + i.
   const Tensor y = arange(8);
   const std::vector<double> shuffled = {0, 4, 1, 5, 2, 6, 3, 7};
@@ -178,7 +178,7 @@ TEST_CASE("split_mix: the spec's worked example", "[split_mix]") {
 }
 
 TEST_CASE("split_mix: equals chunk + interleaved concat (+ reshape/transpose shuffle), forward and backward",
-          "[split_mix]") {
+          "[split_mix][family:split_mix]") {
   REQUIRE(kernels::register_devices().emu);
   struct Shape4 {
     Shape lead;
@@ -219,7 +219,7 @@ TEST_CASE("split_mix: equals chunk + interleaved concat (+ reshape/transpose shu
   }
 }
 
-TEST_CASE("split_mix: integer dtypes on every backend", "[split_mix]") {
+TEST_CASE("split_mix: integer dtypes on every backend", "[split_mix][family:split_mix]") {
   REQUIRE(kernels::register_devices().emu);
   for (DType dtype : {DType::Int32, DType::Int64}) {
     INFO(dtype_name(dtype));
@@ -238,7 +238,7 @@ TEST_CASE("split_mix: integer dtypes on every backend", "[split_mix]") {
   }
 }
 
-TEST_CASE("split_mix: empty inputs", "[split_mix]") {
+TEST_CASE("split_mix: empty inputs", "[split_mix][family:split_mix]") {
   CHECK(split_mix(zeros({0, 4}), zeros({0, 8}), 2, 2).shape() == Shape{0, 12});
   CHECK(split_mix(zeros({3, 0}), zeros({3, 0}), 4, 0).shape() == Shape{3, 0});
   CHECK(channel_shuffle(zeros({2, 0, 6}), 3).shape() == Shape{2, 0, 6});
@@ -249,7 +249,7 @@ TEST_CASE("split_mix: empty inputs", "[split_mix]") {
   CHECK(x.grad().shape() == Shape{0, 4});
 }
 
-TEST_CASE("split_mix: bad input raises named errors", "[split_mix]") {
+TEST_CASE("split_mix: bad input raises named errors", "[split_mix][family:split_mix]") {
   using Catch::Contains;
   const Tensor x = ones({2, 30}), y = ones({2, 8});
   REQUIRE_THROWS_WITH(split_mix(x, y, 4), Contains("split_mix: width 30 of x is not divisible by 4 groups"));

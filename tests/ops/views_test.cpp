@@ -7,7 +7,7 @@ using namespace define;
 using define::test::InputSpec;
 using define::test::OpCase;
 
-TEST_CASE("ops: views and copies", "[ops][views]") {
+TEST_CASE("ops: views and copies", "[ops][harness][views][family:copy]") {
   using V = const std::vector<Tensor>&;
   InputSpec m34{.shape = {3, 4}}, m234{.shape = {2, 3, 4}};
   InputSpec nc34{.shape = {3, 4}, .non_contiguous = true};
