@@ -62,7 +62,7 @@ TEST_CASE("transformer_xl: DeFINE Table 2 context column and the baseline's 151.
   // Input-output: table V n, softmax bias V, cluster weights and biases 2 (n + 1), and four
   // n -> 384 projections (input = head, three tails' own): spec 5.3's formula at V = 1000.
   CHECK(part(parts, kPartInputOutput) == 1000 * 128 + 1000 + 2 * 129 + 3 * 128 * 384);
-  CHECK(part(parts, kPartDefine) == 0);
+  CHECK(part(parts, kPartDefine) == -1);  // no unit, no row
 
   // The original Transformer-XL (410 wide, inner 2100): context 41,067,220, so with the I/O of
   // V = 267,735 at n = 410 (110,040,318, asserted in tests/nn/adaptive_test.cpp) 151.11 M.

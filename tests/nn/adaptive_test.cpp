@@ -40,6 +40,7 @@ std::vector<double> nll_from_log_prob(const Tensor& lp, const Ints& target, std:
   for (std::size_t r = 0; r < target.size(); ++r)
     out.push_back(target[r] == ignore ? 0.0 : -v[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(target[r])]);
   return out;
+}
 
 }  // namespace
 

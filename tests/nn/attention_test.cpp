@@ -25,6 +25,7 @@ using Catch::Contains;
 using define::test::check_close;
 using define::test::check_gradients;
 using define::test::max_abs;
+using define::test::random_leaf;
 using define::test::randomise;
 using define::test::values;
 using define::test::with_parameters;

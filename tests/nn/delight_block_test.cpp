@@ -214,7 +214,6 @@ TEST_CASE("delight: block configuration errors", "[nn][delight]") {
 
 TEST_CASE("delight: float64 gradient checks of the encoder and decoder blocks", "[nn][delight]") {
   Generator gen(17);
-  const TensorOptions f64{.dtype = DType::Float64};
   const Tensor pad = from_vector(std::vector<std::int64_t>{0, 0, 0, 0, 0, 1}, Shape{2, 3});
   const auto with_dropout = [](DelightBlockConfig c) {
     c.dropout = 0.1, c.attention_dropout = 0.2, c.activation_dropout = 0.1, c.ffn_dropout = 0.1, c.dextra_dropout = 0.1;

@@ -1,10 +1,6 @@
 // NT-ASGD's trigger and averaging, gradient clipping (by norm, by value) and the learning-rate
 // schedules (exact values, reduce-on-plateau) of nn/optim/, against values written out here in
 // plain double arithmetic. The optimizers' own update formulas are in optim_test.cpp.
-// GCC 12 flags designated initializers that leave fields at their defaults (-Wextra), which is
-// exactly how option structs are meant to be used here.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,17 +8,12 @@
 #include <numbers>
 #include <vector>
 
-#include "autograd/ops.h"
-#include "nn/optim/optim.h"
 #include "nn/optim_test_util.h"
-#include "test_util.h"
 
 using namespace define;
 using namespace define::optim;
 using namespace define::test::optim_test;
 using Catch::Contains;
-using define::test::check_close;
-using define::test::values;
 
 // ---------------------------------------------------------------- NT-ASGD
 

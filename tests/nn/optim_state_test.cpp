@@ -1,28 +1,19 @@
 // Optimizer state (nn/optim/): state_dict round trips giving identical subsequent steps, the
 // snapshot semantics and load errors naming the key, hyper-parameter errors naming the
 // parameter, and Adam, SGD and clipping on the emulated CUDA device against the CPU.
-// GCC 12 flags designated initializers that leave fields at their defaults (-Wextra), which is
-// exactly how option structs are meant to be used here.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <memory>
 #include <vector>
 
-#include "autograd/ops.h"
 #include "kernels/devices.h"
-#include "nn/optim/optim.h"
 #include "nn/optim_test_util.h"
-#include "test_util.h"
 
 using namespace define;
 using namespace define::optim;
 using namespace define::test::optim_test;
 using Catch::Contains;
-using define::test::check_close;
-using define::test::values;
 
 // ---------------------------------------------------------------- state_dict
 

@@ -4,25 +4,16 @@
 // convergence of every optimizer on a least-squares problem. NT-ASGD, clipping and schedules are
 // in optim_schedule_test.cpp; state_dict, hyper-parameter errors and the emulated device in
 // optim_state_test.cpp.
-// GCC 12 flags designated initializers that leave fields at their defaults (-Wextra), which is
-// exactly how option structs are meant to be used here.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <vector>
 
-#include "autograd/ops.h"
-#include "nn/optim/optim.h"
 #include "nn/optim_test_util.h"
-#include "test_util.h"
 
 using namespace define;
 using namespace define::optim;
 using namespace define::test::optim_test;
-using define::test::check_close;
-using define::test::values;
 
 // ---------------------------------------------------------------- SGD
 

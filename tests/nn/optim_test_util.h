@@ -1,14 +1,23 @@
 // Shared by the optimizer tests (optim_test.cpp, optim_schedule_test.cpp, optim_state_test.cpp):
 // float64 parameters from literal values, scripted gradients, and the three-step gradient script
-// of a two-element parameter the trajectories are checked on.
+// of a two-element parameter the trajectories are checked on. `using namespace
+// define::test::optim_test` also brings in values() and check_close() of tests/test_util.h.
 #pragma once
+
+// GCC 12 flags designated initializers that leave fields at their defaults (-Wextra), which is
+// exactly how option structs are meant to be used in these tests.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 #include <vector>
 
 #include "autograd/ops.h"
+#include "nn/optim/optim.h"
+#include "test_util.h"
 
 namespace define::test::optim_test {
 
+using test::check_close;
+using test::values;
 using Vec = std::vector<double>;
 
 // A float64 CPU leaf requiring grad, holding `v`.
