@@ -33,6 +33,13 @@ void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int
   }
 }
 
+std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, int train_lines, int eval_lines) {
+  const std::filesystem::path root = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(root);
+  write_tiny_corpus(root / "data", seed, train_lines, eval_lines);
+  return root;
+}
+
 std::pair<int, std::string> run_command(const std::string& cmd) {
   std::string out;
   FILE* pipe = ::popen(cmd.c_str(), "r");

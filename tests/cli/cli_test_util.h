@@ -14,6 +14,10 @@ namespace define::test {
 // seed; train_lines sentences of 8 words (valid and test get 30 each unless given).
 void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int train_lines, int eval_lines = 30);
 
+// A fresh scratch folder temp_directory_path() / name (removed first if it exists) holding a tiny
+// corpus in name / "data", written by write_tiny_corpus(seed, train_lines, eval_lines).
+std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, int train_lines, int eval_lines = 30);
+
 // Runs a shell command; returns (exit status, or -1 when it did not exit normally; its stdout).
 std::pair<int, std::string> run_command(const std::string& cmd);
 

@@ -9,31 +9,26 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
 #include "cli/cli_test_util.h"
+#include "test_util.h"
 #include "core/error.h"
 #include "nn/checkpoint.h"
 #include "tools/lm_trainer.h"
 
 using namespace define;
 using Catch::Contains;
+using define::test::read_all;
 namespace fs = std::filesystem;
 
 namespace {
 
-void write_corpus(const fs::path& dir) { test::write_tiny_corpus(dir, 12345, 400, 30); }
 
 // An empty folder `name` under the temporary directory with the tiny corpus in its data/.
-fs::path fresh_root(const std::string& name) {
-  const fs::path root = fs::temp_directory_path() / name;
-  fs::remove_all(root);
-  write_corpus(root / "data");
-  return root;
-}
+fs::path fresh_root(const std::string& name) { return test::fresh_root(name, 12345, 400, 30); }
 
 constexpr const char* kDefineInput = R"({"type": "define", "dim": 8, "out_dim": 12, "k": 16, "depth": 2, "g_max": 2})";
 
@@ -59,13 +54,6 @@ std::vector<std::string> train_lines(const fs::path& run) {
       out.push_back(keep);
     }
   return out;
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 }  // namespace

@@ -24,12 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_root(const std::string& name) {
-  const fs::path root = fs::temp_directory_path() / name;
-  fs::remove_all(root);
-  test::write_tiny_corpus(root / "data", 777, 300, 30);
-  return root;
-}
+fs::path fresh_root(const std::string& name) { return test::fresh_root(name, 777, 300, 30); }
 
 const std::string kTxlModel = R"({"type": "transformer_xl", "input": {"type": "projected", "dim": 8, "out_dim": 12,
     "cutoffs": [10]}, "d_model": 12, "n_head": 2, "d_head": 6, "d_inner": 16, "n_layer": 2, "dropout": 0.1,

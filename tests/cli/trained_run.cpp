@@ -5,8 +5,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "cli/cli_test_util.h"
 #include "core/config.h"
@@ -76,13 +74,11 @@ std::string capture(const std::function<int(const std::vector<std::string>&)>& c
     throw;
   }
   restore();
-  std::ifstream f(name, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
+  const std::string printed = read_all(name);
   ::close(fd);
   ::unlink(name);
   CHECK(rc == 0);
-  return ss.str();
+  return printed;
 }
 
 // The "loss" of the JSON line of `mode` printed by `define eval --json`.
@@ -91,13 +87,6 @@ double json_loss(const std::string& out, const std::string& mode) {
   const auto at = out.find(tag);
   REQUIRE(at != std::string::npos);
   return std::strtod(out.c_str() + at + tag.size(), nullptr);
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 }  // namespace define::test

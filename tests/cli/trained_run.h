@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"  // read_all, for the tests that include this header
 #include "tools/lm_trainer.h"
 
 namespace define::test {
@@ -34,6 +35,5 @@ std::string capture(const std::function<int(const std::vector<std::string>&)>& c
                     const std::vector<std::string>& args);
 // The "loss" of the JSON line of `mode` printed by `define eval --json`.
 double json_loss(const std::string& out, const std::string& mode);
-std::string read_all(const std::filesystem::path& p);
 
 }  // namespace define::test

@@ -4,13 +4,14 @@
 
 #include "autograd/ops.h"
 #include "kernels/copy.h"
+#include "test_util.h"
 
 using namespace define;
 using Catch::Contains;
+using define::test::values;
 
 namespace {
 Tensor iota(const Shape& s) { return kernels::cast(arange(numel_of(s)), DType::Float32).as_strided(s, contiguous_strides(s), 0); }
-std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
 }  // namespace
 
 TEST_CASE("tensor: factories, shape and strides", "[core]") {
@@ -41,7 +42,7 @@ TEST_CASE("tensor: views share storage without copying", "[core][views]") {
   CHECK(t.shape() == Shape{3, 2});
   CHECK(t.strides() == Strides{1, 3});
   CHECK_FALSE(t.is_contiguous());
-  CHECK(vals(t) == std::vector<float>{0, 3, 1, 4, 2, 5});
+  CHECK(values(t) == std::vector<double>{0, 3, 1, 4, 2, 5});
 
   Tensor p = permute(iota({2, 3, 4}), {2, 0, 1});
   CHECK(p.shape() == Shape{4, 2, 3});
@@ -50,20 +51,20 @@ TEST_CASE("tensor: views share storage without copying", "[core][views]") {
   Tensor n = narrow(x, 1, 1, 2);
   CHECK(n.shares_storage_with(x));
   CHECK(n.offset() == 1);
-  CHECK(vals(n) == std::vector<float>{1, 2, 4, 5});
-  CHECK(vals(select(x, 0, 1)) == std::vector<float>{3, 4, 5});
-  CHECK(vals(select(x, 1, -1)) == std::vector<float>{2, 5});
+  CHECK(values(n) == std::vector<double>{1, 2, 4, 5});
+  CHECK(values(select(x, 0, 1)) == std::vector<double>{3, 4, 5});
+  CHECK(values(select(x, 1, -1)) == std::vector<double>{2, 5});
 
   Tensor e = expand(iota({3, 1}), {3, 4});
   CHECK(e.strides() == Strides{1, 0});
-  CHECK(vals(e) == std::vector<float>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2});
+  CHECK(values(e) == std::vector<double>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2});
   CHECK(expand(iota({3}), {2, -1}).shape() == Shape{2, 3});
 
   Tensor r = reshape(x, {3, 2});
   CHECK(r.shares_storage_with(x));  // contiguous: a view
   Tensor rc = reshape(t, {6});      // transposed: needs a copy
   CHECK_FALSE(rc.shares_storage_with(x));
-  CHECK(vals(rc) == std::vector<float>{0, 3, 1, 4, 2, 5});
+  CHECK(values(rc) == std::vector<double>{0, 3, 1, 4, 2, 5});
   CHECK(reshape(x, {-1}).shape() == Shape{6});
   CHECK(view(iota({2, 3, 4}), {6, 4}).shape() == Shape{6, 4});
   // Merging dims that are not contiguous with each other is not a view.
@@ -80,7 +81,7 @@ TEST_CASE("tensor: views share storage without copying", "[core][views]") {
 
   Tensor c = contiguous(t);
   CHECK(c.is_contiguous());
-  CHECK(vals(c) == vals(t));
+  CHECK(values(c) == values(t));
   CHECK(contiguous(x).impl() == x.impl());  // already contiguous: no copy
 
   REQUIRE_THROWS_WITH(reshape(x, {4, 2}), Contains("reshape: cannot reshape [2,3] (6 elements) into [4,2] (8 elements)"));
@@ -100,7 +101,7 @@ TEST_CASE("tensor: version counter is shared by views and bumped by in-place ops
   copy_(v, ones({3, 2}));
   CHECK(x.version() == 1);
   CHECK(v.version() == 1);
-  CHECK(vals(x) == std::vector<float>(6, 1.0f));
+  CHECK(values(x) == std::vector<double>(6, 1.0));
   Tensor independent = clone(x);
   copy_(x, zeros({2, 3}));
   CHECK(independent.version() == 0);
@@ -123,7 +124,7 @@ TEST_CASE("tensor: copy_ broadcasts and casts into strided destinations", "[core
   Tensor dst = zeros({3, 2});
   Tensor dt = transpose(dst, 0, 1);  // [2,3] view
   copy_(dt, from_vector(std::vector<double>{1, 2, 3}, {3}));
-  CHECK(vals(dst) == std::vector<float>{1, 1, 2, 2, 3, 3});
+  CHECK(values(dst) == std::vector<double>{1, 1, 2, 2, 3, 3});
   REQUIRE_THROWS_WITH(copy_(dst, zeros({4})), Contains("copy: shapes [3,2] and [4] cannot be broadcast"));
   REQUIRE_THROWS_WITH(copy_(dst, zeros({3, 1, 2})), Contains("copy: source of shape [3,1,2] cannot be broadcast to destination [3,2]"));
 }

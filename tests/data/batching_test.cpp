@@ -14,10 +14,12 @@
 #include "core/factory.h"
 #include "data/batching.h"
 #include "kernels/devices.h"
+#include "test_util.h"
 
 using namespace define;
 using namespace define::data;
 using Catch::Contains;
+using define::test::error_of;
 
 namespace {
 
@@ -25,16 +27,6 @@ std::vector<std::int64_t> iota_ids(std::int64_t n) {
   std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = i;
   return ids;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // One epoch's batches as (row, seq_len, drawn length) triples.

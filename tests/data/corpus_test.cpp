@@ -21,10 +21,12 @@
 #include "cli/cli_test_util.h"
 #include "core/error.h"
 #include "data/corpus.h"
+#include "test_util.h"
 
 using namespace define;
 using namespace define::data;
 using Catch::Contains;
+using define::test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -68,17 +70,6 @@ void write_corpus(const TempDir& d, const std::string& valid, const std::string&
   d.write("train.txt", kTrain);
   d.write("valid.txt", valid);
   d.write("test.txt", test);
-}
-
-// Message of the define::Error thrown by f ("" when nothing is thrown).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // The repository root: the folder holding tools/get-data, found from this source file's path

@@ -24,19 +24,11 @@ using namespace define;
 using namespace define::models;
 using Catch::Contains;
 using define::test::check_gradients;
+using define::test::randomise;
+using define::test::tokens;
 using define::test::values;
 
 namespace {
-
-void randomise(nn::Module& m, Generator& gen) {
-  NoGradGuard g;
-  for (const auto& [name, p] : m.named_parameters()) {
-    const bool ln_weight = name.ends_with("norm.weight");
-    copy_(p, rand_uniform(p.shape(), ln_weight ? 0.5 : -0.5, ln_weight ? 1.5 : 0.5, {.dtype = p.dtype()}, gen));
-  }
-}
-
-Tensor tokens(const std::vector<std::int64_t>& v, std::int64_t T, std::int64_t B) { return from_vector(v, Shape{T, B}); }
 
 // A tiny model: V = 11, n = 4, d_m = 8, G = 2, embedding DExTra depth 2, 2 + 2 blocks of depth
 // 2..3, every dropout on (gradient checks reset the generator so masks repeat).
@@ -125,26 +117,26 @@ TEST_CASE("delight models: NMT forward, loss, causality and source padding", "[m
   DelightNmt model(tiny_nmt(), gen);
   randomise(model, gen);
   model.eval();
-  const Tensor src = tokens({4, 5, 6, 7, 8, 1}, 3, 2);  // sequence 1 ends in padding
-  const Tensor src_pad = tokens({0, 0, 0, 0, 0, 1}, 3, 2);
-  Tensor tgt = tokens({2, 2, 9, 3, 10, 4, 5, 6}, 4, 2);
+  const Tensor src = tokens({4, 5, 6, 7, 8, 1}, {3, 2});  // sequence 1 ends in padding
+  const Tensor src_pad = tokens({0, 0, 0, 0, 0, 1}, {3, 2});
+  Tensor tgt = tokens({2, 2, 9, 3, 10, 4, 5, 6}, {4, 2});
   const Tensor logits = model.forward(src, src_pad, tgt);
   REQUIRE(logits.shape() == Shape{4, 2, 11});
   // Without a mask, padding is src == padding_idx: the same here.
   CHECK(values(model.forward(src, Tensor(), tgt)) == values(logits));
 
   // Causal: changing target tokens t >= 2 leaves logits at t < 2 unchanged.
-  const Tensor tgt2 = tokens({2, 2, 9, 3, 7, 7, 7, 7}, 4, 2);
+  const Tensor tgt2 = tokens({2, 2, 9, 3, 7, 7, 7, 7}, {4, 2});
   const std::vector<double> a = values(logits), b = values(model.forward(src, src_pad, tgt2));
   const std::size_t cut = 2 * 2 * 11;
   CHECK(std::vector<double>(a.begin(), a.begin() + cut) == std::vector<double>(b.begin(), b.begin() + cut));
   CHECK(std::vector<double>(a.begin() + cut, a.end()) != std::vector<double>(b.begin() + cut, b.end()));
   // A padded source position does not reach the output; a real one does.
-  CHECK(values(model.forward(tokens({4, 5, 6, 7, 8, 9}, 3, 2), src_pad, tgt)) == values(logits));
-  CHECK(values(model.forward(tokens({4, 5, 6, 7, 9, 1}, 3, 2), src_pad, tgt)) != values(logits));
+  CHECK(values(model.forward(tokens({4, 5, 6, 7, 8, 9}, {3, 2}), src_pad, tgt)) == values(logits));
+  CHECK(values(model.forward(tokens({4, 5, 6, 7, 9, 1}, {3, 2}), src_pad, tgt)) != values(logits));
 
   // Loss: label-smoothed cross entropy over the non-padding targets, by hand from log_softmax.
-  const Tensor target = tokens({3, 9, 1, 4, 5, 6, 7, 1}, 4, 2);  // two padding targets
+  const Tensor target = tokens({3, 9, 1, 4, 5, 6, 7, 1}, {4, 2});  // two padding targets
   const double eps = 0.1;
   const std::vector<double> lp = values(log_softmax(logits, -1)), t = values(target);
   double total = 0;
@@ -166,8 +158,8 @@ TEST_CASE("delight models: NMT forward, loss, causality and source padding", "[m
     INFO(name);
     CHECK(p.grad().defined());
   }
-  REQUIRE_THROWS_WITH(model.forward(src, src_pad, tokens({2, 3, 4}, 3, 1)), Contains("DelightNmt: source [3,2] and target [3,1] batch sizes differ"));
-  REQUIRE_THROWS_WITH(model.loss(logits, tokens({1, 2}, 1, 2)), Contains("DelightNmt: loss expects logits [T, B, V] and target [T, B]"));
+  REQUIRE_THROWS_WITH(model.forward(src, src_pad, tokens({2, 3, 4}, {3, 1})), Contains("DelightNmt: source [3,2] and target [3,1] batch sizes differ"));
+  REQUIRE_THROWS_WITH(model.loss(logits, tokens({1, 2}, {1, 2})), Contains("DelightNmt: loss expects logits [T, B, V] and target [T, B]"));
 }
 
 TEST_CASE("delight models: float64 gradient check of a tiny NMT model's loss", "[models][delight]") {
@@ -184,8 +176,8 @@ TEST_CASE("delight models: float64 gradient check of a tiny NMT model's loss", "
       randomise(model, gen);
       Generator dg(9);
       model.set_generator(dg);
-      const Tensor src = tokens({4, 5, 6, 7, 8, 1}, 3, 2), tgt = tokens({2, 2, 9, 3, 10, 4}, 3, 2);
-      const Tensor target = tokens({9, 3, 10, 4, 1, 5}, 3, 2);
+      const Tensor src = tokens({4, 5, 6, 7, 8, 1}, {3, 2}), tgt = tokens({2, 2, 9, 3, 10, 4}, {3, 2});
+      const Tensor target = tokens({9, 3, 10, 4, 1, 5}, {3, 2});
       // The table's padding row gets its gradient from the tied output layer only; numerically
       // nothing else reads it either (the padded source position is masked out of every attention).
       std::vector<std::string> names{"embed_tokens.weight", "encoder.embed.dextra.input_layer.weight",
@@ -213,7 +205,7 @@ TEST_CASE("delight models: an NMT model on the emulated device matches the CPU",
   randomise(model, gen);
   Generator dg(3);
   model.set_generator(dg);
-  const Tensor src = tokens({4, 5, 6, 7, 8, 1}, 3, 2), tgt = tokens({2, 2, 9, 3, 10, 4, 5, 6}, 4, 2);
+  const Tensor src = tokens({4, 5, 6, 7, 8, 1}, {3, 2}), tgt = tokens({2, 2, 9, 3, 10, 4, 5, 6}, {4, 2});
   dg.set_state({3, 0});
   const std::vector<double> cpu = values(model.forward(src, Tensor(), tgt));
   model.to(Device::emu());
@@ -252,11 +244,11 @@ TEST_CASE("delight models: tiny LM, causal, loss, float64 gradient check", "[mod
       DelightLm lm(c, gen);
       lm.to(DType::Float64);
       randomise(lm, gen);
-      const Tensor in = tokens({2, 3, 4, 5, 6, 7, 8, 9}, 4, 2), target = tokens({3, 4, 5, 6, 7, 8, 9, 10}, 4, 2);
+      const Tensor in = tokens({2, 3, 4, 5, 6, 7, 8, 9}, {4, 2}), target = tokens({3, 4, 5, 6, 7, 8, 9, 10}, {4, 2});
       lm.eval();
       const std::vector<double> a = values(lm.log_probs(in));
       REQUIRE(a.size() == 4 * 2 * 12);
-      const std::vector<double> b = values(lm.log_probs(tokens({2, 3, 4, 5, 11, 11, 11, 11}, 4, 2)));
+      const std::vector<double> b = values(lm.log_probs(tokens({2, 3, 4, 5, 11, 11, 11, 11}, {4, 2})));
       CHECK(std::vector<double>(a.begin(), a.begin() + 2 * 2 * 12) == std::vector<double>(b.begin(), b.begin() + 2 * 2 * 12));
       // The loss is the mean of -log p(target) read off log_probs.
       double nll = 0;

@@ -13,36 +13,25 @@
 #include "autograd/ops.h"
 #include "core/config.h"
 #include "models/lstm_lm.h"
+#include "models/models_test_util.h"
 #include "models/registry.h"
 #include "nn/nn_test_util.h"
 
 using namespace define;
 using namespace define::models;
 using Catch::Contains;
+using define::test::build_from_json;
+using define::test::part;
 
 namespace {
-
-std::int64_t part(const std::vector<ParameterPart>& parts, const std::string& name) {
-  for (const ParameterPart& p : parts)
-    if (p.name == name) return p.count;
-  return -1;
-}
 
 // PyTorch LSTM layer count: 4H(in + H) + 8H.
 std::int64_t lstm_layer(std::int64_t in, std::int64_t h) { return 4 * h * (in + h) + 8 * h; }
 
-BuiltModel build(const std::string& json, std::int64_t vocab = 0) {
-  Generator gen(1);
-  const Config cfg = Config::from_text(json, "<test>");
-  BuiltModel m = build_model(cfg.section("model"), vocab, gen);
-  cfg.require_all_used();
-  return m;
-}
-
 }  // namespace
 
 TEST_CASE("lstm_lm: AWD-LSTM on PTB has 24,221,600 parameters", "[models][lstm_lm]") {
-  const BuiltModel m = build(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
+  const BuiltModel m = build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
       "input": {"type": "embedding", "dim": 400}, "hidden": 1150, "layers": 3,
       "dropout": {"weight": 0.5}}})");
   const auto parts = count_parameter_parts(*m.module, m.parts);
@@ -68,7 +57,7 @@ TEST_CASE("lstm_lm: AWD-LSTM on PTB has 24,221,600 parameters", "[models][lstm_l
 
 TEST_CASE("lstm_lm: DeFINE AWD-LSTM narrows the last layer to the 128-d table (spec 5.3)", "[models][lstm_lm]") {
   // Paper form, n=128, k=1024, N=7, m=400, g_max=64: the unit is spec 11's last row.
-  const BuiltModel paper = build(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
+  const BuiltModel paper = build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
       "input": {"type": "define", "dim": 128, "out_dim": 400, "k": 1024, "depth": 7, "g_max": 64},
       "hidden": 1150, "layers": 3}})");
   const auto parts = count_parameter_parts(*paper.module, paper.parts);
@@ -78,7 +67,7 @@ TEST_CASE("lstm_lm: DeFINE AWD-LSTM narrows the last layer to the 128-d table (s
   CHECK(paper.module->num_parameters() - part(parts, kPartDefine) == 19'673'760);  // spec 5.3, before the unit
 
   // Released form (define-iclr, G=8): spec 2.3's worked example, 2,177,588.
-  const BuiltModel released = build(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
+  const BuiltModel released = build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 10000,
       "input": {"type": "define-iclr", "dim": 128, "out_dim": 400, "k": 1024, "depth": 7, "max_groups": 8},
       "hidden": 1150, "layers": 3}})");
   CHECK(part(count_parameter_parts(*released.module, released.parts), kPartDefine) == 2177588);
@@ -86,14 +75,14 @@ TEST_CASE("lstm_lm: DeFINE AWD-LSTM narrows the last layer to the 128-d table (s
 }
 
 TEST_CASE("lstm_lm: projective and adaptive inputs count as input-output", "[models][lstm_lm]") {
-  const BuiltModel proj = build(R"({"model": {"type": "lstm_lm", "vocab_size": 1000,
+  const BuiltModel proj = build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 1000,
       "input": {"type": "projective", "dim": 64, "out_dim": 200}, "hidden": 300, "layers": 2}})");
   const auto pp = count_parameter_parts(*proj.module, proj.parts);
   CHECK(part(pp, kPartInputOutput) == 1000 * 64 + 64 * 200 + 1000);
   CHECK(part(pp, kPartContext) == lstm_layer(200, 300) + lstm_layer(300, 64));
 
   // Adaptive input + tied adaptive softmax (DeFINE's LSTM form: no band-0 projection).
-  const BuiltModel ad = build(R"({"model": {"type": "lstm_lm", "vocab_size": 1000,
+  const BuiltModel ad = build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 1000,
       "input": {"type": "adaptive", "dim": 64, "cutoffs": [200, 500], "factor": 4}, "hidden": 100, "layers": 1}})");
   const auto ap = count_parameter_parts(*ad.module, ad.parts);
   // Bands 200x64, 300x16 (+16->64 projection), 500x4 (+4->64); head cluster logits 2x64.
@@ -105,10 +94,10 @@ TEST_CASE("lstm_lm: DeFINE over adaptive input (paper's LSTM form) ties the adap
   // The adaptive input is the map layer, the paper-form unit reads its n-wide output, and the
   // classifier is the adaptive softmax tied to the bands; the unit is counted alone.
   const std::string define_unit = R"("k": 96, "depth": 2, "g_max": 2)";
-  const BuiltModel m = build(R"({"model": {"type": "lstm_lm", "vocab_size": 1000, "input": {"type": "define",
+  const BuiltModel m = build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 1000, "input": {"type": "define",
       "map": "adaptive", "cutoffs": [200, 500], "factor": 4, "dim": 64, "out_dim": 80, )" + define_unit +
                              R"(}, "hidden": 100, "layers": 1}})");
-  const BuiltModel unit_alone = build(R"({"model": {"type": "lstm_lm", "vocab_size": 1000, "input": {"type": "define",
+  const BuiltModel unit_alone = build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 1000, "input": {"type": "define",
       "dim": 64, "out_dim": 80, )" + define_unit + R"(}, "hidden": 100, "layers": 1}})");
   const auto parts = count_parameter_parts(*m.module, m.parts);
   // The same bands and tied head as the plain adaptive input above.
@@ -119,25 +108,25 @@ TEST_CASE("lstm_lm: DeFINE over adaptive input (paper's LSTM form) ties the adap
   CHECK_FALSE(m.module->has_parameter("input.map.weight"));
   CHECK(m.module->has_parameter("output.softmax.head.cluster_weight"));
 
-  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define", "map": "bands",
+  CHECK_THROWS_WITH(build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define", "map": "bands",
       "dim": 4, "out_dim": 4, "k": 8, "depth": 2, "g_max": 2}}})"),
                     Contains("model.input.map must be 'table', 'adaptive' or 'projected', got 'bands'"));
-  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define",
+  CHECK_THROWS_WITH(build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "define",
       "map": "adaptive", "dim": 4, "out_dim": 4, "k": 8, "depth": 2, "g_max": 2}}})"),
                     Contains("model.input.cutoffs"));
 }
 
 TEST_CASE("lstm_lm: config errors name the key", "[models][lstm_lm]") {
-  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8}, "hiden": 3}})"),
+  CHECK_THROWS_WITH(build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8}, "hiden": 3}})"),
                     Contains("unknown config key 'model.hiden'"));
-  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "glove", "dim": 8}}})"),
+  CHECK_THROWS_WITH(build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"type": "glove", "dim": 8}}})"),
                     Contains("unknown input type 'glove'"));
-  CHECK_THROWS_WITH(build(R"({"model": {"type": "rnn", "vocab_size": 10}})"), Contains("unknown model type 'rnn'"));
-  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8}}})", 12),
+  CHECK_THROWS_WITH(build_from_json(R"({"model": {"type": "rnn", "vocab_size": 10}})"), Contains("unknown model type 'rnn'"));
+  CHECK_THROWS_WITH(build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8}}})", 12),
                     Contains("model.vocab_size = 10 but the data's vocabulary has 12 words"));
-  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "input": {"dim": 8}}})"),
+  CHECK_THROWS_WITH(build_from_json(R"({"model": {"type": "lstm_lm", "input": {"dim": 8}}})"),
                     Contains("missing required key 'model.vocab_size'"));
-  CHECK_THROWS_WITH(build(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8},
+  CHECK_THROWS_WITH(build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 10, "input": {"dim": 8},
                               "dropout": {"output": 1.5}}})"),
                     Contains("dropout.output must be in [0, 1), got 1.5"));
 }
@@ -155,16 +144,14 @@ TEST_CASE("lstm_lm: float64 gradients of the whole model for every input type", 
   };
   for (const char* input : inputs) {
     INFO(input);
-    const BuiltModel built = build(std::string(R"({"model": {"type": "lstm_lm", "vocab_size": 12, "input": )") + input +
+    const BuiltModel built = build_from_json(std::string(R"({"model": {"type": "lstm_lm", "vocab_size": 12, "input": )") + input +
                                    R"(, "hidden": 5, "layers": 2}})");
     auto& lm = dynamic_cast<LstmLm&>(*built.module);
     lm.to(DType::Float64);
     Generator g(5);
     const Tensor tokens = rand_int({3, 2}, 12, {.dtype = DType::Int64}, g);
     const Tensor targets = rand_int({3, 2}, 12, {.dtype = DType::Int64}, g);
-    std::vector<std::pair<std::string, Tensor>> wrt;
-    for (const auto& [name, p] : lm.named_parameters()) wrt.emplace_back(name, p);
-    test::check_gradients([&] { return lm.forward(tokens, targets).loss; }, wrt);
+    test::check_gradients([&] { return lm.forward(tokens, targets).loss; }, test::with_parameters(lm));
 
     // The loss is the mean of -log p(target) from the model's own log-probabilities.
     const Tensor lp = lm.log_prob(tokens).first;
@@ -178,7 +165,7 @@ TEST_CASE("lstm_lm: float64 gradients of the whole model for every input type", 
 }
 
 TEST_CASE("lstm_lm: carried state equals one pass over the concatenation", "[models][lstm_lm]") {
-  const BuiltModel built = build(R"({"model": {"type": "lstm_lm", "vocab_size": 9,
+  const BuiltModel built = build_from_json(R"({"model": {"type": "lstm_lm", "vocab_size": 9,
       "input": {"type": "embedding", "dim": 4}, "hidden": 5, "layers": 2}})");
   auto& lm = dynamic_cast<LstmLm&>(*built.module);
   lm.to(DType::Float64);
@@ -188,7 +175,7 @@ TEST_CASE("lstm_lm: carried state equals one pass over the concatenation", "[mod
   auto [first, state] = lm.log_prob(narrow(tokens, 0, 0, 4));
   const Tensor second = lm.log_prob(narrow(tokens, 0, 4, 2), define::models::detach(state)).first;
   const auto w = test::values(whole), a = test::values(first), b = test::values(second);
-  REQUIRE(a.size() + b.size() == w.size());
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(w[i]).epsilon(1e-13));
-  for (std::size_t i = 0; i < b.size(); ++i) CHECK(b[i] == Approx(w[a.size() + i]).epsilon(1e-13));
+  std::vector<double> ab = a;  // the two chunks end to end
+  ab.insert(ab.end(), b.begin(), b.end());
+  test::check_close(ab, w, 0, 1e-13);
 }

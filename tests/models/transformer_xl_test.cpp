@@ -14,6 +14,7 @@
 
 #include "autograd/ops.h"
 #include "core/config.h"
+#include "models/models_test_util.h"
 #include "models/registry.h"
 #include "models/transformer_xl.h"
 #include "nn/nn_test_util.h"
@@ -21,22 +22,10 @@
 using namespace define;
 using namespace define::models;
 using Catch::Contains;
+using define::test::build_from_json;
+using define::test::part;
 
 namespace {
-
-BuiltModel build(const std::string& json, std::int64_t vocab = 0) {
-  Generator gen(1);
-  const Config cfg = Config::from_text(json, "<test>");
-  BuiltModel m = build_model(cfg.section("model"), vocab, gen);
-  cfg.require_all_used();
-  return m;
-}
-
-std::int64_t part(const std::vector<ParameterPart>& parts, const std::string& name) {
-  for (const ParameterPart& p : parts)
-    if (p.name == name) return p.count;
-  return 0;
-}
 
 // One relative-attention layer of the reference code, counted by hand: bias-free q/k/v, r and
 // output projections, two LayerNorms, the feed-forward net with biases.
@@ -64,7 +53,7 @@ const char* kInputs[] = {
 
 TEST_CASE("transformer_xl: DeFINE Table 2 context column and the baseline's 151.11 M", "[models][transformer_xl]") {
   // Table 2's rows: d_model 384, 10 heads of 41, inner 1920, 16 layers, and two global biases.
-  const BuiltModel m = build(R"({"model": {"type": "transformer_xl", "vocab_size": 1000,
+  const BuiltModel m = build_from_json(R"({"model": {"type": "transformer_xl", "vocab_size": 1000,
       "input": {"type": "projected", "dim": 128, "out_dim": 384, "cutoffs": [200, 400]},
       "d_model": 384, "n_head": 10, "d_head": 41, "d_inner": 1920, "n_layer": 16}})");
   const auto parts = count_parameter_parts(*m.module, m.parts);
@@ -73,19 +62,19 @@ TEST_CASE("transformer_xl: DeFINE Table 2 context column and the baseline's 151.
   // Input-output: table V n, softmax bias V, cluster weights and biases 2 (n + 1), and four
   // n -> 384 projections (input = head, three tails' own): spec 5.3's formula at V = 1000.
   CHECK(part(parts, kPartInputOutput) == 1000 * 128 + 1000 + 2 * 129 + 3 * 128 * 384);
-  CHECK(part(parts, kPartDefine) == 0);
+  CHECK(part(parts, kPartDefine) == -1);  // no unit, no row
 
   // The original Transformer-XL (410 wide, inner 2100): context 41,067,220, so with the I/O of
   // V = 267,735 at n = 410 (110,040,318, asserted in tests/nn/adaptive_test.cpp) 151.11 M.
-  const BuiltModel base = build(R"({"model": {"type": "transformer_xl", "vocab_size": 50,
+  const BuiltModel base = build_from_json(R"({"model": {"type": "transformer_xl", "vocab_size": 50,
       "input": {"type": "projected", "dim": 410}, "d_model": 410, "n_head": 10, "d_head": 41, "d_inner": 2100,
       "n_layer": 16}})");
   CHECK(part(count_parameter_parts(*base.module, base.parts), kPartContext) == 41067220);
   CHECK(41067220 + 110040318 == 151107538);
 
   // untie_r: one pair of biases per layer instead of one global pair.
-  const BuiltModel untied = build(tiny(R"({"type": "projected", "dim": 8})", R"(, "untie_r": true)"));
-  const BuiltModel tied = build(tiny(R"({"type": "projected", "dim": 8})"));
+  const BuiltModel untied = build_from_json(tiny(R"({"type": "projected", "dim": 8})", R"(, "untie_r": true)"));
+  const BuiltModel tied = build_from_json(tiny(R"({"type": "projected", "dim": 8})"));
   CHECK(untied.module->num_parameters() == tied.module->num_parameters() + 2 * 6);
 }
 
@@ -93,7 +82,7 @@ TEST_CASE("transformer_xl: float64 gradients of the whole model with a memory, e
           "[models][transformer_xl]") {
   for (const char* input : kInputs) {
     INFO(input);
-    const BuiltModel built = build(tiny(input));
+    const BuiltModel built = build_from_json(tiny(input));
     auto& lm = dynamic_cast<TransformerXL&>(*built.module);
     lm.to(DType::Float64);
     Generator g(5);
@@ -103,9 +92,7 @@ TEST_CASE("transformer_xl: float64 gradients of the whole model with a memory, e
     const LmState memory = detach(lm.forward(first, first).state);
     REQUIRE(memory.size() == 2);
     CHECK(memory.at("mem0").shape() == Shape{3, 2, 8});
-    std::vector<std::pair<std::string, Tensor>> wrt;
-    for (const auto& [name, p] : lm.named_parameters()) wrt.emplace_back(name, p);
-    test::check_gradients([&] { return lm.forward(tokens, targets, memory).loss; }, wrt);
+    test::check_gradients([&] { return lm.forward(tokens, targets, memory).loss; }, test::with_parameters(lm));
 
     // The loss is the mean of -log p(target) from the model's own log-probabilities.
     const Tensor lp = lm.log_prob(tokens, memory).first;
@@ -123,7 +110,7 @@ TEST_CASE("transformer_xl: a window after its memory equals one pass over both",
   // positions, so the relative attention of the second window sees what one long window sees.
   for (const char* input : kInputs) {
     INFO(input);
-    const BuiltModel built = build(tiny(input, R"(, "mem_len": 4)"));
+    const BuiltModel built = build_from_json(tiny(input, R"(, "mem_len": 4)"));
     auto& lm = dynamic_cast<TransformerXL&>(*built.module);
     lm.to(DType::Float64);
     Generator g(3);
@@ -133,12 +120,12 @@ TEST_CASE("transformer_xl: a window after its memory equals one pass over both",
     CHECK(memory.at("mem1").shape() == Shape{4, 2, 8});
     const Tensor b = lm.log_prob(narrow(tokens, 0, 4, 3), memory).first;
     const auto w = test::values(whole), av = test::values(a), bv = test::values(b);
-    REQUIRE(av.size() + bv.size() == w.size());
-    for (std::size_t i = 0; i < av.size(); ++i) CHECK(av[i] == Approx(w[i]).epsilon(1e-12));
-    for (std::size_t i = 0; i < bv.size(); ++i) CHECK(bv[i] == Approx(w[av.size() + i]).epsilon(1e-12));
+    std::vector<double> ab = av;  // the two windows end to end
+    ab.insert(ab.end(), bv.begin(), bv.end());
+    test::check_close(ab, w, 0, 1e-12);
   }
   // mem_len 2 < 4: the carried memory is the last 2 positions, and the result differs.
-  const BuiltModel built = build(tiny(R"({"type": "projected", "dim": 8})", R"(, "mem_len": 2)"));
+  const BuiltModel built = build_from_json(tiny(R"({"type": "projected", "dim": 8})", R"(, "mem_len": 2)"));
   auto& lm = dynamic_cast<TransformerXL&>(*built.module);
   lm.to(DType::Float64);
   Generator g(3);
@@ -156,7 +143,7 @@ TEST_CASE("transformer_xl: clamp_len and same_length change only the far past", 
   Generator g(4);
   const Tensor tokens = rand_int({6, 2}, 11, {.dtype = DType::Int64}, g);
   auto log_probs = [&](const std::string& extra) {
-    const BuiltModel built = build(tiny(R"({"type": "projected", "dim": 8})", R"(, "mem_len": 3)" + extra));
+    const BuiltModel built = build_from_json(tiny(R"({"type": "projected", "dim": 8})", R"(, "mem_len": 3)" + extra));
     auto& lm = dynamic_cast<TransformerXL&>(*built.module);
     lm.to(DType::Float64);
     return test::values(lm.log_prob(tokens).first);
@@ -177,15 +164,15 @@ TEST_CASE("transformer_xl: clamp_len and same_length change only the far past", 
 }
 
 TEST_CASE("transformer_xl: config errors name the key", "[models][transformer_xl]") {
-  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 4})")),
+  CHECK_THROWS_WITH(build_from_json(tiny(R"({"type": "projected", "dim": 4})")),
                     Contains("the token representation outputs 4 features but d_model = 8"));
-  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8})", R"(, "d_model": 7)")),
+  CHECK_THROWS_WITH(build_from_json(tiny(R"({"type": "projected", "dim": 8})", R"(, "d_model": 7)")),
                     Contains("d_model must be even"));
-  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8})", R"(, "mem_len": 0, "same_length": true)")),
+  CHECK_THROWS_WITH(build_from_json(tiny(R"({"type": "projected", "dim": 8})", R"(, "mem_len": 0, "same_length": true)")),
                     Contains("same_length needs mem_len > 0"));
-  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8})", R"(, "dropatt": 1.0)")),
+  CHECK_THROWS_WITH(build_from_json(tiny(R"({"type": "projected", "dim": 8})", R"(, "dropatt": 1.0)")),
                     Contains("dropatt must be in [0, 1), got 1"));
-  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8})", R"(, "n_heads": 2)")),
+  CHECK_THROWS_WITH(build_from_json(tiny(R"({"type": "projected", "dim": 8})", R"(, "n_heads": 2)")),
                     Contains("n_heads"));
-  CHECK_THROWS_WITH(build(tiny(R"({"type": "projected", "dim": 8, "cutoffs": [4, 20]})")), Contains("cutoff"));
+  CHECK_THROWS_WITH(build_from_json(tiny(R"({"type": "projected", "dim": 8, "cutoffs": [4, 20]})")), Contains("cutoff"));
 }

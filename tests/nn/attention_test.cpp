@@ -22,30 +22,17 @@
 using namespace define;
 using namespace define::nn;
 using Catch::Contains;
+using define::test::check_close;
 using define::test::check_gradients;
 using define::test::max_abs;
+using define::test::random_leaf;
+using define::test::randomise;
 using define::test::values;
+using define::test::with_parameters;
 
 namespace {
 
 const TensorOptions kF64{.dtype = DType::Float64};
-
-// Every parameter replaced by U(-0.5, 0.5) noise (LayerNorm weights in [0.5, 1.5]), so zero biases
-// and unit norms cannot hide a missing term.
-void randomise(Module& m, Generator& gen) {
-  NoGradGuard g;
-  for (const auto& [name, p] : m.named_parameters()) {
-    const bool norm_weight = name.ends_with("layer_norm.weight");
-    copy_(p, rand_uniform(p.shape(), norm_weight ? 0.5 : -0.5, norm_weight ? 1.5 : 0.5, {.dtype = p.dtype()}, gen));
-  }
-}
-
-// Inputs and every parameter, for check_gradients.
-std::vector<std::pair<std::string, Tensor>> with_parameters(const Module& m,
-                                                            std::vector<std::pair<std::string, Tensor>> inputs) {
-  for (const auto& [name, p] : m.named_parameters()) inputs.emplace_back(name, p);
-  return inputs;
-}
 
 Tensor padding(std::vector<std::int32_t> values, std::int64_t batch) {
   const auto n = static_cast<std::int64_t>(values.size());
@@ -130,8 +117,7 @@ TEST_CASE("attention layers: heads equal a per-head computation in generic ops",
   }
   const std::vector<double> want = values(attn.out_proj()->forward(concat(heads, 2)));
   const std::vector<double> have = values(got);
-  REQUIRE(have.size() == want.size());
-  for (std::size_t i = 0; i < have.size(); ++i) CHECK(have[i] == Approx(want[i]).margin(1e-13));
+  check_close(have, want, 1e-13, 0);
 }
 
 TEST_CASE("attention layers: float64 gradient checks", "[nn][attention]") {
@@ -141,9 +127,9 @@ TEST_CASE("attention layers: float64 gradient checks", "[nn][attention]") {
     attn.to(DType::Float64);
     randomise(attn, gen);
     attn.set_generator(dg);
-    const Tensor query = rand_uniform({2, 3, 6}, -1, 1, kF64, gen).set_requires_grad();
-    const Tensor key = rand_uniform({2, 4, 5}, -1, 1, kF64, gen).set_requires_grad();
-    const Tensor value = rand_uniform({2, 4, 3}, -1, 1, kF64, gen).set_requires_grad();
+    const Tensor query = random_leaf({2, 3, 6}, gen);
+    const Tensor key = random_leaf({2, 4, 5}, gen);
+    const Tensor value = random_leaf({2, 4, 3}, gen);
     const Tensor pad = padding({0, 1, 0, 0, 0, 0, 1, 1}, 2);
     check_gradients(
         [&] {
@@ -160,7 +146,7 @@ TEST_CASE("attention layers: float64 gradient checks", "[nn][attention]") {
       layer.to(DType::Float64);
       randomise(layer, gen);
       layer.set_generator(dg);
-      const Tensor x = rand_uniform({2, 3, 4}, -1, 1, kF64, gen).set_requires_grad();
+      const Tensor x = random_leaf({2, 3, 4}, gen);
       const Tensor pad = padding({0, 0, 1, 0, 0, 0}, 2);
       check_gradients(
           [&] {
@@ -177,8 +163,8 @@ TEST_CASE("attention layers: float64 gradient checks", "[nn][attention]") {
       layer.to(DType::Float64);
       randomise(layer, gen);
       layer.set_generator(dg);
-      const Tensor x = rand_uniform({2, 3, 4}, -1, 1, kF64, gen).set_requires_grad();
-      const Tensor enc = rand_uniform({2, 2, 6}, -1, 1, kF64, gen).set_requires_grad();
+      const Tensor x = random_leaf({2, 3, 4}, gen);
+      const Tensor enc = random_leaf({2, 2, 6}, gen);
       const Tensor enc_pad = padding({0, 1, 0, 0}, 2);
       check_gradients(
           [&] {

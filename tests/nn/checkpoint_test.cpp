@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "autograd/ops.h"
@@ -20,19 +19,15 @@
 #include "nn/linear.h"
 #include "nn/optim/adam.h"
 #include "nn/safetensors.h"
+#include "test_util.h"
 
 using namespace define;
 using namespace define::nn;
 using Catch::Contains;
+using define::test::read_all;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 void write_all(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -17,6 +17,7 @@
 
 using namespace define;
 using namespace define::nn;
+using define::test::randomise;
 using define::test::values;
 
 namespace {
@@ -160,14 +161,6 @@ struct ReferenceUnit {
     return out;
   }
 };
-
-void randomise(Module& m, Generator& gen) {
-  NoGradGuard g;
-  for (const auto& [name, p] : m.named_parameters()) {
-    const bool ln_weight = name.ends_with("norm.weight");
-    copy_(p, rand_uniform(p.shape(), ln_weight ? 0.5 : -0.5, ln_weight ? 1.5 : 0.5, {.dtype = p.dtype()}, gen));
-  }
-}
 
 void compare_with_reference(const DefineConfig& cfg) {
   Generator gen(21);

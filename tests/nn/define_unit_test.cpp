@@ -1,7 +1,7 @@
-// GroupLinear (GLT) and DefineUnit (the paper form of DeFINE, spec §11): the §11 parameter-count
-// table, forward semantics checked by hand (shuffle order, per-chunk LayerNorm with one shared
-// affine pair), config errors, float64 gradient checks of every variant, dropout in eval mode,
-// and the emulated device against the CPU.
+// DefineUnit (the paper form of DeFINE, spec §11): the §11 parameter-count table, the released
+// init's per-layer scale, reduce_skip, names and shapes of every variant, config errors
+// (GroupLinear's included), float64 gradient checks of every variant, dropout in eval mode, the
+// emulated device and the fast CPU path against the reference. GroupLinear alone: glt_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -21,9 +21,13 @@
 using namespace define;
 using namespace define::nn;
 using Catch::Contains;
+using define::test::check_close;
 using define::test::check_gradients;
 using define::test::max_abs;
+using define::test::random_leaf;
+using define::test::randomise;
 using define::test::values;
+using define::test::with_parameters;
 
 namespace {
 
@@ -34,44 +38,7 @@ DefineConfig config(std::int64_t n, std::int64_t k, std::int64_t N, std::int64_t
   return {.n = n, .k = k, .N = N, .m = m, .g_max = g_max, .variant = parse_define_variant(variant)};
 }
 
-// Every parameter replaced by U(-0.5, 0.5) noise (LN weights around 1), so zero biases and unit
-// LayerNorm weights cannot hide a wrong gradient or a missing term.
-void randomise(Module& m, Generator& gen) {
-  NoGradGuard g;
-  for (const auto& [name, p] : m.named_parameters()) {
-    const bool ln_weight = name.ends_with("norm.weight");
-    copy_(p, rand_uniform(p.shape(), ln_weight ? 0.5 : -0.5, ln_weight ? 1.5 : 0.5, {.dtype = p.dtype()}, gen));
-  }
-}
-
 }  // namespace
-
-TEST_CASE("define: GroupLinear parameters, names and the released Xavier bound", "[define]") {
-  Generator gen(3);
-  GroupLinear glt(64, 216, 8, {.norm = GltNorm::Chunk}, gen);
-  CHECK(glt.num_parameters() == 64 * 216 / 8 + 216 + 2 * 27);  // 1,998
-  CHECK(glt.named_parameters().keys() == std::vector<std::string>{"weight", "bias", "norm.weight", "norm.bias"});
-  CHECK(glt.weight().shape() == Shape{8, 8, 27});
-  CHECK(glt.bias().shape() == Shape{8, 27});
-  CHECK(glt.norm()->weight().shape() == Shape{27});
-  CHECK(max_abs(glt.bias()) == 0.0);
-  // xavier_uniform_ on [g, in/g, out/g] as PyTorch computes its fans: sqrt(6 / (8 * 27 + 216)).
-  const double bound = std::sqrt(6.0 / (8.0 * 27.0 + 216.0));
-  CHECK(max_abs(glt.weight()) <= bound);
-  CHECK(max_abs(glt.weight()) > 0.9 * bound);
-  CHECK(GroupLinear(64, 216, 8).num_parameters() == 64 * 27 + 216);
-  CHECK(GroupLinear(64, 216, 8, {.bias = false}).num_parameters() == 64 * 27);
-  CHECK(GroupLinear(6, 4, 1).weight().shape() == Shape{1, 6, 4});  // groups == 1: a dense layer
-
-  // Per-group Xavier: each [8, 27] group as its own layer, sqrt(6 / (8 + 27)), about 3.4x wider.
-  GroupLinear xg(64, 216, 8, {.init = GltInit::Xavier}, gen);
-  const double group_bound = std::sqrt(6.0 / (8.0 + 27.0));
-  CHECK(max_abs(xg.weight()) <= group_bound);
-  CHECK(max_abs(xg.weight()) > 0.9 * group_bound);
-  CHECK(parse_glt_init("xavier") == GltInit::Xavier);
-  CHECK(std::string(to_string(parse_glt_init("released"))) == "released");
-  REQUIRE_THROWS_WITH(parse_glt_init("kaiming"), Contains("GroupLinear: unknown init 'kaiming' (expected released or xavier)"));
-}
 
 // The released init's bound per layer: the 3-d fans ((in/g)(out/g), out) where a layer has
 // groups, a dense layer's (in, out) where it has one (the released code builds nn.Linear there).
@@ -118,80 +85,9 @@ TEST_CASE("define: reduce_skip feeds [e, y_N] to the reduce", "[define]") {
   for (std::size_t l = 1; l < skip.layers().size(); ++l) y = skip.layers()[l]->forward(split_mix(e, y, skip.groups()[l]));
   const std::vector<double> by_hand = values(skip.reduce()->forward(concat({e, y}, -1)));
   const std::vector<double> got = values(skip.forward(e));
-  REQUIRE(got.size() == by_hand.size());
-  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(by_hand[i]).margin(1e-6));
+  check_close(got, by_hand, 1e-6, 0);
   c.variant = DefineVariant::NoReduce;
   REQUIRE_THROWS_WITH(DefineUnit(c), Contains("reduce_skip needs a reduce layer"));
-}
-
-TEST_CASE("define: GroupLinear forward by hand: groups, shuffle order, shared per-chunk LayerNorm", "[define]") {
-  // in 4, out 8, 2 groups: group i reads x[2i .. 2i+1] and writes 4 outputs.
-  const std::vector<double> xv{1.0, -2.0, 0.5, 3.0};
-  std::vector<double> w(2 * 2 * 4), b(2 * 4);
-  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.1 * double(i) - 0.7;
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = 0.05 * double(i);
-  // y_i[j] = sum_c x[2i + c] W[i, c, j] + b[i, j]
-  std::vector<double> a(4), bb(4);
-  for (int j = 0; j < 4; ++j) {
-    a[j] = xv[0] * w[0 * 8 + 0 * 4 + j] + xv[1] * w[0 * 8 + 1 * 4 + j] + b[j];
-    bb[j] = xv[2] * w[1 * 8 + 0 * 4 + j] + xv[3] * w[1 * 8 + 1 * 4 + j] + b[4 + j];
-  }
-  const auto set = [&](GroupLinear& g) {
-    NoGradGuard ng;
-    copy_(g.weight(), from_vector<double>(w, {2, 2, 4}));
-    copy_(g.bias(), from_vector<double>(b, {2, 4}));
-  };
-  const Tensor x = from_vector<double>(xv, {1, 4});
-  const auto near = [](const std::vector<double>& got, const std::vector<double>& want) {
-    REQUIRE(got.size() == want.size());
-    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-12).margin(1e-12));
-  };
-
-  SECTION("plain: group-major [a0..a3 | b0..b3]") {
-    GroupLinear g(4, 8, 2);
-    g.to(DType::Float64);
-    set(g);
-    near(values(g.forward(x)), {a[0], a[1], a[2], a[3], bb[0], bb[1], bb[2], bb[3]});
-  }
-  SECTION("shuffle: [a0 b0 a1 b1 a2 b2 a3 b3]") {
-    GroupLinear g(4, 8, 2, {.shuffle = true});
-    g.to(DType::Float64);
-    set(g);
-    near(values(g.forward(x)), {a[0], bb[0], a[1], bb[1], a[2], bb[2], a[3], bb[3]});
-  }
-  // LayerNorm of each 4-wide row with the same gamma / beta, then the activation.
-  const std::vector<double> gamma{1.5, 0.5, -1.0, 2.0}, beta{0.1, -0.2, 0.3, 0.0};
-  const auto ln_row = [&](std::vector<double> r) {
-    double mean = 0, var = 0;
-    for (double v : r) mean += v / 4;
-    for (double v : r) var += (v - mean) * (v - mean) / 4;
-    for (int j = 0; j < 4; ++j) r[j] = (r[j] - mean) / std::sqrt(var + 1e-5) * gamma[j] + beta[j];
-    return r;
-  };
-  const auto set_norm = [&](GroupLinear& g) {
-    NoGradGuard ng;
-    copy_(g.norm()->weight(), from_vector<double>(gamma));
-    copy_(g.norm()->bias(), from_vector<double>(beta));
-  };
-  SECTION("per-chunk LayerNorm shares one affine pair across the groups, then relu") {
-    GroupLinear g(4, 8, 2, {.norm = GltNorm::Chunk, .activation = Activation::Relu});
-    g.to(DType::Float64);
-    set(g);
-    set_norm(g);
-    std::vector<double> want = ln_row(a), second = ln_row(bb);
-    want.insert(want.end(), second.begin(), second.end());
-    for (double& v : want) v = std::max(v, 0.0);
-    near(values(g.forward(x)), want);
-  }
-  SECTION("with shuffle the normalised rows are the post-shuffle chunks") {
-    GroupLinear g(4, 8, 2, {.shuffle = true, .norm = GltNorm::Chunk});
-    g.to(DType::Float64);
-    set(g);
-    set_norm(g);
-    std::vector<double> want = ln_row({a[0], bb[0], a[1], bb[1]}), second = ln_row({a[2], bb[2], a[3], bb[3]});
-    want.insert(want.end(), second.begin(), second.end());
-    near(values(g.forward(x)), want);
-  }
 }
 
 TEST_CASE("define: the spec §11 parameter-count table", "[define]") {
@@ -294,9 +190,8 @@ TEST_CASE("define: float64 gradient checks of every variant w.r.t. input and par
     randomise(unit, gen);
     Generator dg(5);
     unit.set_generator(dg);
-    const Tensor x = rand_uniform({3, cfg.n}, -1, 1, {.dtype = DType::Float64}, gen).set_requires_grad();
-    std::vector<std::pair<std::string, Tensor>> wrt{{"x", x}};
-    for (const auto& [name, p] : unit.named_parameters()) wrt.emplace_back(name, p);
+    const Tensor x = random_leaf({3, cfg.n}, gen);
+    const auto wrt = with_parameters(unit, {{"x", x}});
     // Same dropout mask on every evaluation.
     check_gradients([&] { dg.set_state({5, 0}); return unit.forward(x); }, wrt);
   };
@@ -320,7 +215,7 @@ TEST_CASE("define: float64 gradient checks of every variant w.r.t. input and par
     GroupLinear g(6, 12, 3, {.shuffle = true, .norm = GltNorm::Chunk, .activation = Activation::Swish}, gen);
     g.to(DType::Float64);
     randomise(g, gen);
-    const Tensor x = rand_uniform({2, 2, 6}, -1, 1, {.dtype = DType::Float64}, gen).set_requires_grad();
+    const Tensor x = random_leaf({2, 2, 6}, gen);
     check_gradients([&] { return g.forward(x); }, {{"x", x},
                                                    {"weight", g.weight()},
                                                    {"bias", g.bias()},

@@ -17,20 +17,16 @@
 using namespace define;
 using namespace define::nn;
 using Catch::Contains;
+using define::test::check_close;
 using define::test::check_gradients;
+using define::test::random_leaf;
+using define::test::randomise;
 using define::test::values;
+using define::test::with_parameters;
 
 namespace {
 
 using Ints = std::vector<std::int64_t>;
-
-void randomise(Module& m, Generator& gen) {
-  NoGradGuard g;
-  for (const auto& [name, p] : m.named_parameters()) {
-    const bool ln_weight = name.ends_with("norm.weight");
-    copy_(p, rand_uniform(p.shape(), ln_weight ? 0.5 : -0.5, ln_weight ? 1.5 : 0.5, {.dtype = p.dtype()}, gen));
-  }
-}
 
 // A tiny block: d_m = 8 (d_o = 4, FFN 8 -> 2 -> 8), DExTra depth 3, w = 2, G = 2.
 DelightBlockConfig tiny(bool pre_norm, bool cross = true) {
@@ -76,12 +72,6 @@ Tensor causal_mask(std::int64_t t) {
   for (std::int64_t i = 0; i < t; ++i)
     for (std::int64_t j = 0; j < t; ++j) m[i * t + j] = j > i ? 1 : 0;
   return from_vector(m, {t, t});
-}
-
-void check_close(const Tensor& got, const Tensor& want) {
-  REQUIRE(got.shape() == want.shape());
-  const std::vector<double> g = values(got), w = values(want);
-  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(w[i]).margin(1e-12));
 }
 
 }  // namespace
@@ -162,15 +152,15 @@ TEST_CASE("delight: block forward equals a plain-op reference", "[nn][delight]")
     DelightEncoderBlock e(tiny(pre), gen);
     e.to(DType::Float64);
     randomise(e, gen);
-    check_close(e.forward(enc, pad), ref_block(e, enc, Tensor(), pad_b1t, Tensor()));
+    check_close(e.forward(enc, pad), ref_block(e, enc, Tensor(), pad_b1t, Tensor()), 1e-12, 0);
     DelightDecoderBlock d(tiny(pre), gen);
     d.to(DType::Float64);
     randomise(d, gen);
-    check_close(d.forward(x, enc, pad), ref_block(d, x, enc, causal_mask(4), pad_b1t));
+    check_close(d.forward(x, enc, pad), ref_block(d, x, enc, causal_mask(4), pad_b1t), 1e-12, 0);
     DelightDecoderBlock lm(tiny(pre, false), gen);
     lm.to(DType::Float64);
     randomise(lm, gen);
-    check_close(lm.forward(x), ref_block(lm, x, Tensor(), causal_mask(4), Tensor()));
+    check_close(lm.forward(x), ref_block(lm, x, Tensor(), causal_mask(4), Tensor()), 1e-12, 0);
   }
 }
 
@@ -224,7 +214,6 @@ TEST_CASE("delight: block configuration errors", "[nn][delight]") {
 
 TEST_CASE("delight: float64 gradient checks of the encoder and decoder blocks", "[nn][delight]") {
   Generator gen(17);
-  const TensorOptions f64{.dtype = DType::Float64};
   const Tensor pad = from_vector(std::vector<std::int64_t>{0, 0, 0, 0, 0, 1}, Shape{2, 3});
   const auto with_dropout = [](DelightBlockConfig c) {
     c.dropout = 0.1, c.attention_dropout = 0.2, c.activation_dropout = 0.1, c.ffn_dropout = 0.1, c.dextra_dropout = 0.1;
@@ -236,9 +225,8 @@ TEST_CASE("delight: float64 gradient checks of the encoder and decoder blocks", 
     randomise(e, gen);
     Generator dg(3);
     e.set_generator(dg);
-    const Tensor x = rand_uniform({3, 2, 8}, -1, 1, f64, gen).set_requires_grad();
-    std::vector<std::pair<std::string, Tensor>> wrt{{"x", x}};
-    for (const auto& [name, p] : e.named_parameters()) wrt.emplace_back(name, p);
+    const Tensor x = random_leaf({3, 2, 8}, gen);
+    const auto wrt = with_parameters(e, {{"x", x}});
     check_gradients([&] { dg.set_state({3, 0}); return e.forward(x, pad); }, wrt);
   }
   SECTION("decoder block, pre-norm, cross-attention, every dropout on") {
@@ -247,10 +235,9 @@ TEST_CASE("delight: float64 gradient checks of the encoder and decoder blocks", 
     randomise(d, gen);
     Generator dg(4);
     d.set_generator(dg);
-    const Tensor x = rand_uniform({4, 2, 8}, -1, 1, f64, gen).set_requires_grad();
-    const Tensor enc = rand_uniform({3, 2, 8}, -1, 1, f64, gen).set_requires_grad();
-    std::vector<std::pair<std::string, Tensor>> wrt{{"x", x}, {"enc", enc}};
-    for (const auto& [name, p] : d.named_parameters()) wrt.emplace_back(name, p);
+    const Tensor x = random_leaf({4, 2, 8}, gen);
+    const Tensor enc = random_leaf({3, 2, 8}, gen);
+    const auto wrt = with_parameters(d, {{"x", x}, {"enc", enc}});
     check_gradients([&] { dg.set_state({4, 0}); return d.forward(x, enc, pad); }, wrt);
   }
 }

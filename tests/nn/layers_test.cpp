@@ -12,6 +12,7 @@ using namespace define::nn;
 using Catch::Contains;
 using define::test::check_gradients;
 using define::test::max_abs;
+using define::test::random_leaf;
 using define::test::values;
 
 
@@ -131,9 +132,7 @@ TEST_CASE("nn: LayerNorm and Dropout forward", "[nn]") {
 
 TEST_CASE("nn: float64 gradient checks of Linear, Embedding, LayerNorm, Dropout, ProjectiveEmbedding", "[nn]") {
   Generator gen(21);
-  const auto input = [&](Shape s) {
-    return rand_uniform(s, -1, 1, {.dtype = DType::Float64}, gen).set_requires_grad();
-  };
+  const auto input = [&](Shape s) { return random_leaf(s, gen); };
   SECTION("Linear") {
     Linear lin(5, 3, {}, gen);
     lin.to(DType::Float64);

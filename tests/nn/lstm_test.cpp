@@ -20,21 +20,16 @@ using namespace define::nn;
 using Catch::Contains;
 using define::test::check_gradients;
 using define::test::max_abs;
+using define::test::max_diff;
+using define::test::random_leaf;
 using define::test::values;
+using define::test::with_parameters;
 
 namespace {
 
 // PyTorch's count for one LSTM layer: weight_ih 4H x in, weight_hh 4H x H, two biases of 4H.
 std::int64_t layer_count(std::int64_t in, std::int64_t H, bool bias = true) {
   return 4 * H * (in + H) + (bias ? 2 * 4 * H : 0);
-}
-
-// The largest |a - b| over two equally long value lists.
-double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
 }
 
 // One layer written with generic autograd ops, step by step (no fused kernel anywhere).
@@ -134,7 +129,7 @@ TEST_CASE("nn: the fused LSTM equals an unfused composition of autograd ops", "[
   Generator gen(8);
   LSTM lstm(5, std::vector<std::int64_t>{7, 4}, {}, gen);
   lstm.to(DType::Float64);
-  const Tensor x = rand_uniform({6, 3, 5}, -1, 1, {.dtype = DType::Float64}, gen).set_requires_grad(true);
+  const Tensor x = random_leaf({6, 3, 5}, gen);
   const LSTMState s0 = random_state(lstm, 3, gen);
   std::vector<Tensor> leaves{x};
   for (std::size_t k = 0; k < 2; ++k) {
@@ -172,11 +167,10 @@ TEST_CASE("nn: LSTM float64 gradient check of a two-layer stack with initial-sta
   Generator gen(4);
   LSTM lstm(3, std::vector<std::int64_t>{4, 2}, {}, gen);
   lstm.to(DType::Float64);
-  const Tensor x = rand_uniform({3, 2, 3}, -1, 1, {.dtype = DType::Float64}, gen).set_requires_grad(true);
+  const Tensor x = random_leaf({3, 2, 3}, gen);
   const LSTMState s0 = random_state(lstm, 2, gen);
-  std::vector<std::pair<std::string, Tensor>> wrt{{"x", x}, {"h0[0]", s0.h[0]}, {"c0[0]", s0.c[0]},
-                                                  {"h0[1]", s0.h[1]}, {"c0[1]", s0.c[1]}};
-  for (const auto& [name, p] : lstm.named_parameters()) wrt.emplace_back(name, p);
+  const auto wrt = with_parameters(
+      lstm, {{"x", x}, {"h0[0]", s0.h[0]}, {"c0[0]", s0.c[0]}, {"h0[1]", s0.h[1]}, {"c0[1]", s0.c[1]}});
   check_gradients([&] { return everything(lstm.forward(x, s0)); }, wrt);
 }
 

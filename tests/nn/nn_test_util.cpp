@@ -2,24 +2,30 @@
 
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <fmt/format.h>
 
 #include "harness/op_harness.h"
 
 namespace define::test {
 
-std::vector<double> values(const Tensor& t) { return to_doubles(t); }
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double v : values(t)) m = std::max(m, std::abs(v));
-  return m;
+void randomise(nn::Module& m, Generator& gen) {
+  NoGradGuard g;
+  for (const auto& [name, p] : m.named_parameters()) {
+    const bool norm_weight = name.ends_with("norm.weight");
+    copy_(p, rand_uniform(p.shape(), norm_weight ? 0.5 : -0.5, norm_weight ? 1.5 : 0.5, {.dtype = p.dtype()}, gen));
+  }
 }
 
-void check_gradients(const std::function<Tensor()>& f, const std::vector<std::pair<std::string, Tensor>>& wrt,
-                     double eps, double atol, double rtol) {
+Tensor random_leaf(const Shape& shape, Generator& gen) {
+  return rand_uniform(shape, -1, 1, {.dtype = DType::Float64}, gen).set_requires_grad();
+}
+
+NamedTensors with_parameters(const nn::Module& m, NamedTensors inputs) {
+  for (const auto& [name, p] : m.named_parameters()) inputs.emplace_back(name, p);
+  return inputs;
+}
+
+void check_gradients(const std::function<Tensor()>& f, const NamedTensors& wrt, double eps, double atol, double rtol) {
   const Tensor out = f();
   REQUIRE(out.dtype() == DType::Float64);
   Generator ug(99);

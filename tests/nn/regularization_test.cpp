@@ -12,6 +12,7 @@ using namespace define;
 using namespace define::nn;
 using Catch::Contains;
 using define::test::check_gradients;
+using define::test::random_leaf;
 using define::test::values;
 
 TEST_CASE("nn: LockedDropout shares one mask over time", "[nn]") {
@@ -50,7 +51,7 @@ TEST_CASE("nn: LockedDropout shares one mask over time", "[nn]") {
   LockedDropout g64(0.3);
   Generator gg(4);
   g64.set_generator(gg);
-  const Tensor x64 = rand_uniform({4, 2, 3}, -1, 1, {.dtype = DType::Float64}, gen).set_requires_grad();
+  const Tensor x64 = random_leaf({4, 2, 3}, gen);
   check_gradients([&] { gg.set_state({4, 0}); return g64.forward(x64); }, {{"x", x64}});
 }
 
@@ -175,7 +176,7 @@ TEST_CASE("nn: WeightDrop uses one mask for every step of a call", "[nn]") {
 
   // Gradient in float64 with the mask held fixed, to the raw weight, the bias and the input.
   wd->to(DType::Float64);
-  const Tensor x64 = rand_uniform({3, 4}, -1, 1, {.dtype = DType::Float64}, init).set_requires_grad();
+  const Tensor x64 = random_leaf({3, 4}, init);
   check_gradients([&] { gen.set_state({6, 0}); return wd->forward(x64); },
                   {{"x", x64}, {"module.cell.weight", wd->parameter("module.cell.weight")},
                    {"module.cell.bias", wd->parameter("module.cell.bias")}});
