@@ -30,7 +30,7 @@
 #include "bench/bench_util.h"
 #include "autograd/ops.h"
 #include "core/device.h"
-#include "kernels/cuda/gemm_config.h"
+#include "kernels/cuda/matmul_config.h"
 #include "kernels/devices.h"
 
 DEFINE_BENCH_FAMILY("grouped_linear");

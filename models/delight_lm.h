@@ -46,7 +46,7 @@ struct DelightLmConfig {
   bool adaptive = true;                                // adaptive input + tied adaptive softmax
   std::vector<std::int64_t> cutoffs{20000, 60000};
   double adaptive_factor = 2.0;                        // input and softmax (tying needs them equal)
-  nn::GltNorm dextra_norm = nn::GltNorm::Chunk;
+  nn::GroupedLinearNorm dextra_norm = nn::GroupedLinearNorm::Chunk;
   nn::Activation activation = nn::Activation::Swish;
   bool shuffle = true;
   // Dropouts (spec §4.5: WT-103 uses 0.1 * d_m / 1024 style values; all 0 here by default).

@@ -55,7 +55,7 @@ struct DelightNmtConfig {
   std::int64_t ffn_reduction = 4;
   bool pre_norm = false;           // NMT archs: post-norm
   bool final_norm = true;          // with pre_norm: a LayerNorm after the last block
-  nn::GltNorm dextra_norm = nn::GltNorm::Chunk;
+  nn::GroupedLinearNorm dextra_norm = nn::GroupedLinearNorm::Chunk;
   nn::Activation activation = nn::Activation::Swish;
   bool shuffle = true;
   // Dropouts (spec §4.5 gives the released values per task and d_m).

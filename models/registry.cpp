@@ -20,7 +20,7 @@ void read_delight_common(const Config& c, Cfg& cfg) {
   cfg.emb_depth = c.get_int("emb_depth", cfg.emb_depth);
   cfg.emb_width_mult = c.get_double("emb_width_mult", cfg.emb_width_mult);
   cfg.ffn_reduction = c.get_int("ffn_reduction", cfg.ffn_reduction);
-  cfg.dextra_norm = nn::parse_glt_norm(c.get_string("dextra_norm", "chunk"));
+  cfg.dextra_norm = nn::parse_grouped_linear_norm(c.get_string("dextra_norm", "chunk"));
   cfg.activation = nn::parse_activation(c.get_string("activation", "swish"));
   cfg.shuffle = c.get_bool("shuffle", cfg.shuffle);
 }

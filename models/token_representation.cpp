@@ -78,7 +78,7 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
   cfg.scale = c.get_bool("scale", released || projected || cfg.kind == TokenInputKind::Adaptive);
   if (c.has("init_range")) cfg.init_range = c.get_double("init_range");
   const auto unit_options = [&] {
-    cfg.norm = nn::parse_glt_norm(c.get_string("norm", "chunk"));
+    cfg.norm = nn::parse_grouped_linear_norm(c.get_string("norm", "chunk"));
     cfg.activation = nn::parse_activation(c.get_string("activation", "swish"));
     cfg.unit_dropout = c.get_double("dropout", 0.0);
   };
@@ -91,7 +91,7 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
       cfg.define.N = c.get_int("depth");
       cfg.define.g_max = c.get_int("g_max");
       cfg.define.variant = nn::parse_define_variant(c.get_string("variant", "define"));
-      cfg.define.init = nn::parse_glt_init(c.get_string("init", "released"));
+      cfg.define.init = nn::parse_grouped_linear_init(c.get_string("init", "released"));
       cfg.define.reduce_skip = c.get_bool("reduce_skip", false);
       if (const std::string map = c.get_string("map", "table"); map == "adaptive") {
         cfg.adaptive_map = true;

@@ -62,7 +62,7 @@ struct TokenInputConfig {
   std::int64_t depth = 4;      // N
   std::int64_t max_groups = 1; // G
   nn::DExTraGroupRule group_rule = nn::DExTraGroupRule::Released;  // dextra
-  nn::GltNorm norm = nn::GltNorm::Chunk;
+  nn::GroupedLinearNorm norm = nn::GroupedLinearNorm::Chunk;
   nn::Activation activation = nn::Activation::Swish;
   double unit_dropout = 0.0;
   // adaptive, and define with map = adaptive
@@ -77,7 +77,7 @@ struct TokenInputConfig {
 // Reads the `model.input` section. Keys (defaults in brackets):
 //   type [embedding]; dim (n, required); out_dim [dim]; scale; init_range;
 //   define:      k, depth, g_max, variant [define], norm [chunk], activation [swish], dropout [0],
-//                init [released] (xavier: per-group Xavier, see nn/glt.h), reduce_skip [false],
+//                init [released] (xavier: per-group Xavier, see nn/grouped_linear.h), reduce_skip [false],
 //                map [table] (adaptive: AdaptiveInput bands as the map layer, with cutoffs, factor
 //                and scale [true: band i times sqrt(dim_i), once])
 //   define-iclr: k (peak width; w = k / n), depth, max_groups, norm, activation, dropout

@@ -98,14 +98,14 @@ DefineSchedule define_schedule(const DefineConfig& c) {
 DefineUnit::DefineUnit(const DefineConfig& cfg, Generator& gen)
     : Module("DefineUnit"), cfg_(cfg), sched_(define_schedule(cfg)) {
   auto list = register_module("layers", std::make_shared<ModuleList>());
-  const GroupLinearOptions opt{.bias = true,
+  const GroupedLinearOptions opt{.bias = true,
                                .shuffle = cfg_.variant == DefineVariant::GltShuffle,
                                .norm = cfg_.norm,
                                .activation = cfg_.activation,
                                .dropout = cfg_.dropout,
                                .init = cfg_.init};
   for (std::size_t l = 0; l < sched_.groups.size(); ++l) {
-    auto layer = std::make_shared<GroupLinear>(sched_.inputs[l], sched_.widths[l], sched_.groups[l], opt, gen);
+    auto layer = std::make_shared<GroupedLinear>(sched_.inputs[l], sched_.widths[l], sched_.groups[l], opt, gen);
     list->push_back(layer);
     layers_.push_back(std::move(layer));
   }

@@ -20,7 +20,7 @@
 //   define-residual  every width k/2; y_l = F_l(y_{l-1}) + y_{l-1} for l >= 2; reduce k/2 -> m
 //   no-reduce        define without the reduce: the unit outputs y_N (width k)
 //
-// Submodules: layers.0 .. layers.{N-1} (GroupLinear), reduce (Linear), so parameter names read
+// Submodules: layers.0 .. layers.{N-1} (GroupedLinear), reduce (Linear), so parameter names read
 // `layers.2.weight`, `layers.2.norm.weight`, `reduce.weight`.
 #pragma once
 
@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nn/glt.h"
+#include "nn/grouped_linear.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 
@@ -48,10 +48,10 @@ struct DefineConfig {
   std::int64_t m = 0;      // output width (after reduce)
   std::int64_t g_max = 1;  // groups of the first layer; a power of two
   DefineVariant variant = DefineVariant::Define;
-  GltNorm norm = GltNorm::Chunk;
+  GroupedLinearNorm norm = GroupedLinearNorm::Chunk;
   Activation activation = Activation::Swish;
   double dropout = 0.0;    // after each HGT layer's activation
-  GltInit init = GltInit::Released;  // of the HGT layers (the reduce is a dense Xavier layer)
+  GroupedLinearInit init = GroupedLinearInit::Released;  // of the HGT layers (the reduce is a dense Xavier layer)
   // The reduce reads [e, y_N] instead of y_N (+ n*m weights), as the released code's output layer
   // reads [X, Y_N]: a linear path from the table to the output, so the unit starts out close to a
   // projection and learns its deep part on top. With init = xavier it took the PTB LSTM's
@@ -81,13 +81,13 @@ class DefineUnit : public Module {
   const std::vector<std::int64_t>& groups() const { return sched_.groups; }
   const std::vector<std::int64_t>& widths() const { return sched_.widths; }
   std::int64_t out_features() const;
-  const std::vector<std::shared_ptr<GroupLinear>>& layers() const { return layers_; }
+  const std::vector<std::shared_ptr<GroupedLinear>>& layers() const { return layers_; }
   const std::shared_ptr<nn::Linear>& reduce() const { return reduce_; }  // null for no-reduce
 
  private:
   DefineConfig cfg_;
   DefineSchedule sched_;
-  std::vector<std::shared_ptr<GroupLinear>> layers_;
+  std::vector<std::shared_ptr<GroupedLinear>> layers_;
   std::shared_ptr<nn::Linear> reduce_;
 };
 

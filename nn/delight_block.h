@@ -46,7 +46,7 @@ struct DelightBlockConfig {
   std::int64_t ffn_reduction = 4;  // light FFN hidden width d_m / ffn_reduction
   bool pre_norm = false;           // NMT archs: post-norm; the LM forces pre-norm
   bool cross_attention = true;     // decoder blocks only: attend to an encoder output
-  GltNorm dextra_norm = GltNorm::Chunk;
+  GroupedLinearNorm dextra_norm = GroupedLinearNorm::Chunk;
   Activation activation = Activation::Swish;  // DExTra layers and the FFN
   bool shuffle = true;                        // GLT shuffle inside the DExTra
   double dropout = 0.0;             // on each attention output before the residual add

@@ -138,7 +138,7 @@ DExTraSchedule dextra_schedule(const DExTraConfig& c) {
   }
   s.widths.push_back(c.d_out);
   // Every split the unit makes is checked here, so a bad config fails when the unit is built, not
-  // inside a GroupLinear: layer l's groups and its mixer cut X (p) into g_l chunks, and its output
+  // inside a GroupedLinear: layer l's groups and its mixer cut X (p) into g_l chunks, and its output
   // must split into g_l groups (o_{l-1}, the mixer's other input, is a multiple of g_l by the
   // rounding above).
   for (std::int64_t l = 0; l < N; ++l) {
@@ -151,14 +151,14 @@ DExTraSchedule dextra_schedule(const DExTraConfig& c) {
   return s;
 }
 
-DExTraDense::DExTraDense(std::int64_t in_features, std::int64_t out_features, GltNorm norm, Activation act,
+DExTraDense::DExTraDense(std::int64_t in_features, std::int64_t out_features, GroupedLinearNorm norm, Activation act,
                          double dropout, Generator& gen)
     : Module("DExTraDense"), in_(in_features), out_(out_features), act_(act), dropout_(dropout) {
   if (in_ <= 0 || out_ <= 0) fail("DExTraDense", "sizes must be positive, got {} -> {}", in_, out_);
   check_dropout_probability("DExTraDense", dropout_);
   weight_ = &register_parameter("weight", init::xavier_uniform({out_, in_}, in_, out_, gen));
   bias_ = &register_parameter("bias", zeros({out_}));
-  if (norm == GltNorm::Chunk) norm_ = register_module("norm", std::make_shared<LayerNorm>(out_));
+  if (norm == GroupedLinearNorm::Chunk) norm_ = register_module("norm", std::make_shared<LayerNorm>(out_));
 }
 
 Tensor DExTraDense::forward(const Tensor& x) const {
@@ -183,9 +183,9 @@ DExTraUnit::DExTraUnit(const DExTraConfig& cfg, Generator& gen)
       auto dense = list->push_back(std::make_shared<DExTraDense>(in, out, cfg_.norm, cfg_.activation, cfg_.dropout, gen));
       glts_.push_back([m = dense.get()](const Tensor& x) { return m->forward(x); });
     } else {
-      const GroupLinearOptions opt{
+      const GroupedLinearOptions opt{
           .bias = true, .shuffle = shuffle, .norm = cfg_.norm, .activation = cfg_.activation, .dropout = cfg_.dropout};
-      auto glt = list->push_back(std::make_shared<GroupLinear>(in, out, g, opt, gen));
+      auto glt = list->push_back(std::make_shared<GroupedLinear>(in, out, g, opt, gen));
       glts_.push_back([m = glt.get()](const Tensor& x) { return m->forward(x); });
     }
   }

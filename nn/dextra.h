@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nn/glt.h"
+#include "nn/grouped_linear.h"
 #include "nn/layer_norm.h"
 #include "nn/module.h"
 
@@ -63,7 +63,7 @@ struct DExTraConfig {
   std::int64_t max_groups = 1;  // G
   DExTraMode mode = DExTraMode::DExTra;
   DExTraGroupRule group_rule = DExTraGroupRule::Released;  // dextra mode's group schedule
-  GltNorm norm = GltNorm::Chunk;              // released: LayerNorm in every layer
+  GroupedLinearNorm norm = GroupedLinearNorm::Chunk;              // released: LayerNorm in every layer
   Activation activation = Activation::Swish;  // released: every registered arch sets swish
   double dropout = 0.0;                       // after every layer of the unit (delight_dropout)
   bool shuffle = true;  // dextra mode only (false = --no-glt-shuffle); define-iclr never shuffles
@@ -90,7 +90,7 @@ std::vector<std::int64_t> linspace_int(double start, double stop, std::int64_t n
 // activation -> dropout. Parameters: in*out + out (+ 2*out with the norm).
 class DExTraDense : public Module {
  public:
-  DExTraDense(std::int64_t in_features, std::int64_t out_features, GltNorm norm, Activation act,
+  DExTraDense(std::int64_t in_features, std::int64_t out_features, GroupedLinearNorm norm, Activation act,
               double dropout, Generator& gen = default_generator());
   Tensor forward(const Tensor& x) const;
   std::int64_t in_features() const { return in_; }
@@ -123,7 +123,7 @@ class DExTraUnit : public Module {
   DExTraConfig cfg_;
   DExTraSchedule sched_;
   std::shared_ptr<DExTraDense> input_layer_, output_layer_;
-  // glts.{l}: a GroupLinear, or a DExTraDense where g_l == 1; forward through one list.
+  // glts.{l}: a GroupedLinear, or a DExTraDense where g_l == 1; forward through one list.
   std::vector<std::function<Tensor(const Tensor&)>> glts_;
 };
 

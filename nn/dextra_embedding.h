@@ -42,7 +42,7 @@ struct DExTraEmbConfig {
   std::int64_t max_groups = 1;     // G
   DExTraMode mode = DExTraMode::DExTra;
   DExTraGroupRule group_rule = DExTraGroupRule::Released;
-  GltNorm norm = GltNorm::Chunk;
+  GroupedLinearNorm norm = GroupedLinearNorm::Chunk;
   Activation activation = Activation::Swish;
   double dropout = 0.0;            // inside the unit
   bool shuffle = true;

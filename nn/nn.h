@@ -11,7 +11,7 @@
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/embedding_dropout.h"
-#include "nn/glt.h"
+#include "nn/grouped_linear.h"
 #include "nn/init.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"

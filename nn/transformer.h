@@ -19,7 +19,7 @@
 #include <memory>
 
 #include "nn/attention.h"
-#include "nn/glt.h"
+#include "nn/grouped_linear.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"

@@ -12,7 +12,7 @@
 #include "core/device.h"
 #include "core/factory.h"
 #include "kernels/copy.h"
-#include "kernels/cuda/gemm_config.h"
+#include "kernels/cuda/matmul_config.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"

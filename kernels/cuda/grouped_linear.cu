@@ -25,13 +25,13 @@
 //
 // On a real GPU (nvcc build) the three GEMMs go to cuBLAS (cublas<t>gemmStridedBatched through
 // kernels::gemm, on the same strided group views) unless DEFINE_CUDA_GEMM=tiled /
-// set_cuda_gemm(CudaGemm::Tiled) selects the tiled kernel (kernels/cuda/gemm_config.h); the
+// set_cuda_gemm(CudaGemm::Tiled) selects the tiled kernel (kernels/cuda/matmul_config.h); the
 // emulated device always runs the tiled kernel. dbias always uses column_sum_kernel.
 #include <cstdint>
 
 #include "core/dtype.h"
 #include "kernels/copy.h"
-#include "kernels/cuda/gemm_config.h"
+#include "kernels/cuda/matmul_config.h"
 #include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/tile_gemm.cuh"
@@ -118,7 +118,7 @@ __device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T>& p, s
 
 // Grid: x = row tiles, y = column tiles, z = groups; y and z loop past the grid limit. The loops
 // are block-uniform, so the barriers inside the tile are too. At least 2 blocks per SM caps the
-// registers at 128 (the same bound as kernels/cuda/gemm.cu's tiled kernel).
+// registers at 128 (the same bound as kernels/cuda/matmul.cu's tiled kernel).
 template <typename T, bool kADepthContiguous, bool kBDepthContiguous>
 __global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GroupedGemmArgs<T> p) {
   __shared__ SliceTile<T> a_tile;
@@ -246,9 +246,9 @@ void dbias_columns(const Sizes& s, const Tensor& dy, const Tensor& dbias) {
 }
 
 #if defined(__CUDACC__)
-// cuBLAS through kernels::gemm (kernels/cuda/gemm.cu), on group views that need no copy: a
+// cuBLAS through kernels::gemm (kernels/cuda/matmul.cu), on group views that need no copy: a
 // [T, g*width] matrix seen as [g, T, width] (group i's block starts at column i*width). Every
-// operand then has a uniform batch stride, which gemm.cu maps onto cublas<t>gemmStridedBatched.
+// operand then has a uniform batch stride, which matmul.cu maps onto cublas<t>gemmStridedBatched.
 Tensor group_view(const Tensor& m, std::int64_t groups) {
   const std::int64_t rows = m.shape()[0], width = m.shape()[1] / groups;
   return m.as_strided({groups, rows, width}, {width, groups * width, 1}, m.offset());

@@ -1,9 +1,9 @@
-// The tiled shared-memory GEMM scheme shared by gemm_tiled_kernel (kernels/cuda/gemm.cu) and
+// The tiled shared-memory GEMM scheme shared by gemm_tiled_kernel (kernels/cuda/matmul.cu) and
 // grouped_gemm_kernel (kernels/cuda/grouped_linear.cu): the tile geometry, the shared slice type,
 // the loading and staging of slices, and the k loop that turns one 64x64 output tile into
 // per-thread 4x4 register sums. What differs between the two stays in their files: where a
 // thread's elements of a slice lie and in which order a warp reads them (each file's
-// make_slice_loader and its Steps: strides and order known at run time in gemm.cu, fixed at
+// make_slice_loader and its Steps: strides and order known at run time in matmul.cu, fixed at
 // compile time in grouped_linear.cu), and what is done with the sums (the epilogues: alpha/beta,
 // bias).
 //

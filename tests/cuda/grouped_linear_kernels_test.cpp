@@ -12,7 +12,7 @@
 
 #include "core/factory.h"
 #include "emu_test_util.h"
-#include "kernels/cuda/gemm_config.h"
+#include "kernels/cuda/matmul_config.h"
 #include "kernels/grouped_linear.h"
 
 using namespace define;

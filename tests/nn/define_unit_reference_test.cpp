@@ -1,6 +1,6 @@
 // DefineUnit against an independent float64 forward written from the paper form's equations
 // (docs/spec.md §11): plain loops over std::vector, its own group and width schedule, nothing
-// shared with nn/define_unit.cpp, nn/glt.cpp or the kernels. The module's parameters (randomised,
+// shared with nn/define_unit.cpp, nn/grouped_linear.cpp or the kernels. The module's parameters (randomised,
 // so zero biases and unit LayerNorm weights hide nothing) are read by name; every variant, both
 // norms, three activations and reduce_skip are compared. A swapped mixer order ([y, e]), a
 // residual added to the wrong tensor or a shuffle in the wrong direction changes the output far
@@ -120,7 +120,7 @@ struct ReferenceUnit {
       L.weight = values(unit.parameter(name + "weight"));
       L.bias = values(unit.parameter(name + "bias"));
       REQUIRE(L.weight.size() == static_cast<std::size_t>(L.in * L.out / L.g));
-      if (c.norm == GltNorm::Chunk) {
+      if (c.norm == GroupedLinearNorm::Chunk) {
         L.gamma = values(unit.parameter(name + "norm.weight"));
         L.beta = values(unit.parameter(name + "norm.bias"));
       }
@@ -193,7 +193,7 @@ TEST_CASE("define: every DefineUnit variant equals a float64 forward written fro
     }
   }
   SECTION("four layers, g_max 8, gelu, no norm") {
-    compare_with_reference({.n = 16, .k = 48, .N = 4, .m = 10, .g_max = 8, .norm = GltNorm::None,
+    compare_with_reference({.n = 16, .k = 48, .N = 4, .m = 10, .g_max = 8, .norm = GroupedLinearNorm::None,
                             .activation = Activation::Gelu});
   }
   SECTION("relu and reduce_skip") {

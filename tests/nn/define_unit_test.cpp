@@ -1,7 +1,7 @@
 // DefineUnit (the paper form of DeFINE, spec §11): the §11 parameter-count table, the released
 // init's per-layer scale, reduce_skip, names and shapes of every variant, config errors
-// (GroupLinear's included), float64 gradient checks of every variant, dropout in eval mode, the
-// emulated device and the fast CPU path against the reference. GroupLinear alone: glt_test.cpp.
+// (GroupedLinear's included), float64 gradient checks of every variant, dropout in eval mode, the
+// emulated device and the fast CPU path against the reference. GroupedLinear alone: grouped_linear_layer_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -15,7 +15,7 @@
 #include "autograd/index.h"
 #include "autograd/split_mix.h"
 #include "nn/define_unit.h"
-#include "nn/glt.h"
+#include "nn/grouped_linear.h"
 #include "nn_test_util.h"
 
 using namespace define;
@@ -65,7 +65,7 @@ TEST_CASE("define: initial weight scale of every layer under the released init",
   check_layers(awd);
   // Per-group Xavier gives a one-group layer the same dense bound.
   DefineConfig xavier = config(64, 512, 3, 256, 8, "linear");
-  xavier.init = GltInit::Xavier;
+  xavier.init = GroupedLinearInit::Xavier;
   const DefineUnit linear_xavier(xavier, gen);
   check_layers(linear_xavier);
 }
@@ -97,7 +97,7 @@ TEST_CASE("define: the spec §11 parameter-count table", "[define]") {
     std::int64_t params;
   };
   DefineConfig no_norm = config(64, 512, 3, 256, 8);
-  no_norm.norm = GltNorm::None;
+  no_norm.norm = GroupedLinearNorm::None;
   const std::vector<Row> rows{
       {config(64, 512, 3, 256, 8, "define"), {8, 4, 2}, {216, 368, 512}, 271'254},
       {config(64, 512, 3, 256, 8, "define-nomix"), {8, 4, 2}, {216, 368, 512}, 271'254},
@@ -174,12 +174,12 @@ TEST_CASE("define: configuration errors name the offending values", "[define]") 
   REQUIRE_THROWS_WITH(DefineUnit(config(64, 512, 0, 256, 8)), Contains("n, k, N and m must be positive"));
   REQUIRE_THROWS_WITH(parse_define_variant("define-mix"), Contains("DefineUnit: unknown variant 'define-mix'"));
   REQUIRE_THROWS_WITH(parse_activation("tanh"), Contains("unknown activation 'tanh'"));
-  REQUIRE_THROWS_WITH(parse_glt_norm("batch"), Contains("unknown norm 'batch'"));
-  REQUIRE_THROWS_WITH(GroupLinear(10, 8, 4),
-                      Contains("GroupLinear: groups 4 must divide both in_features 10 and out_features 8"));
-  REQUIRE_THROWS_WITH(GroupLinear(8, 10, 4), Contains("in_features 8 and out_features 10"));
-  REQUIRE_THROWS_WITH(GroupLinear(8, 8, 2, {.dropout = 1.5}), Contains("dropout probability 1.5 is outside [0, 1]"));
-  REQUIRE_THROWS_WITH(GroupLinear(8, 8, 2).forward(zeros({3, 6})), Contains("GroupLinear: expected input [..., 8], got [3,6]"));
+  REQUIRE_THROWS_WITH(parse_grouped_linear_norm("batch"), Contains("unknown norm 'batch'"));
+  REQUIRE_THROWS_WITH(GroupedLinear(10, 8, 4),
+                      Contains("GroupedLinear: groups 4 must divide both in_features 10 and out_features 8"));
+  REQUIRE_THROWS_WITH(GroupedLinear(8, 10, 4), Contains("in_features 8 and out_features 10"));
+  REQUIRE_THROWS_WITH(GroupedLinear(8, 8, 2, {.dropout = 1.5}), Contains("dropout probability 1.5 is outside [0, 1]"));
+  REQUIRE_THROWS_WITH(GroupedLinear(8, 8, 2).forward(zeros({3, 6})), Contains("GroupedLinear: expected input [..., 8], got [3,6]"));
 }
 
 TEST_CASE("define: float64 gradient checks of every variant w.r.t. input and parameters", "[define]") {
@@ -201,18 +201,18 @@ TEST_CASE("define: float64 gradient checks of every variant w.r.t. input and par
   SECTION("define with reduce_skip and per-group Xavier init") {
     DefineConfig c = config(8, 32, 3, 8, 4);
     c.reduce_skip = true;
-    c.init = GltInit::Xavier;
+    c.init = GroupedLinearInit::Xavier;
     check_unit(c);
   }
   SECTION("define with gelu, no norm and dropout") {
     DefineConfig c = config(8, 32, 3, 8, 4);
     c.activation = Activation::Gelu;
-    c.norm = GltNorm::None;
+    c.norm = GroupedLinearNorm::None;
     c.dropout = 0.3;
     check_unit(c);
   }
-  SECTION("GroupLinear with shuffle, norm and swish") {
-    GroupLinear g(6, 12, 3, {.shuffle = true, .norm = GltNorm::Chunk, .activation = Activation::Swish}, gen);
+  SECTION("GroupedLinear with shuffle, norm and swish") {
+    GroupedLinear g(6, 12, 3, {.shuffle = true, .norm = GroupedLinearNorm::Chunk, .activation = Activation::Swish}, gen);
     g.to(DType::Float64);
     randomise(g, gen);
     const Tensor x = random_leaf({2, 2, 6}, gen);

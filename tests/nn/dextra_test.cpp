@@ -122,7 +122,7 @@ TEST_CASE("dextra: §2.3 worked example, define-iclr as the PTB embedding unit (
   // In define-iclr mode no GLT shuffles, and a one-group layer is a dense [out, in] matrix.
   CHECK(unit.parameter("glts.2.weight").shape() == Shape{616, 680});
   CHECK(unit.parameter("glts.0.weight").shape() == Shape{4, 50, 86});
-  CHECK_FALSE(unit.submodule_as<GroupLinear>("glts.0").options().shuffle);
+  CHECK_FALSE(unit.submodule_as<GroupedLinear>("glts.0").options().shuffle);
 }
 
 TEST_CASE("dextra: define-iclr group schedules of §2.3 step 1", "[nn][dextra]") {
@@ -164,7 +164,7 @@ TEST_CASE("dextra: §2.4 worked examples, DeLighT block DExTras at d_m = 512", "
     CHECK(params_of(unit, "glts.3") == 164'352);
     CHECK(params_of(unit, "output_layer") == 131'840);
     CHECK(unit.num_parameters() == 923'136);
-    CHECK(unit.submodule_as<GroupLinear>("glts.1").options().shuffle);  // dextra mode shuffles
+    CHECK(unit.submodule_as<GroupedLinear>("glts.1").options().shuffle);  // dextra mode shuffles
   }
   SECTION("N = 7, w = 2.857 (block 6 of 8): asymmetric rounding 1072 vs 1064") {
     const DExTraUnit unit(unit_config(512, 256, 256, 2.857, 7, 16, "dextra"));
@@ -207,7 +207,7 @@ TEST_CASE("dextra: names, shapes, configuration errors", "[nn][dextra]") {
   CHECK(unit.forward(zeros({8})).shape() == Shape{4});
   // Without norm: no LN parameters anywhere.
   DExTraConfig none = unit_config(8, 4, 4, 2.0, 3, 4, "dextra");
-  none.norm = GltNorm::None;
+  none.norm = GroupedLinearNorm::None;
   // 8*4+4 | 4*8/2+8 | 12*16/4+16 | 20*4/2+4 | 8*4+4
   CHECK(DExTraUnit(none).num_parameters() == 36 + 24 + 64 + 44 + 36);
   CHECK(std::string(to_string(parse_dextra_mode("define-iclr"))) == "define-iclr");
@@ -271,7 +271,7 @@ TEST_CASE("dextra: float64 gradient checks of both modes", "[nn][dextra]") {
   SECTION("define-iclr, gelu, no norm") {
     DExTraConfig c = unit_config(8, 4, 4, 2.0, 3, 4, "define-iclr");
     c.activation = Activation::Gelu;
-    c.norm = GltNorm::None;
+    c.norm = GroupedLinearNorm::None;
     check_unit(c);
   }
   SECTION("define-iclr, relu, chunk LN") {

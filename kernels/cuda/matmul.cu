@@ -1,6 +1,6 @@
 // CUDA GEMM family: out = alpha * op(a) @ op(b) + beta * out, batch dims broadcast (entry point and
 // argument checks: kernels/matmul.cpp; semantics: kernels/ref/matmul.cpp; tests: the [matmul] op
-// cases in mode emu, tests/cuda/gemm_kernels_test.cpp).
+// cases in mode emu, tests/cuda/matmul_kernels_test.cpp).
 //
 // Two implementations:
 //   * tiled: our own shared-memory kernel (gemm_tiled_kernel, float and double). A block of 256
@@ -18,7 +18,7 @@
 //     leading dimension cuBLAS refuses) is first made contiguous; such an out is computed into a
 //     contiguous scratch and copied back.
 //
-// Selection (kernels/cuda/gemm_config.h): tensors on a GPU use cuBLAS unless the environment
+// Selection (kernels/cuda/matmul_config.h): tensors on a GPU use cuBLAS unless the environment
 // variable DEFINE_CUDA_GEMM=tiled or set_cuda_gemm(CudaGemm::Tiled) selects the tiled kernels. The
 // tiled kernels also serve the cases cuBLAS's int arguments cannot describe (a dim, leading
 // dimension or batch count above INT_MAX) and k == 0. The emulated device always runs the tiled
@@ -40,7 +40,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "kernels/copy.h"
-#include "kernels/cuda/gemm_config.h"
+#include "kernels/cuda/matmul_config.h"
 #include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/current_device_guard.h"
@@ -393,7 +393,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, boo
 }  // namespace define::kernels::DEFINE_CUDA_NS
 
 #if !defined(__CUDACC__)
-// The selection switch (kernels/cuda/gemm_config.h) is host code shared by both backends, so it is
+// The selection switch (kernels/cuda/matmul_config.h) is host code shared by both backends, so it is
 // defined once, in the emulator build that every configuration compiles.
 namespace define::kernels {
 namespace {

@@ -1,4 +1,4 @@
-// GroupLinear: the group linear transformation (GLT) of DeFINE / DExTra (spec §1).
+// GroupedLinear: the group linear transformation (GLT) of DeFINE / DExTra (spec §1).
 //
 //   x [..., in] -> grouped matmul + bias -> (transpose shuffle) -> per-chunk LayerNorm
 //               -> activation -> dropout -> [..., out]
@@ -23,7 +23,7 @@
 
 namespace define::nn {
 
-enum class GltNorm { None, Chunk };
+enum class GroupedLinearNorm { None, Chunk };
 enum class Activation { None, Relu, Gelu, Swish };
 // Weight init. Released: the released code's xavier_uniform_ over the 3-D tensor, bound
 // sqrt(6 / ((in/g)(out/g) + out)) (spec §1 "Init"): a layer's output variance is
@@ -32,33 +32,33 @@ enum class Activation { None, Relu, Gelu, Swish };
 // [in/g, out/g] layer, bound sqrt(6 / (in/g + out/g)), variance gain 2(in/g) / (in/g + out/g) (2/3).
 // A one-group layer is a dense layer under either init (fans in and out), as the released code
 // substitutes nn.Linear for a GLT with one group.
-enum class GltInit { Released, Xavier };
+enum class GroupedLinearInit { Released, Xavier };
 
 // "none" / "chunk" and "none" / "relu" / "gelu" / "swish"; anything else throws naming the string.
-GltNorm parse_glt_norm(std::string_view name);
+GroupedLinearNorm parse_grouped_linear_norm(std::string_view name);
 Activation parse_activation(std::string_view name);
-GltInit parse_glt_init(std::string_view name);  // "released" / "xavier"
-const char* to_string(GltNorm norm);
+GroupedLinearInit parse_grouped_linear_init(std::string_view name);  // "released" / "xavier"
+const char* to_string(GroupedLinearNorm norm);
 const char* to_string(Activation act);
-const char* to_string(GltInit init);
+const char* to_string(GroupedLinearInit init);
 // act(x) for the element-wise choices above (None returns x itself).
 Tensor apply_activation(const Tensor& x, Activation act);
 
-struct GroupLinearOptions {
+struct GroupedLinearOptions {
   bool bias = true;
   bool shuffle = false;           // transpose channel shuffle of the output (spec §1 step 3)
-  GltNorm norm = GltNorm::None;   // per-chunk LayerNorm with a shared affine pair
+  GroupedLinearNorm norm = GroupedLinearNorm::None;   // per-chunk LayerNorm with a shared affine pair
   Activation activation = Activation::None;
   double dropout = 0.0;           // after the activation; uses generator(), off in eval mode
   double norm_eps = 1e-5;
-  GltInit init = GltInit::Released;
+  GroupedLinearInit init = GroupedLinearInit::Released;
 };
 
-class GroupLinear : public Module {
+class GroupedLinear : public Module {
  public:
   // Throws when groups does not divide in or out (naming all three values).
-  GroupLinear(std::int64_t in_features, std::int64_t out_features, std::int64_t groups,
-              GroupLinearOptions opt = {}, Generator& gen = default_generator());
+  GroupedLinear(std::int64_t in_features, std::int64_t out_features, std::int64_t groups,
+              GroupedLinearOptions opt = {}, Generator& gen = default_generator());
 
   Tensor forward(const Tensor& x) const;
 
@@ -68,11 +68,11 @@ class GroupLinear : public Module {
   std::int64_t in_features() const { return in_; }
   std::int64_t out_features() const { return out_; }
   std::int64_t groups() const { return groups_; }
-  const GroupLinearOptions& options() const { return opt_; }
+  const GroupedLinearOptions& options() const { return opt_; }
 
  private:
   std::int64_t in_, out_, groups_;
-  GroupLinearOptions opt_;
+  GroupedLinearOptions opt_;
   Tensor* weight_;                // slots owned by Module (read through, never copied)
   Tensor* bias_ = nullptr;
   std::shared_ptr<LayerNorm> norm_;

@@ -1,4 +1,4 @@
-// GroupLinear (nn/glt.h), the grouped linear transform DeFINE and DExTra are built from: parameter
+// GroupedLinear (nn/grouped_linear.h), the grouped linear transform DeFINE and DExTra are built from: parameter
 // counts and names, the released Xavier bound, init errors, and the forward checked by hand
 // (group-major output, shuffle order, per-chunk LayerNorm with one shared affine pair).
 #include <catch2/catch.hpp>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "nn/glt.h"
+#include "nn/grouped_linear.h"
 #include "nn_test_util.h"
 
 using namespace define;
@@ -16,9 +16,9 @@ using define::test::check_close;
 using define::test::max_abs;
 using define::test::values;
 
-TEST_CASE("define: GroupLinear parameters, names and the released Xavier bound", "[define]") {
+TEST_CASE("define: GroupedLinear parameters, names and the released Xavier bound", "[define]") {
   Generator gen(3);
-  GroupLinear glt(64, 216, 8, {.norm = GltNorm::Chunk}, gen);
+  GroupedLinear glt(64, 216, 8, {.norm = GroupedLinearNorm::Chunk}, gen);
   CHECK(glt.num_parameters() == 64 * 216 / 8 + 216 + 2 * 27);  // 1,998
   CHECK(glt.named_parameters().keys() == std::vector<std::string>{"weight", "bias", "norm.weight", "norm.bias"});
   CHECK(glt.weight().shape() == Shape{8, 8, 27});
@@ -29,21 +29,21 @@ TEST_CASE("define: GroupLinear parameters, names and the released Xavier bound",
   const double bound = std::sqrt(6.0 / (8.0 * 27.0 + 216.0));
   CHECK(max_abs(glt.weight()) <= bound);
   CHECK(max_abs(glt.weight()) > 0.9 * bound);
-  CHECK(GroupLinear(64, 216, 8).num_parameters() == 64 * 27 + 216);
-  CHECK(GroupLinear(64, 216, 8, {.bias = false}).num_parameters() == 64 * 27);
-  CHECK(GroupLinear(6, 4, 1).weight().shape() == Shape{1, 6, 4});  // groups == 1: a dense layer
+  CHECK(GroupedLinear(64, 216, 8).num_parameters() == 64 * 27 + 216);
+  CHECK(GroupedLinear(64, 216, 8, {.bias = false}).num_parameters() == 64 * 27);
+  CHECK(GroupedLinear(6, 4, 1).weight().shape() == Shape{1, 6, 4});  // groups == 1: a dense layer
 
   // Per-group Xavier: each [8, 27] group as its own layer, sqrt(6 / (8 + 27)), about 3.4x wider.
-  GroupLinear xg(64, 216, 8, {.init = GltInit::Xavier}, gen);
+  GroupedLinear xg(64, 216, 8, {.init = GroupedLinearInit::Xavier}, gen);
   const double group_bound = std::sqrt(6.0 / (8.0 + 27.0));
   CHECK(max_abs(xg.weight()) <= group_bound);
   CHECK(max_abs(xg.weight()) > 0.9 * group_bound);
-  CHECK(parse_glt_init("xavier") == GltInit::Xavier);
-  CHECK(std::string(to_string(parse_glt_init("released"))) == "released");
-  REQUIRE_THROWS_WITH(parse_glt_init("kaiming"), Contains("GroupLinear: unknown init 'kaiming' (expected released or xavier)"));
+  CHECK(parse_grouped_linear_init("xavier") == GroupedLinearInit::Xavier);
+  CHECK(std::string(to_string(parse_grouped_linear_init("released"))) == "released");
+  REQUIRE_THROWS_WITH(parse_grouped_linear_init("kaiming"), Contains("GroupedLinear: unknown init 'kaiming' (expected released or xavier)"));
 }
 
-TEST_CASE("define: GroupLinear forward by hand: groups, shuffle order, shared per-chunk LayerNorm", "[define]") {
+TEST_CASE("define: GroupedLinear forward by hand: groups, shuffle order, shared per-chunk LayerNorm", "[define]") {
   // in 4, out 8, 2 groups: group i reads x[2i .. 2i+1] and writes 4 outputs.
   const std::vector<double> xv{1.0, -2.0, 0.5, 3.0};
   std::vector<double> w(2 * 2 * 4), b(2 * 4);
@@ -55,7 +55,7 @@ TEST_CASE("define: GroupLinear forward by hand: groups, shuffle order, shared pe
     a[j] = xv[0] * w[0 * 8 + 0 * 4 + j] + xv[1] * w[0 * 8 + 1 * 4 + j] + b[j];
     bb[j] = xv[2] * w[1 * 8 + 0 * 4 + j] + xv[3] * w[1 * 8 + 1 * 4 + j] + b[4 + j];
   }
-  const auto set = [&](GroupLinear& g) {
+  const auto set = [&](GroupedLinear& g) {
     NoGradGuard ng;
     copy_(g.weight(), from_vector<double>(w, {2, 2, 4}));
     copy_(g.bias(), from_vector<double>(b, {2, 4}));
@@ -63,13 +63,13 @@ TEST_CASE("define: GroupLinear forward by hand: groups, shuffle order, shared pe
   const Tensor x = from_vector<double>(xv, {1, 4});
 
   SECTION("plain: group-major [a0..a3 | b0..b3]") {
-    GroupLinear g(4, 8, 2);
+    GroupedLinear g(4, 8, 2);
     g.to(DType::Float64);
     set(g);
     check_close(values(g.forward(x)), {a[0], a[1], a[2], a[3], bb[0], bb[1], bb[2], bb[3]}, 1e-12, 1e-12);
   }
   SECTION("shuffle: [a0 b0 a1 b1 a2 b2 a3 b3]") {
-    GroupLinear g(4, 8, 2, {.shuffle = true});
+    GroupedLinear g(4, 8, 2, {.shuffle = true});
     g.to(DType::Float64);
     set(g);
     check_close(values(g.forward(x)), {a[0], bb[0], a[1], bb[1], a[2], bb[2], a[3], bb[3]}, 1e-12, 1e-12);
@@ -83,13 +83,13 @@ TEST_CASE("define: GroupLinear forward by hand: groups, shuffle order, shared pe
     for (int j = 0; j < 4; ++j) r[j] = (r[j] - mean) / std::sqrt(var + 1e-5) * gamma[j] + beta[j];
     return r;
   };
-  const auto set_norm = [&](GroupLinear& g) {
+  const auto set_norm = [&](GroupedLinear& g) {
     NoGradGuard ng;
     copy_(g.norm()->weight(), from_vector<double>(gamma));
     copy_(g.norm()->bias(), from_vector<double>(beta));
   };
   SECTION("per-chunk LayerNorm shares one affine pair across the groups, then relu") {
-    GroupLinear g(4, 8, 2, {.norm = GltNorm::Chunk, .activation = Activation::Relu});
+    GroupedLinear g(4, 8, 2, {.norm = GroupedLinearNorm::Chunk, .activation = Activation::Relu});
     g.to(DType::Float64);
     set(g);
     set_norm(g);
@@ -99,7 +99,7 @@ TEST_CASE("define: GroupLinear forward by hand: groups, shuffle order, shared pe
     check_close(values(g.forward(x)), want, 1e-12, 1e-12);
   }
   SECTION("with shuffle the normalised rows are the post-shuffle chunks") {
-    GroupLinear g(4, 8, 2, {.shuffle = true, .norm = GltNorm::Chunk});
+    GroupedLinear g(4, 8, 2, {.shuffle = true, .norm = GroupedLinearNorm::Chunk});
     g.to(DType::Float64);
     set(g);
     set_norm(g);

@@ -1,5 +1,5 @@
 // Which GEMM implementation serves tensors on a real GPU (Device::cuda()): cuBLAS (the default)
-// or the backend's own tiled shared-memory kernels (kernels/cuda/gemm.cu). The emulated device
+// or the backend's own tiled shared-memory kernels (kernels/cuda/matmul.cu). The emulated device
 // (Device::emu()) always runs the tiled kernels, since the emulator has no cuBLAS; this setting
 // changes nothing there.
 //

@@ -1,4 +1,4 @@
-// The CUDA GEMM kernels (kernels/cuda/gemm.cu) on the emulated device, with what the op harness
+// The CUDA GEMM kernels (kernels/cuda/matmul.cu) on the emulated device, with what the op harness
 // cannot express: a 256^3 product against the reference, alpha/beta (beta == 0 never reading out),
 // trans flags combined with transposed and arbitrarily strided views of every operand, broadcast
 // batch dims, float64, and bit-identical results under the emulator's thread schedules.
@@ -16,7 +16,7 @@
 #include "core/factory.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
-#include "kernels/cuda/gemm_config.h"
+#include "kernels/cuda/matmul_config.h"
 #include "kernels/devices.h"
 #include "kernels/matmul.h"
 
