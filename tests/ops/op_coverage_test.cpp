@@ -8,15 +8,14 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
-#include <sstream>
 #include <string>
 
 #include "bench/kernels/kernel_cases.h"
 #include "harness/family_tags.h"
 #include "kernels/op_families.h"
+#include "test_util.h"
 
 namespace {
 
@@ -31,12 +30,10 @@ struct Coverage {
 fs::path source_path(const std::string& relative) { return fs::path(DEFINE_SOURCE_DIR) / relative; }
 
 std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
+  const std::string text = define::test::read_all(path);
   INFO("reading " << path);
-  REQUIRE(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  REQUIRE_FALSE(text.empty());
+  return text;
 }
 
 void count_tests(std::map<std::string, Coverage>& coverage) {
