@@ -2,7 +2,8 @@
 # The README's test command: installs missing packages (Debian), builds the release and asan
 # presets, and runs every test in both. Usage: tools/test.sh [release|asan|all] (default all).
 #   release  -O3 build; with the CUDA toolkit present it also compiles every kernel with nvcc
-#            (sm_75/80/90) and runs tools/check-ptxas.sh (no register spills).
+#            (sm_75/80/90) and runs tools/check-ptxas.sh (no register spills) and
+#            tools/check-symbols.sh (the nvcc and emulator builds share no symbol).
 #   asan     AddressSanitizer + UndefinedBehaviorSanitizer, emulated CUDA kernels included.
 # No GPU is needed: the CUDA kernels are tested on the CPU through the emulated device (test mode
 # emu); test mode cuda runs only where a GPU exists.
@@ -24,6 +25,8 @@ run_preset() {
   if [ "$p" = release ] && command -v nvcc > /dev/null; then
     echo "== ptxas report: registers and spills of every kernel (sm_75, sm_80, sm_90)"
     ./tools/check-ptxas.sh
+    echo "== link safety: no symbol defined by both the nvcc and the emulator build"
+    ./tools/check-symbols.sh build/release
   fi
 }
 

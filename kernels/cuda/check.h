@@ -10,7 +10,10 @@
 #endif
 #include "kernels/cuda/cuda_compat.cuh"
 
-namespace define::cuda::detail {
+// In the namespace of the build (define::cuda under nvcc, define::cuda_emu in the emulator build):
+// the two builds define this function differently (the real runtime's error strings or the
+// emulator's), and one name for both would leave the linker to keep either (tools/check-symbols.sh).
+namespace define::DEFINE_CUDA_NS::detail {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {
   // Clear the thread's "last error" slot so a later cudaGetLastError() after a kernel launch
@@ -19,11 +22,11 @@ namespace define::cuda::detail {
   throw ::define::Error(fmt::format("cuda: {} failed at {}:{}: {}", expr, file, line, cudaGetErrorString(err)));
 }
 
-}  // namespace define::cuda::detail
+}  // namespace define::DEFINE_CUDA_NS::detail
 
 #define DEFINE_CUDA_CHECK(expr)                                                                  \
   do {                                                                                           \
     const cudaError_t define_cuda_check_err_ = (expr);                                           \
     if (define_cuda_check_err_ != cudaSuccess)                                                   \
-      ::define::cuda::detail::throw_cuda_error(define_cuda_check_err_, #expr, __FILE__, __LINE__); \
+      ::define::DEFINE_CUDA_NS::detail::throw_cuda_error(define_cuda_check_err_, #expr, __FILE__, __LINE__); \
   } while (0)

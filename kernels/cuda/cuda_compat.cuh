@@ -27,12 +27,21 @@
 // nvcc, define::cuda_emu / define::kernels::cuda_emu in the emulator build (kernels/cuda/ops.h).
 #define DEFINE_CUDA_NS cuda
 
+// Not in the global namespace, where the emulator's launch() lives (kernels/emu/emu_launch.hpp): a
+// kernel's pointer type does not name its namespace, so both builds would instantiate launch<>
+// under one mangled name and the linker would keep one of the two (tools/check-symbols.sh).
+namespace define::nvcc {
+
 template <typename... P, typename... A>
 inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream,
                    A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "launch(): wrong number of kernel arguments");
   kernel<<<grid, block, smem_bytes, stream>>>(std::forward<A>(args)...);
 }
+
+}  // namespace define::nvcc
+
+using define::nvcc::launch;
 
 // A raw byte array plus a cast: avoids nvcc's "declared with different types" error when several
 // template instantiations declare their dynamic shared memory with different element types.
