@@ -10,6 +10,10 @@
 # CUDA 13 dropped sm_61 and older (Pascal: GTX 1080 Ti): asking it for one is a configure error
 # telling the user to build with CUDA 12.
 function(define_choose_cuda_architectures)
+  if(NOT CMAKE_CUDA_COMPILER)
+    message(FATAL_ERROR "define: DEFINE_CUDA=ON but no nvcc was found (put it on PATH or set "
+                        "CMAKE_CUDA_COMPILER), or configure with -DDEFINE_CUDA=OFF")
+  endif()
   execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --version OUTPUT_VARIABLE _out ERROR_QUIET)
   string(REGEX MATCH "release ([0-9]+)\\.([0-9]+)" _ "${_out}")
   set(_major "${CMAKE_MATCH_1}")
