@@ -55,13 +55,6 @@ Decoded decode_png(const fs::path& p) {
   return d;
 }
 
-// Ids 0 .. n-1 as an int64 tensor [n].
-Tensor arange_ids(std::int64_t n) {
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = i;
-  return from_vector(ids, {n});
-}
-
 // |Y^T Y| of rows Y [V, f], min-max normalised to [0, 1], in double, row-major [f, f].
 std::vector<double> normalised_abs_gram(const Tensor& y) {
   const std::int64_t v = y.size(0), f = y.size(1);
@@ -117,7 +110,7 @@ TEST_CASE("corrmap: PNG of the normalised |E^T E|, one per layer, and the layer 
   // layer's normalised |Y^T Y| over the 41 words, Y computed here from the unit's layers.
   const fs::path all = run.root / "layers.png";
   capture(cli::run_corrmap, {"--run", run.dir, "--out", all.string(), "--layer", "all", "--size", "30"});
-  const Tensor every_id = arange_ids(41);
+  const Tensor every_id = arange(41, {.dtype = DType::Int64});
   const std::vector<Tensor> unit_layers = models::define_layer_outputs(input, every_id);
   const std::vector<std::pair<std::string, Tensor>> outputs{
       {"map", input.table()},

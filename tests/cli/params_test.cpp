@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "cli/trained_run.h"
 #include "nn/init.h"
 #include "nn/linear.h"
+#include "test_util.h"
 #include "tools/command.h"
 
 using namespace define;
@@ -33,12 +33,6 @@ std::int64_t printed_total(const std::string& out) {
     if (out[i] != ',') digits += out[i];
   REQUIRE_FALSE(digits.empty());
   return std::stoll(digits);
-}
-
-float largest_magnitude(const Tensor& t) {
-  float m = 0;
-  for (float v : t.to_vector<float>()) m = std::max(m, std::abs(v));
-  return m;
 }
 
 std::string config_path(const std::string& name) { return std::string(DEFINE_SOURCE_DIR) + "/configs/" + name; }
@@ -81,9 +75,9 @@ TEST_CASE("params: models built for counting draw no random values", "[cli][para
     const nn::init::ShapesOnlyGuard shapes_only;
     const nn::Linear counted(64, 32, {}, gen);
     CHECK(counted.num_parameters() == 64 * 32 + 32);
-    CHECK(largest_magnitude(counted.weight()) == 0.0f);
+    CHECK(define::test::max_abs(counted.weight()) == 0.0);
   }
   // Outside the guard the initialisers draw again.
   const nn::Linear trained(64, 32, {}, gen);
-  CHECK(largest_magnitude(trained.weight()) > 0.1f);
+  CHECK(define::test::max_abs(trained.weight()) > 0.1);
 }
