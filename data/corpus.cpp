@@ -6,6 +6,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace define::data {
@@ -117,20 +118,7 @@ Vocabulary Vocabulary::from_text(std::string_view text, std::string_view source)
 
 void Vocabulary::save(const std::filesystem::path& path) const {
   if (words_.empty()) fail("Vocabulary::save", "refusing to save an empty vocabulary to '{}'", path.string());
-  // Temporary file in the same folder, then rename: the rename is atomic on POSIX file systems.
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("Vocabulary::save", "cannot open '{}' for writing", tmp.string());
-    const std::string text = to_text();
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) fail("Vocabulary::save", "error while writing '{}'", tmp.string());
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail("Vocabulary::save", "cannot rename '{}' to '{}': {}", tmp.string(), path.string(), ec.message());
+  write_file_atomically(path.string(), to_text());
 }
 
 Vocabulary Vocabulary::load(const std::filesystem::path& path) {

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "kernels/copy.h"
@@ -86,45 +87,6 @@ void put_u64(std::string& out, std::uint64_t v) {
 
 }  // namespace
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const char* op = "write_file_atomically";
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string tmp = (dir / fmt::format(".{}.tmp.{}", target.filename().string(), ::getpid())).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(op, "cannot create '{}': {}", tmp, std::strerror(errno));
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail(op, "writing '{}' failed: {}", tmp, std::strerror(err));
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  // The data must be on disk before the rename makes it visible under the final name.
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(op, "flushing '{}' failed: {}", tmp, std::strerror(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(op, "renaming '{}' to '{}' failed: {}", tmp, path, std::strerror(err));
-  }
-  // Make the rename itself durable.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
   const char* op = "save_safetensors";
   Json header = Json::object();
@@ -164,7 +126,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   const std::size_t digits = 8 + crc_digits_position(header_text, kCrcPlaceholder);
   const std::string crc = fmt::format("{:08x}", crc32_of(bytes));
   overwrite(bytes, digits, crc);
-  write_file_atomically(path, bytes);
+  define::write_file_atomically(path, bytes);
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {

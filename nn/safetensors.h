@@ -42,8 +42,4 @@ struct SafetensorsContents {
 // carries "define.crc32". Files without it (written by other tools) load unchecked.
 SafetensorsContents load_safetensors(const std::string& path);
 
-// Writes `bytes` to `path` atomically (temporary file + fsync + rename). Shared with the other
-// writers of run artifacts.
-void write_file_atomically(const std::string& path, const std::string& bytes);
-
 }  // namespace define::nn

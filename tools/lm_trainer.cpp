@@ -1,5 +1,6 @@
 #include "tools/lm_trainer.h"
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -86,6 +87,8 @@ class LanguageModelTask : public TrainingTask {
     return Step{.loss = loss, .tokens = batch->input.numel(), .lr_scale = batch->lr_scale};
   }
 
+  void discard_carried_state() override { state_ = {}; }
+
   double validate() override { return evaluate_lm(*model_, valid_, ds_.eval_bptt); }
   double test() override { return evaluate_lm(*model_, test_, ds_.eval_bptt); }
 
@@ -149,10 +152,9 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
   model->to(ts.device);  // before the optimizer takes the parameters
 
   RunDir run(run_dir, resume);
-  if (!resume) {
-    run.write_config(cfg.resolved());
-    corpus.vocab.save(run.file("vocab.txt"));
-  }
+  // A resumed run keeps the files it started with; one killed before writing them gets them now.
+  if (!resume || !std::filesystem::exists(run.file("config.json"))) run.write_config(cfg.resolved());
+  if (!resume || !std::filesystem::exists(run.file("vocab.txt"))) corpus.vocab.save(run.file("vocab.txt"));
   LanguageModelTask task(model, built.parts, corpus, ds, ts.device, static_cast<std::uint64_t>(ts.seed));
   return run_training(task, ts, run, resume, model_gen);
 }

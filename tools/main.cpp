@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -60,6 +61,9 @@ void print_help() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write must fail with EFBIG, which the writers report as
+  // "could not write <file>", instead of the default SIGXFSZ killing the process unannounced.
+  std::signal(SIGXFSZ, SIG_IGN);
   define::prefer_passive_omp_wait(argv);  // see core/omp_wait.h: up to 2x faster training on 2 cores
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_help();

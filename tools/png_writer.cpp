@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "nn/safetensors.h"
 
@@ -38,7 +39,7 @@ void write_png(const std::string& path, const Image& image) {
     fail(op, "{}: libpng could not encode the image: {}", path, png.message);
   encoded.resize(size);
   png_image_free(&png);
-  nn::write_file_atomically(path, encoded);
+  write_file_atomically(path, encoded);
 }
 
 }  // namespace define::cli

@@ -16,7 +16,7 @@ struct Image {
   std::vector<std::uint8_t> pixels;  // row-major, height * width * channels bytes
 };
 
-// Encodes in memory and writes the file atomically (nn::write_file_atomically). Throws naming the
+// Encodes in memory and writes the file atomically (write_file_atomically). Throws naming the
 // path on a malformed image (sizes, channel count) or an encoder / I/O failure.
 void write_png(const std::string& path, const Image& image);
 

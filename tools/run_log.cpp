@@ -1,7 +1,9 @@
 #include "tools/run_log.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/cpu_allocator.h"
 #include "core/error.h"
 #include "nn/safetensors.h"
@@ -35,10 +38,11 @@ RunDir::RunDir(std::string path, bool resume) : path_(std::move(path)) {
     fail("train", "run folder '{}' already holds a run; pass --resume to continue it or choose another --run-dir", path_);
   fs::create_directories(path_, ec);
   if (ec) fail("train", "cannot create run folder '{}': {}", path_, ec.message());
+  if (resume) remove_stale_temporaries(path_);
 }
 
 void RunDir::write_config(const std::string& resolved_json) const {
-  nn::write_file_atomically(file("config.json"), resolved_json + "\n");
+  write_file_atomically(file("config.json"), resolved_json + "\n");
 }
 
 void RunDir::log_metrics(const std::string& event, const std::map<std::string, double>& numbers,
@@ -48,8 +52,27 @@ void RunDir::log_metrics(const std::string& event, const std::map<std::string, d
   for (const auto& [k, v] : numbers) j[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(fmt::format("{}", v));
   for (const auto& [k, v] : strings) j[k] = v;
   std::ofstream out(file("metrics.jsonl"), std::ios::app);
-  if (!out) fail("train", "cannot append to '{}'", file("metrics.jsonl"));
+  if (!out) fail("train", "cannot append to '{}': {}", file("metrics.jsonl"), std::strerror(errno));
   out << j.dump() << '\n';
+  out.flush();
+  if (!out) fail("train", "cannot append to '{}' (disk full or file-size limit?): {}", file("metrics.jsonl"), std::strerror(errno));
+}
+
+std::uint64_t RunDir::metrics_size() const {
+  std::error_code ec;
+  const std::uintmax_t n = std::filesystem::file_size(file("metrics.jsonl"), ec);
+  return ec ? 0 : static_cast<std::uint64_t>(n);
+}
+
+void RunDir::truncate_metrics(std::uint64_t size) const {
+  const std::uint64_t now = metrics_size();
+  if (now == size) return;
+  if (now < size)
+    fail("train", "'{}' holds {} bytes but the checkpoint saw {}: the log was edited or lost, refusing to resume over it",
+         file("metrics.jsonl"), now, size);
+  std::error_code ec;
+  std::filesystem::resize_file(file("metrics.jsonl"), size, ec);
+  if (ec) fail("train", "cannot truncate '{}' to the checkpoint's {} bytes: {}", file("metrics.jsonl"), size, ec.message());
 }
 
 ProgressLine::ProgressLine() : tty_(::isatty(STDERR_FILENO) != 0) {}

@@ -21,14 +21,21 @@ std::int64_t peak_tensor_bytes();
 class RunDir {
  public:
   // Creates the folder (and parents). Refuses an existing folder holding a run unless
-  // `resume` (so a new run never overwrites another's checkpoints).
+  // `resume` (so a new run never overwrites another's checkpoints). On resume, removes the
+  // temporaries of checkpoint writes that a killed process left behind.
   RunDir(std::string path, bool resume);
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
   void write_config(const std::string& resolved_json) const;
   // Appends one JSON line: {"event": ..., <fields>}; numbers as given, strings quoted.
+  // A line that cannot be written in full (disk full, file-size limit) is an error naming the file.
   void log_metrics(const std::string& event, const std::map<std::string, double>& numbers,
                    const std::map<std::string, std::string>& strings = {}) const;
+  // Bytes in metrics.jsonl (0 when there is none). A checkpoint records it, so that a resumed run
+  // cuts the log back to what the checkpoint had seen: lines logged after it (and a line half
+  // written when the process was killed) are logged again by the resumed run, not twice.
+  std::uint64_t metrics_size() const;
+  void truncate_metrics(std::uint64_t size) const;
 
  private:
   std::string path_;

@@ -116,7 +116,29 @@ struct Progress {
   double best_valid = std::numeric_limits<double>::infinity();
   double seconds = 0;
   bool mid_epoch = false;  // the data position is inside `epoch`
+  std::int64_t skipped = 0;  // steps skipped for a non-finite loss or gradient (train.skip_nonfinite)
+  // The log window in progress (its mean is logged every log_interval steps): saved, so a run
+  // resumed between two log lines logs the same means as an uninterrupted one.
+  double window_loss = 0, window_grad_norm = 0;
+  std::int64_t window_steps = 0, window_tokens = 0;
 };
+
+// Optional checkpoint fields (absent from checkpoints of older versions) read as `fallback`.
+double field_or(const nn::Checkpoint& ck, const std::string& key, double fallback) {
+  const auto it = ck.run.find(key);
+  return it == ck.run.end() ? fallback : std::stod(it->second);
+}
+
+// A step whose loss or gradient norm is not finite: what to say about it.
+std::string nonfinite_reason(double loss, double norm, const optim::NamedParameters& params) {
+  const std::string who = optim::first_nonfinite_gradient(params);
+  const std::string grad = who.empty() ? fmt::format("gradient norm {}", norm)
+                                       : fmt::format("first non-finite gradient: '{}'", who);
+  if (!std::isfinite(loss)) return fmt::format("the training loss became {} ({})", loss, grad);
+  return fmt::format("the gradient is not finite ({}, loss {})", grad, loss);
+}
+
+constexpr std::int64_t kMaxSkippedInARow = 20;  // beyond this, skipping is not helping
 
 }  // namespace
 
@@ -162,6 +184,11 @@ LoopSettings read_loop_settings(const Config& c) {
   t.checkpoint_interval = c.get_int("checkpoint_interval", t.checkpoint_interval);
   t.seed = c.get_int("seed", t.seed);
   t.threads = c.get_int("threads", t.threads);
+  t.skip_nonfinite = c.get_bool("skip_nonfinite", t.skip_nonfinite);
+  const std::string on_error = c.get_string("on_checkpoint_error", "stop");
+  if (on_error != "stop" && on_error != "continue")
+    fail(kOp, "{} must be 'stop' or 'continue', got '{}'", c.path("on_checkpoint_error"), on_error);
+  t.stop_on_checkpoint_error = on_error == "stop";
   require_positive(c, "epochs", t.epochs);
   require_positive(c, "log_interval", t.log_interval);
   require_positive(c, "threads", t.threads);
@@ -197,6 +224,12 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
   const LrFactor lr_factor(ts, ts.schedule_steps > 0 ? ts.schedule_steps : total_steps);
 
   Progress p;
+  if (resume && !std::filesystem::exists(run.file(kLatest))) {
+    // Killed before its first checkpoint: nothing was saved, so the run starts again.
+    fmt::print("no checkpoint in {} yet: starting the run from the beginning\n", run.path());
+    run.truncate_metrics(0);
+    resume = false;
+  }
   if (resume) {
     const nn::Checkpoint ck = nn::load_checkpoint(run.file(kLatest));
     nn::restore_checkpoint(ck, model, optimizer.get());
@@ -207,6 +240,14 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     p.best_valid = std::stod(checkpoint_field(ck, "best_valid"));
     p.seconds = std::stod(checkpoint_field(ck, "seconds"));
     p.mid_epoch = checkpoint_field(ck, "mid_epoch") == "1";
+    p.skipped = static_cast<std::int64_t>(field_or(ck, "skipped_steps", 0));
+    p.window_loss = field_or(ck, "window_loss", 0);
+    p.window_grad_norm = field_or(ck, "window_grad_norm", 0);
+    p.window_steps = static_cast<std::int64_t>(field_or(ck, "window_steps", 0));
+    p.window_tokens = static_cast<std::int64_t>(field_or(ck, "window_tokens", 0));
+    // Lines logged after this checkpoint (the resumed run logs them again) and a line cut short
+    // by a kill go; checkpoints of older versions did not record the size and keep the log.
+    if (ck.run.count("metrics_bytes")) run.truncate_metrics(std::stoull(ck.run.at("metrics_bytes")));
     fmt::print("resuming {} at epoch {}, step {}\n", run.path(), p.epoch, p.step);
   }
 
@@ -218,17 +259,37 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
                                              {"step", std::to_string(p.step)},
                                              {"best_valid", fmt::format("{:.17g}", p.best_valid)},
                                              {"seconds", fmt::format("{:.17g}", p.seconds)},
-                                             {"mid_epoch", p.mid_epoch ? "1" : "0"}});
+                                             {"mid_epoch", p.mid_epoch ? "1" : "0"},
+                                            {"skipped_steps", std::to_string(p.skipped)},
+                                            {"window_loss", fmt::format("{:.17g}", p.window_loss)},
+                                            {"window_grad_norm", fmt::format("{:.17g}", p.window_grad_norm)},
+                                            {"window_steps", std::to_string(p.window_steps)},
+                                            {"window_tokens", std::to_string(p.window_tokens)},
+                                            {"metrics_bytes", std::to_string(run.metrics_size())}});
     task.save(ck);
     nn::save_checkpoint(run.file(kLatest), ck);
+  };
+  // A checkpoint that cannot be written (full disk, file-size limit, permissions) never passes
+  // silently: it stops the run, or with train.on_checkpoint_error = continue is reported on
+  // stderr and in metrics.jsonl and tried again at the next checkpoint.
+  auto checkpoint = [&](const char* which, auto&& save) {
+    try {
+      save();
+    } catch (const Error& e) {
+      if (ts.stop_on_checkpoint_error)
+        fail(kOp, "the {} checkpoint at step {} was not saved, training stopped (train.on_checkpoint_error = "
+                  "continue keeps training): {}", which, p.step, e.what());
+      fmt::print(stderr, "warning: the {} checkpoint at step {} was not saved, training goes on: {}\n", which, p.step,
+                 e.what());
+      run.log_metrics("checkpoint_error", {{"step", static_cast<double>(p.step)}}, {{"error", e.what()}});
+    }
   };
 
   std::map<std::string, double> part_norms;
   const double budget_s = ts.max_minutes > 0 ? ts.max_minutes * 60 : std::numeric_limits<double>::infinity();
   ProgressLine progress;
   bool out_of_budget = false;
-  double window_loss = 0, window_grad_norm = 0;
-  std::int64_t window_steps = 0, window_tokens = 0;
+  std::int64_t skipped_in_a_row = 0;
   auto window_start = std::chrono::steady_clock::now();
   const double session_start_seconds = p.seconds;
   const auto session_start = std::chrono::steady_clock::now();
@@ -250,41 +311,58 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
       optimizer->zero_grad();
       const std::optional<TrainingTask::Step> batch = task.train_step();
       if (!batch) break;
-      if (!std::isfinite(batch->loss))
-        fail(kOp, "the training loss became {} at epoch {}, step {} (lower train.lr or check the data)", batch->loss,
-             p.epoch, p.step + 1);
+      // The norm before clipping; the gradients are left as they are when it is not finite.
+      const double norm =
+          ts.clip > 0 ? optim::clip_grad_norm(named, ts.clip, 2.0, optim::NonFinite::Skip) : optim::grad_norm(named);
+      if (!std::isfinite(batch->loss) || !std::isfinite(norm)) {
+        const std::string why = nonfinite_reason(batch->loss, norm, named);
+        if (!ts.skip_nonfinite)
+          fail(kOp, "{} at epoch {}, step {} (lower train.lr, check the data, or set train.skip_nonfinite to skip "
+                    "such steps)", why, p.epoch, p.step + 1);
+        ++p.skipped;
+        if (++skipped_in_a_row >= kMaxSkippedInARow)
+          fail(kOp, "{} steps in a row had a non-finite loss or gradient (the last at epoch {}, after step {}: {}); "
+                    "skipping does not help, lower train.lr or check the data", skipped_in_a_row, p.epoch, p.step, why);
+        fmt::print(stderr, "skipping a step at epoch {}, after step {}: {}\n", p.epoch, p.step, why);
+        run.log_metrics("skipped", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
+                                    {"skipped_steps", static_cast<double>(p.skipped)}}, {{"reason", why}});
+        task.discard_carried_state();
+        continue;
+      }
+      skipped_in_a_row = 0;
       if ((p.step + 1) % ts.log_interval == 0)
         for (const auto& [part, members] : parts) part_norms["grad_norm " + part] = optim::grad_norm(members);
-      window_grad_norm += ts.clip > 0 ? optim::clip_grad_norm(params, ts.clip) : optim::grad_norm(params);
+      p.window_grad_norm += norm;
       const double factor = lr_factor(p.step) * batch->lr_scale;
       step_with_factor(*optimizer, base_lrs, factor);
       const double lr = base_lrs[0] * lr_factor(p.step);
       ++p.step;
 
-      window_loss += batch->loss;
-      ++window_steps;
-      window_tokens += batch->tokens;
+      p.window_loss += batch->loss;
+      ++p.window_steps;
+      p.window_tokens += batch->tokens;
       if (p.step % ts.log_interval == 0) {
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
-        const double mean_loss = window_loss / static_cast<double>(window_steps);
-        const double tok_s = static_cast<double>(window_tokens) / dt;
+        const double mean_loss = p.window_loss / static_cast<double>(p.window_steps);
+        const double tok_s = static_cast<double>(p.window_tokens) / dt;
         progress.update(p.epoch, p.step, total_steps, mean_loss, tok_s, lr, elapsed(), budget_s);
         std::map<std::string, double> metrics = {
             {"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
             {"loss", mean_loss}, {"perplexity", std::exp(mean_loss)}, {"tokens_per_s", tok_s}, {"lr", lr},
             // mean over the window, before clipping; the per-part norms are of this step alone
-            {"grad_norm", window_grad_norm / static_cast<double>(window_steps)},
+            {"grad_norm", p.window_grad_norm / static_cast<double>(p.window_steps)},
             {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())},
             {"peak_tensor_bytes", static_cast<double>(peak_tensor_bytes())}};
         metrics.insert(part_norms.begin(), part_norms.end());
+        if (ts.skip_nonfinite) metrics["skipped_steps"] = static_cast<double>(p.skipped);
         run.log_metrics("train", metrics);
-        window_loss = window_grad_norm = 0;
-        window_steps = window_tokens = 0;
+        p.window_loss = p.window_grad_norm = 0;
+        p.window_steps = p.window_tokens = 0;
         window_start = std::chrono::steady_clock::now();
       }
       if (ts.checkpoint_interval > 0 && p.step % ts.checkpoint_interval == 0) {
         p.seconds = elapsed();
-        save_latest(p.epoch);
+        checkpoint("latest", [&] { save_latest(p.epoch); });
       }
     }
     progress.finish();
@@ -301,16 +379,18 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
                               {"loss", val}, {"perplexity", std::exp(val)}});
     if (val < p.best_valid) {
       p.best_valid = val;
-      nn::save_checkpoint(run.file(kBest), nn::make_checkpoint(model, nullptr, {{"epoch", std::to_string(p.epoch)}}));
+      checkpoint("best", [&] {
+        nn::save_checkpoint(run.file(kBest), nn::make_checkpoint(model, nullptr, {{"epoch", std::to_string(p.epoch)}}));
+      });
     }
     averaged.reset();
     if (ntasgd && !ntasgd->averaging() && ntasgd->observe(val))
       fmt::print("switching to averaged SGD (no improvement over the last {} evaluations)\n", ts.nonmono);
     p.seconds = elapsed();
-    save_latest(p.epoch + 1);
+    checkpoint("latest", [&] { save_latest(p.epoch + 1); });
   }
   p.seconds = elapsed();
-  if (p.mid_epoch) save_latest(p.epoch);
+  if (p.mid_epoch) checkpoint("latest", [&] { save_latest(p.epoch); });
 
   // Final numbers from the best validated checkpoint; before any epoch completed, from the
   // current weights (averaged ones under NT-ASGD), which latest.ckpt holds.

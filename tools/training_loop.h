@@ -13,7 +13,15 @@
 //   epochs x steps per epoch]: set it when a run is meant to be stopped and continued with a
 //   larger max_steps), epochs [1], max_minutes [0 = no limit], max_steps
 //   [0 = no limit], nonmono [5], log_interval [50], checkpoint_interval [0 = once an epoch],
-//   seed [1111], threads [2], device [cpu] (cpu | cuda[:N] | emu).
+//   seed [1111], threads [2], device [cpu] (cpu | cuda[:N] | emu), skip_nonfinite [false] (a step
+//   whose loss or gradient is NaN or inf is skipped and counted, as loss-scaling trainers do,
+//   instead of stopping the run; 20 such steps in a row stop it), on_checkpoint_error [stop]
+//   (stop | continue: a checkpoint that cannot be written, e.g. on a full disk, ends the run with
+//   an error naming the file, or is reported and retried at the next checkpoint).
+//
+// Crash safety: checkpoints are written atomically, and each records how far metrics.jsonl had
+// got, so a run killed at any moment and resumed with --resume logs exactly what an
+// uninterrupted run logs (tests/cli/crash_safety_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +49,8 @@ struct LoopSettings {
   double min_lr = 0, warmup_init_lr = 0;
   std::int64_t epochs = 1, max_steps = 0, nonmono = 5, log_interval = 50, checkpoint_interval = 0, seed = 1111,
                threads = 2;
+  bool skip_nonfinite = false;
+  bool stop_on_checkpoint_error = true;  // train.on_checkpoint_error: stop (true) | continue
 };
 
 // Reads the keys above from the `train` section; errors name the key.
@@ -69,6 +79,9 @@ class TrainingTask {
   // Draws the next batch and runs forward and backward into the parameters' gradients (zeroed by
   // the loop before); nullopt when the epoch's data is used up.
   virtual std::optional<Step> train_step() = 0;
+  // The loop skipped the last step (its loss or gradient was not finite): forget whatever it
+  // carried forward (e.g. a recurrent state that may now hold NaN).
+  virtual void discard_carried_state() = 0;
   // Mean loss per token on the validation / test split, in eval mode without a graph.
   virtual double validate() = 0;
   virtual double test() = 0;

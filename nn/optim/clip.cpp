@@ -78,6 +78,11 @@ std::string first_nonfinite(const NamedParameters& params, double p) {
 
 }  // namespace
 
+std::string first_nonfinite_gradient(const NamedParameters& params) {
+  NoGradGuard no_grad;
+  return first_nonfinite(params, 2.0);
+}
+
 double grad_norm(const NamedParameters& params, double norm_type) {
   check_norm_type("grad_norm", norm_type);
   NoGradGuard no_grad;

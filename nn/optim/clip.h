@@ -14,6 +14,7 @@
 #pragma once
 
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "nn/optim/optimizer.h"
@@ -31,6 +32,10 @@ template <NamedTensorRange R>
 double grad_norm(const R& params, double norm_type = 2.0) {
   return grad_norm(to_named_parameters(params), norm_type);
 }
+
+// The name of the first parameter (in the given order) whose gradient holds a NaN or inf; empty
+// when every gradient is finite. What a training loop names when it meets a non-finite norm.
+std::string first_nonfinite_gradient(const NamedParameters& params);
 
 double clip_grad_norm(const NamedParameters& params, double max_norm, double norm_type = 2.0,
                       NonFinite on_nonfinite = NonFinite::Error);

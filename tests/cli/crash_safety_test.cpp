@@ -1,0 +1,185 @@
+// A training run killed with SIGKILL (as by the OOM killer, a power cut or `kill -9`) loses only
+// the steps since its last checkpoint: resumed with --resume, it logs exactly the losses, gradient
+// norms, validations and final perplexities of a run that was never interrupted, and leaves no
+// temporary file behind. The kills land at random moments (seeded), and twice on purpose: while
+// the first file of the run is written (before any checkpoint exists) and in the middle of writing
+// a checkpoint (core/crash_point.h).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_test_util.h"
+#include "nn/checkpoint.h"
+#include "test_util.h"
+
+using namespace define;
+namespace fs = std::filesystem;
+
+namespace {
+
+extern "C" char** environ;
+
+// The `define` binary as a child process with stdout and stderr in `log`.
+class DefineProcess {
+ public:
+  DefineProcess(const std::vector<std::string>& args, const std::string& crash_at, const fs::path& log) {
+    std::vector<std::string> argv_s = {DEFINE_CLI_BINARY};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e)
+      if (std::string(*e).rfind("DEFINE_CRASH_AT=", 0) != 0) env_s.emplace_back(*e);
+    if (!crash_at.empty()) env_s.push_back("DEFINE_CRASH_AT=" + crash_at);
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const std::string log_path = log.string();
+    // Between fork and exec only async-signal-safe calls: everything is prepared above.
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      execve(argv[0], argv.data(), envp.data());
+      _exit(127);
+    }
+    REQUIRE(pid_ > 0);
+  }
+  // Waits for the process; returns its exit code, or -signal when a signal ended it.
+  int wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+  // True when the process has already ended (then `status` holds what wait() would return).
+  bool finished(int& status) {
+    int s = 0;
+    if (waitpid(pid_, &s, WNOHANG) != pid_) return false;
+    status = WIFEXITED(s) ? WEXITSTATUS(s) : -WTERMSIG(s);
+    return true;
+  }
+  void kill9() { ::kill(pid_, SIGKILL); }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// metrics.jsonl without what depends on the clock or the process: the rest must match exactly.
+std::vector<std::string> logged(const fs::path& run) {
+  std::ifstream f(run / "metrics.jsonl");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(f, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    for (const char* k : {"tokens_per_s", "peak_rss_bytes", "peak_tensor_bytes", "seconds"}) j.erase(k);
+    out.push_back(j.dump());
+  }
+  return out;
+}
+
+std::vector<std::string> temporaries(const fs::path& run) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(run))
+    if (e.path().filename().string().find(".tmp") != std::string::npos) out.push_back(e.path().filename().string());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("crash safety: a run killed at random moments resumes to exactly the uninterrupted run", "[cli][crash]") {
+  const fs::path root = test::fresh_root("define_crash_safety_test", 777, 120, 20);
+  // About 33 steps an epoch: 200 steps cross several epoch ends (validation, best.ckpt, NT-ASGD's
+  // switch to averaging with nonmono 1). A checkpoint every 4 steps and a log line every 3, so a
+  // checkpoint often falls inside a log window.
+  const std::string config = R"({"data": {"dir": ")" + (root / "data").string() + R"(", "batch_size": 4,
+      "eval_batch_size": 2, "test_batch_size": 2, "bptt": 8},
+    "model": {"type": "lstm_lm", "input": {"type": "define", "dim": 8, "out_dim": 12, "k": 16, "depth": 2, "g_max": 2},
+              "hidden": 32, "layers": 2,
+              "dropout": {"embedding": 0.1, "input": 0.2, "hidden": 0.2, "output": 0.2, "weight": 0.3}},
+    "train": {"optimizer": "ntasgd", "lr": 5, "nonmono": 1, "epochs": 8, "max_steps": 200, "log_interval": 3,
+              "checkpoint_interval": 4, "threads": 1}})";
+  {
+    std::ofstream(root / "config.json") << config;
+  }
+  auto args = [&](const char* run, bool resume) {
+    std::vector<std::string> a = {"train", "--config", (root / "config.json").string(), "--run-dir", (root / run).string()};
+    if (resume) a.push_back("--resume");
+    return a;
+  };
+
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(DefineProcess(args("whole", false), "", root / "whole.log").wait() == 0);
+  const double whole_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::vector<std::string> expected = logged(root / "whole");
+  REQUIRE(expected.size() > 25);
+
+  const fs::path run = root / "killed";
+  const fs::path log = root / "killed.log";
+  // 1. Killed while writing its first file (config.json): no checkpoint exists yet.
+  CHECK(DefineProcess(args("killed", false), "atomic_write:1", log).wait() == -SIGKILL);
+  CHECK_FALSE(fs::exists(run / "latest.ckpt"));
+  CHECK(temporaries(run).size() == 1);
+  // 2. Resumed: it starts again from the beginning, then is killed half-way through writing its
+  // second checkpoint (files written: config.json, vocab.txt, checkpoint 1, checkpoint 2).
+  CHECK(DefineProcess(args("killed", true), "atomic_write:4", log).wait() == -SIGKILL);
+  CHECK(temporaries(run).size() == 1);
+  CHECK(nn::load_checkpoint((run / "latest.ckpt").string()).run.at("step") == "4");
+  // 3. Resumed and killed at random moments.
+  std::mt19937 rng(20261125);
+  // A resumed run has less left to do than the whole one: kill within its first half.
+  std::uniform_real_distribution<double> when(0.0, 0.5 * whole_s);
+  int killed = 0;
+  for (int i = 0; i < 8; ++i) {
+    DefineProcess p(args("killed", true), "", log);
+    std::this_thread::sleep_for(std::chrono::duration<double>(when(rng)));
+    int status = 0;
+    if (p.finished(status)) {
+      REQUIRE(status == 0);  // it got to the end before the kill
+      continue;
+    }
+    p.kill9();
+    killed += p.wait() == -SIGKILL;
+  }
+  INFO("whole run " << whole_s << " s");
+  CHECK(killed >= 4);
+  // 4. Resumed to the end.
+  REQUIRE(DefineProcess(args("killed", true), "", log).wait() == 0);
+
+  // The kills landed during training, not only during start-up: the resumes began at several
+  // different checkpoints.
+  std::set<std::string> resumed_at;
+  {
+    std::ifstream f(log);
+    for (std::string line; std::getline(f, line);)
+      if (const auto at = line.find(", step "); line.rfind("resuming ", 0) == 0 && at != std::string::npos)
+        resumed_at.insert(line.substr(at + 7));
+  }
+  INFO("resumed at steps: " << fmt::format("{}", fmt::join(resumed_at, " ")));
+  CHECK(resumed_at.size() >= 3);
+
+  CHECK(logged(run) == expected);
+  CHECK(temporaries(run).empty());
+  const nn::Checkpoint a = nn::load_checkpoint((root / "whole" / "latest.ckpt").string());
+  const nn::Checkpoint b = nn::load_checkpoint((run / "latest.ckpt").string());
+  REQUIRE(a.model.size() == b.model.size());
+  for (const auto& [name, t] : a.model) CHECK(t.to_vector<float>() == b.model.at(name).to_vector<float>());
+  fs::remove_all(root);
+}
