@@ -16,15 +16,13 @@
 #include <thread>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_test_util.h"
+#include "cli/define_process.h"
 #include "nn/checkpoint.h"
 #include "test_util.h"
 
@@ -32,56 +30,6 @@ using namespace define;
 namespace fs = std::filesystem;
 
 namespace {
-
-extern "C" char** environ;
-
-// The `define` binary as a child process with stdout and stderr in `log`.
-class DefineProcess {
- public:
-  DefineProcess(const std::vector<std::string>& args, const std::string& crash_at, const fs::path& log) {
-    std::vector<std::string> argv_s = {DEFINE_CLI_BINARY};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e)
-      if (std::string(*e).rfind("DEFINE_CRASH_AT=", 0) != 0) env_s.emplace_back(*e);
-    if (!crash_at.empty()) env_s.push_back("DEFINE_CRASH_AT=" + crash_at);
-    std::vector<char*> argv, envp;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const std::string log_path = log.string();
-    // Between fork and exec only async-signal-safe calls: everything is prepared above.
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      execve(argv[0], argv.data(), envp.data());
-      _exit(127);
-    }
-    REQUIRE(pid_ > 0);
-  }
-  // Waits for the process; returns its exit code, or -signal when a signal ended it.
-  int wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  }
-  // True when the process has already ended (then `status` holds what wait() would return).
-  bool finished(int& status) {
-    int s = 0;
-    if (waitpid(pid_, &s, WNOHANG) != pid_) return false;
-    status = WIFEXITED(s) ? WEXITSTATUS(s) : -WTERMSIG(s);
-    return true;
-  }
-  void kill9() { ::kill(pid_, SIGKILL); }
-
- private:
-  pid_t pid_ = -1;
-};
 
 // metrics.jsonl without what depends on the clock or the process: the rest must match exactly.
 std::vector<std::string> logged(const fs::path& run) {
@@ -126,7 +74,7 @@ TEST_CASE("crash safety: a run killed at random moments resumes to exactly the u
   };
 
   const auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(DefineProcess(args("whole", false), "", root / "whole.log").wait() == 0);
+  REQUIRE(test::DefineProcess(args("whole", false), root / "whole.log").wait() == 0);
   const double whole_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::vector<std::string> expected = logged(root / "whole");
   REQUIRE(expected.size() > 25);
@@ -134,12 +82,12 @@ TEST_CASE("crash safety: a run killed at random moments resumes to exactly the u
   const fs::path run = root / "killed";
   const fs::path log = root / "killed.log";
   // 1. Killed while writing its first file (config.json): no checkpoint exists yet.
-  CHECK(DefineProcess(args("killed", false), "atomic_write:1", log).wait() == -SIGKILL);
+  CHECK(test::DefineProcess(args("killed", false), log, {.crash_at = "atomic_write:1"}).wait() == -SIGKILL);
   CHECK_FALSE(fs::exists(run / "latest.ckpt"));
   CHECK(temporaries(run).size() == 1);
   // 2. Resumed: it starts again from the beginning, then is killed half-way through writing its
   // second checkpoint (files written: config.json, vocab.txt, checkpoint 1, checkpoint 2).
-  CHECK(DefineProcess(args("killed", true), "atomic_write:4", log).wait() == -SIGKILL);
+  CHECK(test::DefineProcess(args("killed", true), log, {.crash_at = "atomic_write:4"}).wait() == -SIGKILL);
   CHECK(temporaries(run).size() == 1);
   CHECK(nn::load_checkpoint((run / "latest.ckpt").string()).run.at("step") == "4");
   // 3. Resumed and killed at random moments.
@@ -148,7 +96,7 @@ TEST_CASE("crash safety: a run killed at random moments resumes to exactly the u
   std::uniform_real_distribution<double> when(0.0, 0.5 * whole_s);
   int killed = 0;
   for (int i = 0; i < 8; ++i) {
-    DefineProcess p(args("killed", true), "", log);
+    test::DefineProcess p(args("killed", true), log);
     std::this_thread::sleep_for(std::chrono::duration<double>(when(rng)));
     int status = 0;
     if (p.finished(status)) {
@@ -161,7 +109,7 @@ TEST_CASE("crash safety: a run killed at random moments resumes to exactly the u
   INFO("whole run " << whole_s << " s");
   CHECK(killed >= 4);
   // 4. Resumed to the end.
-  REQUIRE(DefineProcess(args("killed", true), "", log).wait() == 0);
+  REQUIRE(test::DefineProcess(args("killed", true), log).wait() == 0);
 
   // The kills landed during training, not only during start-up: the resumes began at several
   // different checkpoints.
