@@ -40,6 +40,13 @@ std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, in
   return root;
 }
 
+std::vector<std::string> temporaries(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp") != std::string::npos) out.push_back(e.path().filename().string());
+  return out;
+}
+
 std::pair<int, std::string> run_command(const std::string& cmd) {
   std::string out;
   FILE* pipe = ::popen(cmd.c_str(), "r");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace define::test {
 
@@ -17,6 +18,10 @@ void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int
 // A fresh scratch folder temp_directory_path() / name (removed first if it exists) holding a tiny
 // corpus in name / "data", written by write_tiny_corpus(seed, train_lines, eval_lines).
 std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, int train_lines, int eval_lines = 30);
+
+// The names in `dir` of files that look like temporaries (".tmp" in the name): what a crash-safe
+// writer must not leave behind.
+std::vector<std::string> temporaries(const std::filesystem::path& dir);
 
 // Runs a shell command; returns (exit status, or -1 when it did not exit normally; its stdout).
 std::pair<int, std::string> run_command(const std::string& cmd);

@@ -43,12 +43,6 @@ std::vector<std::string> logged(const fs::path& run) {
   return out;
 }
 
-std::vector<std::string> temporaries(const fs::path& run) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(run))
-    if (e.path().filename().string().find(".tmp") != std::string::npos) out.push_back(e.path().filename().string());
-  return out;
-}
 
 }  // namespace
 
@@ -84,11 +78,11 @@ TEST_CASE("crash safety: a run killed at random moments resumes to exactly the u
   // 1. Killed while writing its first file (config.json): no checkpoint exists yet.
   CHECK(test::DefineProcess(args("killed", false), log, {.crash_at = "atomic_write:1"}).wait() == -SIGKILL);
   CHECK_FALSE(fs::exists(run / "latest.ckpt"));
-  CHECK(temporaries(run).size() == 1);
+  CHECK(test::temporaries(run).size() == 1);
   // 2. Resumed: it starts again from the beginning, then is killed half-way through writing its
   // second checkpoint (files written: config.json, vocab.txt, checkpoint 1, checkpoint 2).
   CHECK(test::DefineProcess(args("killed", true), log, {.crash_at = "atomic_write:4"}).wait() == -SIGKILL);
-  CHECK(temporaries(run).size() == 1);
+  CHECK(test::temporaries(run).size() == 1);
   CHECK(nn::load_checkpoint((run / "latest.ckpt").string()).run.at("step") == "4");
   // 3. Resumed and killed at random moments.
   std::mt19937 rng(20261125);
@@ -124,7 +118,7 @@ TEST_CASE("crash safety: a run killed at random moments resumes to exactly the u
   CHECK(resumed_at.size() >= 3);
 
   CHECK(logged(run) == expected);
-  CHECK(temporaries(run).empty());
+  CHECK(test::temporaries(run).empty());
   const nn::Checkpoint a = nn::load_checkpoint((root / "whole" / "latest.ckpt").string());
   const nn::Checkpoint b = nn::load_checkpoint((run / "latest.ckpt").string());
   REQUIRE(a.model.size() == b.model.size());

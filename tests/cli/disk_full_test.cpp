@@ -18,17 +18,6 @@ using namespace define;
 using Catch::Contains;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::vector<std::string> tmp_files(const fs::path& run) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(run))
-    if (e.path().filename().string().find(".tmp") != std::string::npos) out.push_back(e.path().filename().string());
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("disk full: a checkpoint that cannot be written stops the run or is reported, never lost silently",
           "[cli][disk-full]") {
   const fs::path root = test::fresh_root("define_disk_full_test", 99, 120, 20);
@@ -71,7 +60,7 @@ TEST_CASE("disk full: a checkpoint that cannot be written stops the run or is re
     // The previous checkpoint is the file it was, it loads, and no temporary is left.
     CHECK(test::read_all(run / "latest.ckpt") == good);
     CHECK(nn::load_checkpoint((run / "latest.ckpt").string()).run.at("step") == "8");
-    CHECK(tmp_files(run).empty());
+    CHECK(test::temporaries(run).empty());
   }
   fs::remove_all(root);
 }
