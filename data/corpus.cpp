@@ -6,6 +6,8 @@
 #include <sstream>
 #include <system_error>
 
+#include <zlib.h>
+
 #include "core/atomic_file.h"
 #include "core/error.h"
 
@@ -119,6 +121,13 @@ Vocabulary Vocabulary::from_text(std::string_view text, std::string_view source)
 void Vocabulary::save(const std::filesystem::path& path) const {
   if (words_.empty()) fail("Vocabulary::save", "refusing to save an empty vocabulary to '{}'", path.string());
   write_file_atomically(path.string(), to_text());
+}
+
+std::string Vocabulary::fingerprint() const {
+  const std::string text = to_text();
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));
+  return fmt::format("{} words, CRC-32 {:08x}", size(), static_cast<std::uint32_t>(crc));
 }
 
 Vocabulary Vocabulary::load(const std::filesystem::path& path) {

@@ -49,6 +49,9 @@ class Vocabulary {
 
   // Text form: each word followed by '\n', in id order.
   std::string to_text() const;
+  // "<words> words, CRC-32 <8 hex digits of to_text()>": recorded in checkpoints, so a vocab.txt
+  // that was edited or damaged after training is refused instead of mapping ids to wrong words.
+  std::string fingerprint() const;
   // Parses the text form. `source` names the origin in errors ("vocab.txt:17: ..."). Refuses an
   // empty vocabulary, an empty line, a word with whitespace inside, and a duplicate (naming both
   // lines). A missing final '\n' is accepted.

@@ -59,6 +59,7 @@ class LanguageModelTask : public TrainingTask {
                     const DataSettings& ds, Device device, std::uint64_t seed)
       : model_(std::move(model)),
         parts_(std::move(parts)),
+        vocab_fingerprint_(corpus.vocab.fingerprint()),
         ds_(ds),
         device_(device),
         // Evaluation slices its batches from these, so they live on the device; training batches
@@ -88,6 +89,7 @@ class LanguageModelTask : public TrainingTask {
   }
 
   void discard_carried_state() override { state_ = {}; }
+  std::map<std::string, std::string> checkpoint_labels() const override { return {{"vocab", vocab_fingerprint_}}; }
 
   double validate() override { return evaluate_lm(*model_, valid_, ds_.eval_bptt); }
   double test() override { return evaluate_lm(*model_, test_, ds_.eval_bptt); }
@@ -104,6 +106,7 @@ class LanguageModelTask : public TrainingTask {
  private:
   std::shared_ptr<models::LanguageModel> model_;
   models::PartRules parts_;
+  std::string vocab_fingerprint_;
   DataSettings ds_;
   Device device_;
   Tensor valid_, test_;

@@ -29,13 +29,20 @@ LoadedRun load_run(const std::string& dir, const std::string& checkpoint) {
       fail(op, "run folder '{}' has no checkpoint (best.ckpt or latest.ckpt)", dir);
     }
   }
+  // The checkpoint first: a damaged one is reported as such, and it says which vocabulary it
+  // was trained with (checkpoints of older versions do not).
+  const nn::Checkpoint ckpt = nn::load_checkpoint(run.checkpoint);
+  if (const auto v = ckpt.run.find("vocab"); v != ckpt.run.end() && v->second != run.vocab.fingerprint())
+    fail(op, "'{}' is not the vocabulary '{}' was trained with (the file has {}, the checkpoint expects {}): it was "
+             "changed or damaged", (fs::path(dir) / "vocab.txt").string(), run.checkpoint, run.vocab.fingerprint(),
+         v->second);
   // The initial values are overwritten by the checkpoint; a fixed seed keeps construction
   // deterministic.
   Generator gen(0);
   models::BuiltModel built = models::build_model(run.config.section("model"), run.vocab.size(), gen);
   run.model = std::dynamic_pointer_cast<models::LanguageModel>(built.module);
   if (!run.model) fail(op, "{}: model.type '{}' is not a language model", dir, built.type);
-  nn::restore_checkpoint(nn::load_checkpoint(run.checkpoint), *run.model, nullptr);
+  nn::restore_checkpoint(ckpt, *run.model, nullptr);
   run.model->eval();
   return run;
 }

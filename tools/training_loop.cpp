@@ -266,6 +266,7 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
                                             {"window_steps", std::to_string(p.window_steps)},
                                             {"window_tokens", std::to_string(p.window_tokens)},
                                             {"metrics_bytes", std::to_string(run.metrics_size())}});
+    for (auto& [k, v] : task.checkpoint_labels()) ck.run[k] = v;
     task.save(ck);
     nn::save_checkpoint(run.file(kLatest), ck);
   };
@@ -380,7 +381,9 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     if (val < p.best_valid) {
       p.best_valid = val;
       checkpoint("best", [&] {
-        nn::save_checkpoint(run.file(kBest), nn::make_checkpoint(model, nullptr, {{"epoch", std::to_string(p.epoch)}}));
+        std::map<std::string, std::string> labels = task.checkpoint_labels();
+        labels["epoch"] = std::to_string(p.epoch);
+        nn::save_checkpoint(run.file(kBest), nn::make_checkpoint(model, nullptr, std::move(labels)));
       });
     }
     averaged.reset();

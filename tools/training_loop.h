@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -86,6 +87,9 @@ class TrainingTask {
   virtual double validate() = 0;
   virtual double test() = 0;
 
+  // Strings stamped on every checkpoint the loop writes (latest and best), e.g. the vocabulary's
+  // fingerprint, so the commands that read one can check the files beside it.
+  virtual std::map<std::string, std::string> checkpoint_labels() const = 0;
   // The task's share of a checkpoint: data position and carried state.
   virtual void save(nn::Checkpoint& ck) const = 0;
   virtual void restore(const nn::Checkpoint& ck) = 0;

@@ -161,7 +161,7 @@ int run_import(const std::vector<std::string>& args) {
   if (!problems.empty())
     fail(op, "'{}' does not fit the model of {}: {}", from, run.dir, fmt::join(problems, "; "));
   run.model->load_state_dict(state, /*strict=*/true);
-  nn::save_checkpoint(out, nn::make_checkpoint(*run.model, nullptr, {{"imported_from", from}}));
+  nn::save_checkpoint(out, nn::make_checkpoint(*run.model, nullptr, {{"imported_from", from}, {"vocab", run.vocab.fingerprint()}}));
   fmt::print("wrote {}: {} tensors from {}\n", out, state.size(), from);
   return 0;
 }
