@@ -5,6 +5,7 @@
 // Programs (the CLI, the test binaries) call it once at start-up; it is idempotent.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace define::kernels {
@@ -40,6 +41,21 @@ class EmuScheduleGuard {
 
  private:
   std::string previous_;
+};
+
+// The emulated device's memory capacity in bytes (CUDA_EMU_MEMORY, e.g. "64M", sets the initial
+// one; 0: the host's physical memory) and the bytes its cudaMalloc has handed out: what lets the
+// out-of-memory path run in tests.
+void set_emu_memory_capacity(std::size_t bytes);
+std::size_t emu_memory_in_use();
+
+// Sets a capacity for the guard's lifetime (tests).
+class EmuMemoryCapacityGuard {
+ public:
+  explicit EmuMemoryCapacityGuard(std::size_t bytes) { set_emu_memory_capacity(bytes); }
+  ~EmuMemoryCapacityGuard() { set_emu_memory_capacity(0); }
+  EmuMemoryCapacityGuard(const EmuMemoryCapacityGuard&) = delete;
+  EmuMemoryCapacityGuard& operator=(const EmuMemoryCapacityGuard&) = delete;
 };
 
 }  // namespace define::kernels

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 #include "core/error.h"
 
@@ -14,7 +15,8 @@ bool CachingDeviceAllocator::BlockOrder::operator()(const Block* a, const Block*
   return std::less<char*>()(a->ptr, b->ptr);
 }
 
-CachingDeviceAllocator::CachingDeviceAllocator(RawDeviceMemory& raw) : raw_(raw) {}
+CachingDeviceAllocator::CachingDeviceAllocator(RawDeviceMemory& raw, std::string device)
+    : raw_(raw), device_(std::move(device)) {}
 
 CachingDeviceAllocator::~CachingDeviceAllocator() {
   for (Block* head : segments_) {
@@ -115,9 +117,13 @@ CachingDeviceAllocator::Block* CachingDeviceAllocator::create_segment(std::size_
     release_free_segments();
     p = raw_.raw_malloc(size);
   }
-  if (!p)
-    fail("cuda allocator", "out of memory allocating {} bytes (active {}, cached {})", request,
-         stats_.active_bytes, stats_.cached_bytes);
+  if (!p) {
+    auto mib = [](std::size_t n) { return static_cast<double>(n) / (1 << 20); };
+    fail(device_, "out of memory allocating {} bytes ({:.1f} MiB); {} bytes ({:.1f} MiB) allocated, {} bytes "
+                  "({:.1f} MiB) cached after releasing the free cache and retrying (a smaller batch or sequence "
+                  "length needs less)", request, mib(request), stats_.active_bytes, mib(stats_.active_bytes),
+         stats_.cached_bytes, mib(stats_.cached_bytes));
+  }
   Block* b = new Block;
   b->ptr = static_cast<char*>(p);
   b->size = size;

@@ -24,8 +24,10 @@
 //    host while a kernel on that stream may still be using it is safe to hand to the next
 //    request on the same stream, but not to another stream.
 //  * When the raw source is out of memory, every fully free cached segment is released and
-//    the raw allocation retried once; if it fails again define::Error is thrown:
-//    "cuda allocator: out of memory allocating N bytes (active A, cached C)".
+//    the raw allocation retried once; if it fails again define::Error is thrown, naming the
+//    device, the request, what tensors hold and what stays cached (as PyTorch does):
+//    "cuda:0: out of memory allocating 31457280 bytes (30.0 MiB); 13631488 bytes (13.0 MiB)
+//    allocated, 1048576 bytes (1.0 MiB) cached after releasing the free cache ...".
 //
 // Statistics are exact byte counts: `active` = sizes of the blocks handed out (after rounding,
 // including an unsplit remainder), `reserved` = sizes of the segments held from the raw
@@ -36,6 +38,7 @@
 #include <cstdint>
 #include <mutex>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -87,8 +90,8 @@ class CachingDeviceAllocator {
   static constexpr std::size_t kLargeSegment = 20 << 20;         // segment for 1-10 MiB requests
   static constexpr std::size_t kMinLargeRemainder = 1 << 20;     // split large blocks above this
 
-  // `raw` must outlive the allocator.
-  explicit CachingDeviceAllocator(RawDeviceMemory& raw);
+  // `raw` must outlive the allocator. `device` names it in errors ("cuda:0", "emu:0").
+  explicit CachingDeviceAllocator(RawDeviceMemory& raw, std::string device = "device");
   // Returns every segment to the raw source, including segments with blocks still in use
   // (nobody can free those blocks through this allocator any more).
   ~CachingDeviceAllocator();
@@ -136,6 +139,7 @@ class CachingDeviceAllocator {
   void note_active_change();
 
   RawDeviceMemory& raw_;
+  std::string device_;
   mutable std::mutex mu_;
   FreePool small_free_;
   FreePool large_free_;

@@ -100,7 +100,8 @@ std::vector<DeviceState>& device_states() {
     auto* v = new std::vector<DeviceState>(static_cast<std::size_t>(device_count()));
     for (std::size_t i = 0; i < v->size(); ++i) {
       (*v)[i].raw = std::make_unique<CudaRawMemory>(static_cast<int>(i));
-      (*v)[i].allocator = std::make_unique<CachingDeviceAllocator>(*(*v)[i].raw);
+      (*v)[i].allocator =
+          std::make_unique<CachingDeviceAllocator>(*(*v)[i].raw, Device{kDeviceType, static_cast<int>(i)}.str());
     }
     return v;
   }();
@@ -222,6 +223,9 @@ std::string emu_schedule() {
   }
   return "forward";
 }
+
+void set_emu_memory_capacity(std::size_t bytes) { ::cuda_emu::set_memory_capacity(bytes); }
+std::size_t emu_memory_in_use() { return ::cuda_emu::memory_in_use(); }
 
 }  // namespace define::kernels
 #endif

@@ -2,7 +2,8 @@
 // 256-byte aligned and allocated by the malloc family, so ASan checks kernels' global accesses.
 // Copies, memsets and launches are synchronous, so streams and events do no asynchronous work
 // (events record host time, which makes cudaEventElapsedTime meaningful).
-// One device, number 0, with plausible sm_90-like properties.
+// One device, number 0, with plausible sm_90-like properties. Its memory has a capacity (below), so
+// out-of-memory paths run in tests as they would on a full GPU.
 #pragma once
 
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "kernels/emu/emu_runner.hpp"
 #include "kernels/emu/emu_types.hpp"
@@ -72,10 +75,60 @@ inline cudaError_t status(cudaError_t e) {
   set_last_error(e);
   return e;
 }
-inline std::size_t physical_memory() {
+inline std::size_t host_physical_memory() {
   return std::size_t(sysconf(_SC_PHYS_PAGES)) * std::size_t(sysconf(_SC_PAGESIZE));
 }
+
+// "64M", "1G", "4096": bytes with an optional K / M / G (binary) suffix; 0 when malformed.
+inline std::size_t parse_bytes(const char* text) {
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(text, &end, 10);
+  if (end == text) return 0;
+  switch (*end) {
+    case '\0': return n;
+    case 'K': case 'k': return end[1] ? 0 : n << 10;
+    case 'M': case 'm': return end[1] ? 0 : n << 20;
+    case 'G': case 'g': return end[1] ? 0 : n << 30;
+    default: return 0;
+  }
+}
+
+// Every live cudaMalloc block and its size, against the device's capacity.
+struct MemoryLedger {
+  std::mutex mu;
+  std::unordered_map<void*, std::size_t> sizes;
+  std::size_t in_use = 0;
+  std::size_t capacity = 0;  // 0: the host's physical memory
+};
+inline MemoryLedger& ledger() {
+  static MemoryLedger l;
+  static const bool from_env = [] {
+    if (const char* v = std::getenv("CUDA_EMU_MEMORY")) l.capacity = parse_bytes(v);
+    return true;
+  }();
+  (void)from_env;
+  return l;
+}
+inline std::size_t physical_memory() {
+  const std::size_t cap = ledger().capacity;
+  return cap ? cap : host_physical_memory();
+}
 }  // namespace cuda_emu::detail
+
+namespace cuda_emu {
+// The emulated device's memory: CUDA_EMU_MEMORY (bytes, or with a K, M or G suffix) when the
+// process starts, or set_memory_capacity (0: the host's physical memory). cudaMalloc beyond it
+// fails with cudaErrorMemoryAllocation.
+inline void set_memory_capacity(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(detail::ledger().mu);
+  detail::ledger().capacity = bytes;
+}
+inline std::size_t memory_capacity() { return detail::physical_memory(); }
+inline std::size_t memory_in_use() {
+  std::lock_guard<std::mutex> lock(detail::ledger().mu);
+  return detail::ledger().in_use;
+}
+}  // namespace cuda_emu
 
 inline const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
@@ -130,11 +183,16 @@ inline cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
   if (!ptr) return cuda_emu::detail::status(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
+  cuda_emu::detail::MemoryLedger& l = cuda_emu::detail::ledger();
+  std::lock_guard<std::mutex> lock(l.mu);
+  if (l.capacity && bytes > l.capacity - l.in_use) return cuda_emu::detail::status(cudaErrorMemoryAllocation);
   // 256-byte aligned like cudaMalloc, but not padded: AddressSanitizer then sees every overflow.
   if (posix_memalign(ptr, 256, bytes) != 0) {
     *ptr = nullptr;
     return cuda_emu::detail::status(cudaErrorMemoryAllocation);
   }
+  l.sizes.emplace(*ptr, bytes);
+  l.in_use += bytes;
   return cudaSuccess;
 }
 template <typename T>
@@ -142,15 +200,36 @@ inline cudaError_t cudaMalloc(T** ptr, std::size_t bytes) {
   return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
 }
 inline cudaError_t cudaFree(void* ptr) {
+  if (!ptr) return cudaSuccess;
+  cuda_emu::detail::MemoryLedger& l = cuda_emu::detail::ledger();
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    const auto it = l.sizes.find(ptr);
+    if (it == l.sizes.end()) return cuda_emu::detail::status(cudaErrorInvalidValue);  // not from cudaMalloc
+    l.in_use -= it->second;
+    l.sizes.erase(it);
+  }
   std::free(ptr);
   return cudaSuccess;
 }
-inline cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) { return cudaMalloc(ptr, bytes); }
+// Pinned host memory is host memory: it does not count against the device.
+inline cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
+  if (!ptr) return cuda_emu::detail::status(cudaErrorInvalidValue);
+  *ptr = nullptr;
+  if (bytes && posix_memalign(ptr, 256, bytes) != 0) {
+    *ptr = nullptr;
+    return cuda_emu::detail::status(cudaErrorMemoryAllocation);
+  }
+  return cudaSuccess;
+}
 template <typename T>
 inline cudaError_t cudaMallocHost(T** ptr, std::size_t bytes) {
-  return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
+  return cudaMallocHost(reinterpret_cast<void**>(ptr), bytes);
 }
-inline cudaError_t cudaFreeHost(void* ptr) { return cudaFree(ptr); }
+inline cudaError_t cudaFreeHost(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
+}
 
 inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
   if (int(kind) < 0 || int(kind) > 4) return cuda_emu::detail::status(cudaErrorInvalidMemcpyDirection);
@@ -175,7 +254,9 @@ inline cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cuda
 inline cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
   if (!free_bytes || !total_bytes) return cuda_emu::detail::status(cudaErrorInvalidValue);
   *total_bytes = cuda_emu::detail::physical_memory();
-  *free_bytes = std::size_t(sysconf(_SC_AVPHYS_PAGES)) * std::size_t(sysconf(_SC_PAGESIZE));
+  *free_bytes = cuda_emu::detail::ledger().capacity
+                    ? *total_bytes - cuda_emu::memory_in_use()
+                    : std::size_t(sysconf(_SC_AVPHYS_PAGES)) * std::size_t(sysconf(_SC_PAGESIZE));
   return cudaSuccess;
 }
 

@@ -76,12 +76,12 @@ TEST_CASE("crash safety: a run killed at random moments resumes to exactly the u
   const fs::path run = root / "killed";
   const fs::path log = root / "killed.log";
   // 1. Killed while writing its first file (config.json): no checkpoint exists yet.
-  CHECK(test::DefineProcess(args("killed", false), log, {.crash_at = "atomic_write:1"}).wait() == -SIGKILL);
+  CHECK(test::DefineProcess(args("killed", false), log, test::crash_at("atomic_write:1")).wait() == -SIGKILL);
   CHECK_FALSE(fs::exists(run / "latest.ckpt"));
   CHECK(test::temporaries(run).size() == 1);
   // 2. Resumed: it starts again from the beginning, then is killed half-way through writing its
   // second checkpoint (files written: config.json, vocab.txt, checkpoint 1, checkpoint 2).
-  CHECK(test::DefineProcess(args("killed", true), log, {.crash_at = "atomic_write:4"}).wait() == -SIGKILL);
+  CHECK(test::DefineProcess(args("killed", true), log, test::crash_at("atomic_write:4")).wait() == -SIGKILL);
   CHECK(test::temporaries(run).size() == 1);
   CHECK(nn::load_checkpoint((run / "latest.ckpt").string()).run.at("step") == "4");
   // 3. Resumed and killed at random moments.

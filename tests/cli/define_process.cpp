@@ -23,9 +23,17 @@ DefineProcess::DefineProcess(const std::vector<std::string>& args, const std::fi
   std::vector<std::string> argv_s = {DEFINE_CLI_BINARY};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<std::string> env_s;
+  std::vector<std::string> added = opt.env;
+  if (!opt.crash_at.empty()) added.push_back("DEFINE_CRASH_AT=" + opt.crash_at);
+  auto replaced = [&](const std::string& entry) {
+    if (entry.rfind("DEFINE_CRASH_AT=", 0) == 0) return true;  // never inherited from the test's own environment
+    for (const std::string& a : added)
+      if (entry.compare(0, a.find('=') + 1, a, 0, a.find('=') + 1) == 0) return true;
+    return false;
+  };
   for (char** e = environ; *e; ++e)
-    if (std::string(*e).rfind("DEFINE_CRASH_AT=", 0) != 0) env_s.emplace_back(*e);
-  if (!opt.crash_at.empty()) env_s.push_back("DEFINE_CRASH_AT=" + opt.crash_at);
+    if (!replaced(*e)) env_s.emplace_back(*e);
+  env_s.insert(env_s.end(), added.begin(), added.end());
   std::vector<char*> argv, envp;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace define::test {
@@ -14,7 +15,24 @@ namespace define::test {
 struct ProcessOptions {
   std::string crash_at;              // DEFINE_CRASH_AT for the child (core/crash_point.h); empty: none
   std::uint64_t file_size_limit = 0;  // RLIMIT_FSIZE in bytes (SIGXFSZ ignored); 0: unchanged
+  std::vector<std::string> env;       // "NAME=value" added to (or replacing in) the child's environment
 };
+
+inline ProcessOptions crash_at(std::string point) {
+  ProcessOptions o;
+  o.crash_at = std::move(point);
+  return o;
+}
+inline ProcessOptions file_size_limit(std::uint64_t bytes) {
+  ProcessOptions o;
+  o.file_size_limit = bytes;
+  return o;
+}
+inline ProcessOptions with_env(std::vector<std::string> env) {
+  ProcessOptions o;
+  o.env = std::move(env);
+  return o;
+}
 
 class DefineProcess {
  public:

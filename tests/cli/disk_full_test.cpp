@@ -44,7 +44,7 @@ TEST_CASE("disk full: a checkpoint that cannot be written stops the run or is re
     const std::uint64_t limit = good.size() / 2;
     REQUIRE(fs::file_size(run / "metrics.jsonl") * 4 < limit);
 
-    const int rc = test::DefineProcess(args(16, true), log, {.crash_at = "", .file_size_limit = limit}).wait();
+    const int rc = test::DefineProcess(args(16, true), log, test::file_size_limit(limit)).wait();
     const std::string out = test::read_all(log);
     CHECK_THAT(out, Contains("could not write '" + (run / "latest.ckpt").string() + "' (writing its temporary"));
     CHECK_THAT(out, Contains("File too large"));

@@ -355,7 +355,9 @@ TEST_CASE("cuda allocator: out of memory releases the cache and retries", "[cuda
   // allocator is unchanged and still usable.
   REQUIRE_THROWS_AS(a.allocate(30 * MiB, s1), define::Error);
   REQUIRE_THROWS_WITH(a.allocate(30 * MiB, s1),
-                      "cuda allocator: out of memory allocating 31457280 bytes (active 13631488, cached 1048576)");
+                      "device: out of memory allocating 31457280 bytes (30.0 MiB); 13631488 bytes (13.0 MiB) allocated, "
+                      "1048576 bytes (1.0 MiB) cached after releasing the free cache and retrying (a smaller batch or "
+                      "sequence length needs less)");
   CHECK(a.stats().active_bytes == 13 * MiB);
   CHECK(a.stats().alloc_count == 4);
   check_consistent(a, raw);
