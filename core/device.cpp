@@ -11,7 +11,7 @@ namespace {
 
 struct CpuInterface final : DeviceInterface {
   void* allocate(std::size_t n, int) override { return CpuCachingAllocator::instance().allocate(n); }
-  void deallocate(void* p, std::size_t n, int) override { CpuCachingAllocator::instance().deallocate(p, n); }
+  void deallocate(void* p, std::size_t n, int) noexcept override { CpuCachingAllocator::instance().deallocate(p, n); }
   void copy_to_host(void* d, const void* s, std::size_t n) override { if (n) std::memcpy(d, s, n); }
   void copy_from_host(void* d, const void* s, std::size_t n) override { if (n) std::memcpy(d, s, n); }
   void copy_device(void* d, const void* s, std::size_t n) override { if (n) std::memmove(d, s, n); }

@@ -39,7 +39,9 @@ struct Device {
 struct DeviceInterface {
   virtual ~DeviceInterface() = default;
   virtual void* allocate(std::size_t nbytes, int device_index) = 0;
-  virtual void deallocate(void* ptr, std::size_t nbytes, int device_index) = 0;
+  // Called from Storage's destructor, often while an exception unwinds the stack: it must not
+  // throw (that would end the process with std::terminate and hide the first error).
+  virtual void deallocate(void* ptr, std::size_t nbytes, int device_index) noexcept = 0;
   virtual void copy_to_host(void* host_dst, const void* dev_src, std::size_t nbytes) = 0;
   virtual void copy_from_host(void* dev_dst, const void* host_src, std::size_t nbytes) = 0;
   virtual void copy_device(void* dev_dst, const void* dev_src, std::size_t nbytes) = 0;

@@ -3,6 +3,7 @@
 // emulator's runtime shim into define::cuda_emu, serving Device::emu() from host memory. The code
 // is the same; only the runtime under it differs, which is what lets the caching allocator and
 // the copy paths be exercised on machines without a GPU.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -116,9 +117,17 @@ struct CudaInterface final : DeviceInterface {
     if (!p) fail(Device{kDeviceType, index}.str(), "out of memory allocating {} bytes", nbytes);
     return p;
   }
-  void deallocate(void* ptr, std::size_t, int index) override {
-    if (caching_enabled()) allocator(index).deallocate(ptr);
-    else device_states()[static_cast<std::size_t>(index)].raw->raw_free(ptr);
+  void deallocate(void* ptr, std::size_t, int index) noexcept override {
+    try {
+      if (caching_enabled()) allocator(index).deallocate(ptr);
+      else device_states()[static_cast<std::size_t>(index)].raw->raw_free(ptr);
+    } catch (const std::exception& e) {
+      // After a kernel fault every CUDA call returns the fault again, and tensors are freed while
+      // the first error propagates: report the lost block and go on, so that error is the one
+      // the user sees. The block is leaked.
+      std::fprintf(stderr, "define: freeing %p on %s failed (the block is leaked): %s\n", ptr,
+                   Device{kDeviceType, index}.str().c_str(), e.what());
+    }
   }
 
   void copy_to_host(void* host_dst, const void* dev_src, std::size_t n) override {

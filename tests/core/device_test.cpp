@@ -15,7 +15,7 @@ namespace {
 
 struct HostBackedDevice final : DeviceInterface {
   void* allocate(std::size_t n, int) override { return std::malloc(n ? n : 1); }
-  void deallocate(void* p, std::size_t, int) override { std::free(p); }
+  void deallocate(void* p, std::size_t, int) noexcept override { std::free(p); }
   void copy_to_host(void* d, const void* s, std::size_t n) override { std::memcpy(d, s, n); }
   void copy_from_host(void* d, const void* s, std::size_t n) override { std::memcpy(d, s, n); }
   void copy_device(void* d, const void* s, std::size_t n) override { std::memmove(d, s, n); }

@@ -80,3 +80,15 @@ TEST_CASE("emu device memory: define train on a device too small says so and exi
   CHECK_THAT(test::read_all(log), Contains("define train: error: emu:0: out of memory allocating"));
   fs::remove_all(root);
 }
+
+TEST_CASE("emu device memory: a failed free on the destructor path is reported, never thrown", "[cuda][oom]") {
+  REQUIRE(kernels::register_devices().emu);
+  // A pointer this device never handed out, as a freed-twice block or a faulted device gives:
+  // the allocator (or cudaFree) refuses it, and the interface, which Storage's destructor calls,
+  // reports that on stderr instead of throwing into a destructor.
+  alignas(256) static char not_device_memory[256];
+  CHECK_NOTHROW(device_interface(DeviceType::Emu).deallocate(not_device_memory, sizeof not_device_memory, 0));
+  // The device goes on working.
+  Tensor t = megabytes_on_emu(1);
+  CHECK(t.numel() == static_cast<std::int64_t>(MiB / 4));
+}
