@@ -20,6 +20,7 @@
 #include <initializer_list>
 
 #include "core/tensor.h"
+#include "kernels/cuda/device.h"
 #include "kernels/cuda/ops.h"
 
 namespace define::kernels {
@@ -68,18 +69,29 @@ void check_dim(const char* op, const Tensor& t, std::int64_t ndim);
 // Calls ref::FN, cpu::FN, cuda::FN or cuda_emu::FN with the given arguments, chosen by LIKE's
 // device and the thread's CPU backend. In builds without nvcc the CUDA arm raises a named error
 // (no tensor can live on a GPU there anyway).
+// A GPU arm runs with its tensors' device current (DeviceScope), whichever device the calling
+// thread had selected: kernels launch, and scratch memory is allocated, where the data is.
 #if defined(DEFINE_HAS_CUDA_KERNELS)
-#define DEFINE_CUDA_ARM(OP, FN, ...) ::define::kernels::cuda::FN(__VA_ARGS__)
+#define DEFINE_CUDA_ARM(OP, LIKE, FN, ...)                                \
+  do {                                                                    \
+    const ::define::cuda::DeviceScope device_scope_((LIKE).device().index); \
+    ::define::kernels::cuda::FN(__VA_ARGS__);                             \
+  } while (0)
 #else
-#define DEFINE_CUDA_ARM(OP, FN, ...) ::define::kernels::no_cuda_kernel(OP)
+#define DEFINE_CUDA_ARM(OP, LIKE, FN, ...) ::define::kernels::no_cuda_kernel(OP)
 #endif
+#define DEFINE_EMU_ARM(LIKE, FN, ...)                                         \
+  do {                                                                        \
+    const ::define::cuda_emu::DeviceScope device_scope_((LIKE).device().index); \
+    ::define::kernels::cuda_emu::FN(__VA_ARGS__);                             \
+  } while (0)
 
 #define DEFINE_BACKEND_CALL(OP, LIKE, FN, ...)                                    \
   do {                                                                            \
     switch (::define::kernels::backend_for(LIKE)) {                               \
       case ::define::kernels::Backend::Ref: ::define::kernels::ref::FN(__VA_ARGS__); break; \
       case ::define::kernels::Backend::Cpu: ::define::kernels::cpu::FN(__VA_ARGS__); break; \
-      case ::define::kernels::Backend::Cuda: DEFINE_CUDA_ARM(OP, FN, __VA_ARGS__); break;  \
-      case ::define::kernels::Backend::Emu: ::define::kernels::cuda_emu::FN(__VA_ARGS__); break; \
+      case ::define::kernels::Backend::Cuda: DEFINE_CUDA_ARM(OP, LIKE, FN, __VA_ARGS__); break; \
+      case ::define::kernels::Backend::Emu: DEFINE_EMU_ARM(LIKE, FN, __VA_ARGS__); break;      \
     }                                                                             \
   } while (0)

@@ -15,6 +15,7 @@ bool built_with_cuda() {
 DeviceAvailability register_devices() {
   DeviceAvailability a;
   a.emu = define::cuda_emu::register_backend();
+  if (a.emu) a.emu_devices = define::cuda_emu::device_count();
 #if defined(DEFINE_HAS_CUDA_KERNELS)
   if (define::cuda::register_backend()) a.cuda_devices = define::cuda::device_count();
 #endif

@@ -12,6 +12,7 @@ namespace define::kernels {
 
 struct DeviceAvailability {
   bool emu = false;
+  int emu_devices = 0;   // emu:0 .. emu:<n-1> (CUDA_EMU_DEVICES, default 2)
   int cuda_devices = 0;  // 0 without a GPU or without the CUDA build
 };
 
@@ -43,11 +44,11 @@ class EmuScheduleGuard {
   std::string previous_;
 };
 
-// The emulated device's memory capacity in bytes (CUDA_EMU_MEMORY, e.g. "64M", sets the initial
-// one; 0: the host's physical memory) and the bytes its cudaMalloc has handed out: what lets the
-// out-of-memory path run in tests.
+// The memory capacity of each emulated device in bytes (CUDA_EMU_MEMORY, e.g. "64M", sets the
+// initial one; 0: the host's physical memory) and the bytes its cudaMalloc has handed out on
+// device `device` (emu:<device>): what lets the out-of-memory path run in tests.
 void set_emu_memory_capacity(std::size_t bytes);
-std::size_t emu_memory_in_use();
+std::size_t emu_memory_in_use(int device = 0);
 
 // Sets a capacity for the guard's lifetime (tests).
 class EmuMemoryCapacityGuard {

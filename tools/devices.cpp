@@ -19,9 +19,9 @@ int run_devices(const std::vector<std::string>& args) {
   }
   const kernels::DeviceAvailability a = kernels::register_devices();
   fmt::print("cpu      the host CPU (Eigen + OpenMP kernels)\n");
-  if (a.emu)
-    fmt::print("emu:0    {} (the CUDA kernels run on the CPU by the CUDA emulator; for testing, not speed)\n",
-               define::cuda_emu::device_name(0));
+  for (int i = 0; i < a.emu_devices; ++i)
+    fmt::print("emu:{}    {} (the CUDA kernels run on the CPU by the CUDA emulator; for testing, not speed)\n", i,
+               define::cuda_emu::device_name(i));
 #if defined(DEFINE_HAS_CUDA_KERNELS)
   for (int i = 0; i < a.cuda_devices; ++i) fmt::print("cuda:{}   {}\n", i, define::cuda::device_name(i));
 #endif

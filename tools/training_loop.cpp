@@ -152,6 +152,8 @@ Device training_device(const std::string& name, const std::string& key) {
   if (d.is_cpu()) return d;
   const kernels::DeviceAvailability a = kernels::register_devices();
   if (d.is_emu() && !a.emu) fail(kOp, "{} = '{}': this build has no emulated device", key, name);
+  if (d.is_emu() && d.index >= a.emu_devices)
+    fail(kOp, "{} = '{}': the emulator has {} devices (CUDA_EMU_DEVICES)", key, name, a.emu_devices);
   if (d.is_cuda() && d.index >= a.cuda_devices)
     fail(kOp, "{} = '{}': {}", key, name,
          kernels::built_with_cuda() ? fmt::format("{} GPU(s) found", a.cuda_devices)
@@ -227,6 +229,7 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
   if (resume && !std::filesystem::exists(run.file(kLatest))) {
     // Killed before its first checkpoint: nothing was saved, so the run starts again.
     fmt::print("no checkpoint in {} yet: starting the run from the beginning\n", run.path());
+    std::fflush(stdout);
     run.truncate_metrics(0);
     resume = false;
   }
@@ -249,6 +252,7 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     // by a kill go; checkpoints of older versions did not record the size and keep the log.
     if (ck.run.count("metrics_bytes")) run.truncate_metrics(std::stoull(ck.run.at("metrics_bytes")));
     fmt::print("resuming {} at epoch {}, step {}\n", run.path(), p.epoch, p.step);
+    std::fflush(stdout);  // a log file is block-buffered: this line must survive a later kill
   }
 
   // `resume_epoch`: the epoch a resumed run starts in (the next one once an epoch has ended).

@@ -194,6 +194,18 @@ std::string device_name(int index) {
 
 void synchronize() { DEFINE_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+DeviceScope::DeviceScope(int index) {
+  DEFINE_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != index) {
+    set_device(index);
+    changed_ = true;
+  }
+}
+
+DeviceScope::~DeviceScope() {
+  if (changed_) (void)cudaSetDevice(previous_);  // a destructor must not throw; setting back cannot fail
+}
+
 CachingDeviceAllocator& allocator(int index) {
   check_index(index);
   return *device_states()[static_cast<std::size_t>(index)].allocator;
@@ -234,7 +246,7 @@ std::string emu_schedule() {
 }
 
 void set_emu_memory_capacity(std::size_t bytes) { ::cuda_emu::set_memory_capacity(bytes); }
-std::size_t emu_memory_in_use() { return ::cuda_emu::memory_in_use(); }
+std::size_t emu_memory_in_use(int device) { return ::cuda_emu::memory_in_use(device); }
 
 }  // namespace define::kernels
 #endif

@@ -19,6 +19,7 @@
 #include "kernels/emu/emu_types.hpp"
 #include "kernels/emu/emu_fiber.hpp"
 #include "kernels/emu/emu_runner.hpp"
+#include "kernels/emu/emu_memory.hpp"
 #include "kernels/emu/emu_launch.hpp"
 #include "kernels/emu/emu_device.hpp"
 #include "kernels/emu/emu_runtime.hpp"

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/emu/emu_memory.hpp"
 #include "kernels/emu/emu_runner.hpp"
 #include "kernels/emu/emu_types.hpp"
 
@@ -166,6 +167,27 @@ inline std::string check_launch(dim3 grid, dim3 block, std::size_t smem) {
   return {};
 }
 
+// The first kernel argument that points into another device's memory, as an error message, or "".
+// Pointers inside structures are not seen; the kernels pass their tensors as plain pointers.
+template <typename Tuple>
+std::string foreign_pointer_argument(const Tuple& params) {
+  const int device = current_device();
+  std::string out;
+  std::size_t i = 0;
+  const auto check = [&](const auto& p) {
+    using T = std::decay_t<decltype(p)>;
+    if constexpr (std::is_pointer_v<T> && std::is_object_v<std::remove_pointer_t<T>>) {
+      const int owner = owner_of(p);
+      if (out.empty() && owner >= 0 && owner != device)
+        out = cat("kernel argument ", i, " points into the memory of device ", owner, " but the kernel runs on device ",
+                  device, " (a GPU would fault: make the tensors' device current first)");
+    }
+    ++i;
+  };
+  std::apply([&](const auto&... p) { (check(p), ...); }, params);
+  return out;
+}
+
 inline void run_launch(LaunchJob& job) {
   if (tls_runner) {
     throw std::logic_error("launch() inside a kernel: dynamic parallelism is not supported by the emulator");
@@ -198,6 +220,10 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem_bytes,
     std::tuple<std::decay_t<P>...> params;
   };
   const Bound bound{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
+  if (std::string foreign = cuda_emu::detail::foreign_pointer_argument(bound.params); !foreign.empty()) {
+    cuda_emu::detail::set_last_error(cudaErrorIllegalAddress);
+    throw cuda_emu::kernel_error(foreign, uint3{0, 0, 0}, -1);
+  }
   cuda_emu::detail::LaunchJob job;
   job.invoke = [](const void* b) {
     const Bound& self = *static_cast<const Bound*>(b);

@@ -2,8 +2,7 @@
 // 256-byte aligned and allocated by the malloc family, so ASan checks kernels' global accesses.
 // Copies, memsets and launches are synchronous, so streams and events do no asynchronous work
 // (events record host time, which makes cudaEventElapsedTime meaningful).
-// One device, number 0, with plausible sm_90-like properties. Its memory has a capacity (below), so
-// out-of-memory paths run in tests as they would on a full GPU.
+// Devices with plausible sm_90-like properties; how many, and their memory: emu_memory.hpp.
 #pragma once
 
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "kernels/emu/emu_memory.hpp"
 #include "kernels/emu/emu_runner.hpp"
 #include "kernels/emu/emu_types.hpp"
 
@@ -75,60 +75,7 @@ inline cudaError_t status(cudaError_t e) {
   set_last_error(e);
   return e;
 }
-inline std::size_t host_physical_memory() {
-  return std::size_t(sysconf(_SC_PHYS_PAGES)) * std::size_t(sysconf(_SC_PAGESIZE));
-}
-
-// "64M", "1G", "4096": bytes with an optional K / M / G (binary) suffix; 0 when malformed.
-inline std::size_t parse_bytes(const char* text) {
-  char* end = nullptr;
-  const unsigned long long n = std::strtoull(text, &end, 10);
-  if (end == text) return 0;
-  switch (*end) {
-    case '\0': return n;
-    case 'K': case 'k': return end[1] ? 0 : n << 10;
-    case 'M': case 'm': return end[1] ? 0 : n << 20;
-    case 'G': case 'g': return end[1] ? 0 : n << 30;
-    default: return 0;
-  }
-}
-
-// Every live cudaMalloc block and its size, against the device's capacity.
-struct MemoryLedger {
-  std::mutex mu;
-  std::unordered_map<void*, std::size_t> sizes;
-  std::size_t in_use = 0;
-  std::size_t capacity = 0;  // 0: the host's physical memory
-};
-inline MemoryLedger& ledger() {
-  static MemoryLedger l;
-  static const bool from_env = [] {
-    if (const char* v = std::getenv("CUDA_EMU_MEMORY")) l.capacity = parse_bytes(v);
-    return true;
-  }();
-  (void)from_env;
-  return l;
-}
-inline std::size_t physical_memory() {
-  const std::size_t cap = ledger().capacity;
-  return cap ? cap : host_physical_memory();
-}
 }  // namespace cuda_emu::detail
-
-namespace cuda_emu {
-// The emulated device's memory: CUDA_EMU_MEMORY (bytes, or with a K, M or G suffix) when the
-// process starts, or set_memory_capacity (0: the host's physical memory). cudaMalloc beyond it
-// fails with cudaErrorMemoryAllocation.
-inline void set_memory_capacity(std::size_t bytes) {
-  std::lock_guard<std::mutex> lock(detail::ledger().mu);
-  detail::ledger().capacity = bytes;
-}
-inline std::size_t memory_capacity() { return detail::physical_memory(); }
-inline std::size_t memory_in_use() {
-  std::lock_guard<std::mutex> lock(detail::ledger().mu);
-  return detail::ledger().in_use;
-}
-}  // namespace cuda_emu
 
 inline const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
@@ -184,15 +131,17 @@ inline cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
   cuda_emu::detail::MemoryLedger& l = cuda_emu::detail::ledger();
+  const int device = cuda_emu::detail::current_device();
   std::lock_guard<std::mutex> lock(l.mu);
-  if (l.capacity && bytes > l.capacity - l.in_use) return cuda_emu::detail::status(cudaErrorMemoryAllocation);
+  std::size_t& in_use = l.in_use[std::size_t(device)];
+  if (l.capacity && bytes > l.capacity - in_use) return cuda_emu::detail::status(cudaErrorMemoryAllocation);
   // 256-byte aligned like cudaMalloc, but not padded: AddressSanitizer then sees every overflow.
   if (posix_memalign(ptr, 256, bytes) != 0) {
     *ptr = nullptr;
     return cuda_emu::detail::status(cudaErrorMemoryAllocation);
   }
-  l.sizes.emplace(*ptr, bytes);
-  l.in_use += bytes;
+  l.blocks.emplace(reinterpret_cast<std::uintptr_t>(*ptr), cuda_emu::detail::MemoryLedger::Block{bytes, device});
+  in_use += bytes;
   return cudaSuccess;
 }
 template <typename T>
@@ -204,10 +153,10 @@ inline cudaError_t cudaFree(void* ptr) {
   cuda_emu::detail::MemoryLedger& l = cuda_emu::detail::ledger();
   {
     std::lock_guard<std::mutex> lock(l.mu);
-    const auto it = l.sizes.find(ptr);
-    if (it == l.sizes.end()) return cuda_emu::detail::status(cudaErrorInvalidValue);  // not from cudaMalloc
-    l.in_use -= it->second;
-    l.sizes.erase(it);
+    const auto it = l.blocks.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == l.blocks.end()) return cuda_emu::detail::status(cudaErrorInvalidValue);  // not from cudaMalloc
+    l.in_use[std::size_t(it->second.device)] -= it->second.size;
+    l.blocks.erase(it);
   }
   std::free(ptr);
   return cudaSuccess;
@@ -264,15 +213,18 @@ inline cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_by
 
 inline cudaError_t cudaGetDeviceCount(int* count) {
   if (!count) return cuda_emu::detail::status(cudaErrorInvalidValue);
-  *count = 1;
+  *count = cuda_emu::detail::device_count();
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : cuda_emu::detail::status(cudaErrorInvalidDevice);
+  if (device < 0 || device >= cuda_emu::detail::device_count())
+    return cuda_emu::detail::status(cudaErrorInvalidDevice);
+  cuda_emu::detail::current_device() = device;
+  return cudaSuccess;
 }
 inline cudaError_t cudaGetDevice(int* device) {
   if (!device) return cuda_emu::detail::status(cudaErrorInvalidValue);
-  *device = 0;
+  *device = cuda_emu::detail::current_device();
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
@@ -280,7 +232,8 @@ inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (!prop) return cuda_emu::detail::status(cudaErrorInvalidValue);
-  if (device != 0) return cuda_emu::detail::status(cudaErrorInvalidDevice);
+  if (device < 0 || device >= cuda_emu::detail::device_count())
+    return cuda_emu::detail::status(cudaErrorInvalidDevice);
   *prop = cudaDeviceProp{};
   std::strncpy(prop->name, "cuda_emu CPU emulator", sizeof prop->name - 1);
   prop->totalGlobalMem = cuda_emu::detail::physical_memory();

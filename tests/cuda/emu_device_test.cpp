@@ -23,9 +23,9 @@ TEST_CASE("emu device: registration, names and allocator statistics", "[cuda][em
   const kernels::DeviceAvailability a = kernels::register_devices();
   REQUIRE(a.emu);
   CHECK(has_device(DeviceType::Emu));
-  CHECK(cuda_emu::device_count() == 1);
+  CHECK(cuda_emu::device_count() == 2);  // CUDA_EMU_DEVICES' default
   CHECK_FALSE(cuda_emu::device_name(0).empty());
-  CHECK_THROWS_WITH(cuda_emu::set_device(1), Catch::Contains("device 1 out of range (1 devices)"));
+  CHECK_THROWS_WITH(cuda_emu::set_device(2), Catch::Contains("device 2 out of range (2 devices)"));
 
   // Storage for emu tensors comes through the CUDA host code: with caching on (the default outside
   // the asan preset) the caching allocator serves it and counts it.

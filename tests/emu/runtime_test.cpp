@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emu_test_support.hpp"
@@ -40,7 +41,7 @@ TEST_CASE("emu runtime: malloc memcpy memset and free", "[emu][runtime]") {
 
 TEST_CASE("emu runtime: errors are recorded and cleared by cudaGetLastError", "[emu][runtime]") {
   (void)cudaGetLastError();
-  CHECK(cudaSetDevice(1) == cudaErrorInvalidDevice);
+  CHECK(cudaSetDevice(2) == cudaErrorInvalidDevice);
   CHECK(cudaPeekAtLastError() == cudaErrorInvalidDevice);
   CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
   CHECK(cudaGetLastError() == cudaSuccess);
@@ -53,11 +54,19 @@ TEST_CASE("emu runtime: errors are recorded and cleared by cudaGetLastError", "[
   CHECK(std::strlen(cudaGetErrorString(cudaErrorInvalidConfiguration)) > 0);
 }
 
-TEST_CASE("emu runtime: one device with plausible properties", "[emu][runtime]") {
+TEST_CASE("emu runtime: two devices with plausible properties, current per thread", "[emu][runtime]") {
   (void)cudaGetLastError();
   int count = 0, dev = -1;
   CHECK(cudaGetDeviceCount(&count) == cudaSuccess);
-  CHECK(count == 1);
+  CHECK(count == 2);  // CUDA_EMU_DEVICES' default
+  CHECK(cudaSetDevice(1) == cudaSuccess);
+  CHECK(cudaGetDevice(&dev) == cudaSuccess);
+  CHECK(dev == 1);
+  std::thread([] {
+    int other = -1;
+    cudaGetDevice(&other);
+    CHECK(other == 0);  // a new host thread starts on device 0
+  }).join();
   CHECK(cudaSetDevice(0) == cudaSuccess);
   CHECK(cudaGetDevice(&dev) == cudaSuccess);
   CHECK(dev == 0);
@@ -107,4 +116,48 @@ TEST_CASE("emu runtime: streams and events", "[emu][runtime]") {
   CHECK(cudaEventDestroy(stop) == cudaSuccess);
   CHECK(cudaStreamDestroy(s) == cudaSuccess);
   CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+namespace {
+void write_ones(float* p) { p[threadIdx.x] = 1.0f; }  // a kernel (this file has no CUDA keywords)
+}  // namespace
+
+TEST_CASE("emu runtime: device memory has an owner and a capacity", "[emu][runtime]") {
+  (void)cudaGetLastError();
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  float* on1 = nullptr;
+  REQUIRE(cudaMalloc(&on1, 4096) == cudaSuccess);
+  CHECK(cuda_emu::memory_in_use(1) >= 4096);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  CHECK(cuda_emu::detail::owner_of(on1 + 10) == 1);
+  int host = 0;
+  CHECK(cuda_emu::detail::owner_of(&host) == -1);
+
+  // A kernel on device 0 handed device 1's memory: refused at launch, as a GPU would fault.
+  try {
+    launch(write_ones, dim3(1), dim3(4), 0, nullptr, on1);
+    FAIL("launch did not refuse another device's memory");
+  } catch (const cuda_emu::kernel_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("kernel argument 0 points into the memory of device 1 but the kernel runs on device 0"));
+  }
+  CHECK(cudaGetLastError() == cudaErrorIllegalAddress);
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  launch(write_ones, dim3(1), dim3(4), 0, nullptr, on1);  // on its own device it runs
+  CHECK(on1[3] == 1.0f);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+
+  // Capacity: a cudaMalloc beyond it fails, as on a full GPU.
+  cuda_emu::set_memory_capacity(cuda_emu::memory_in_use(0) + 8192);
+  void* big = nullptr;
+  CHECK(cudaMalloc(&big, 16384) == cudaErrorMemoryAllocation);
+  CHECK(big == nullptr);
+  CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+  void* fits = nullptr;
+  CHECK(cudaMalloc(&fits, 8192) == cudaSuccess);
+  cuda_emu::set_memory_capacity(0);
+  CHECK(cudaFree(fits) == cudaSuccess);
+  // Freeing what cudaMalloc did not hand out is an error, not a crash.
+  CHECK(cudaFree(&host) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  CHECK(cudaFree(on1) == cudaSuccess);
 }
