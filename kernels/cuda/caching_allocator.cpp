@@ -50,11 +50,12 @@ void* CachingDeviceAllocator::allocate(std::size_t nbytes, StreamId stream) {
     pool.erase(block);
   } else {
     block = create_segment(segment_size(size), small, stream, nbytes);
+    block->oversize = size >= kMediumRequest;
   }
   // Keep the remainder as a free block of its own when it can serve a later request; in the
   // large pool only when it is big enough not to fragment the pool into slivers.
   const std::size_t remainder = block->size - size;
-  if (small ? remainder >= kMinBlockSize : remainder > kMinLargeRemainder) split_block(block, size);
+  if (!block->oversize && (small ? remainder >= kMinBlockSize : remainder > kMinLargeRemainder)) split_block(block, size);
 
   block->allocated = true;
   active_.emplace(block->ptr, block);
@@ -103,9 +104,13 @@ CachingDeviceAllocator::Block* CachingDeviceAllocator::find_free_block(FreePool&
   key.stream = stream;
   key.size = size;
   key.ptr = nullptr;  // lowest address of that (stream, size): the first candidate
-  auto it = pool.lower_bound(&key);
-  if (it == pool.end() || (*it)->stream != stream) return nullptr;
-  return *it;
+  // Ascending sizes of this stream: the first block that may serve the request is the best fit.
+  for (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream; ++it) {
+    const Block* b = *it;
+    if (b->oversize && (size < kMediumRequest || b->size - size > kMaxOversizeWaste)) continue;
+    return *it;
+  }
+  return nullptr;
 }
 
 CachingDeviceAllocator::Block* CachingDeviceAllocator::create_segment(std::size_t size, bool small,

@@ -17,6 +17,10 @@
 //    block is split when the remainder is worth keeping: >= 512 bytes in the small pool (any
 //    remainder can serve a future small request), > 1 MiB in the large pool (smaller slivers
 //    would only fragment it; they stay attached to the block handed out).
+//  * Oversize blocks (segments made for one request of >= 10 MiB) are never split, and serve
+//    only oversize requests that leave at most 20 MiB of them unused: a long run that once
+//    needed a big buffer must not carve it into small blocks that keep the whole segment alive
+//    (PyTorch bounds splitting the same way, max_split_size).
 //  * A freed block merges with free neighbours of its segment, so splitting does not
 //    fragment memory for good.
 //  * Streams: a block belongs to the stream its segment was allocated for and is reused only
@@ -89,6 +93,7 @@ class CachingDeviceAllocator {
   static constexpr std::size_t kMediumRequest = 10 << 20;        // below: carved from 20 MiB
   static constexpr std::size_t kLargeSegment = 20 << 20;         // segment for 1-10 MiB requests
   static constexpr std::size_t kMinLargeRemainder = 1 << 20;     // split large blocks above this
+  static constexpr std::size_t kMaxOversizeWaste = 20 << 20;     // an oversize block's unused part, at most
 
   // `raw` must outlive the allocator. `device` names it in errors ("cuda:0", "emu:0").
   explicit CachingDeviceAllocator(RawDeviceMemory& raw, std::string device = "device");
@@ -121,6 +126,7 @@ class CachingDeviceAllocator {
     std::size_t size = 0;
     StreamId stream = nullptr;
     bool small_pool = false;
+    bool oversize = false;  // the whole of a segment made for one request >= kMediumRequest
     bool allocated = false;
     Block* prev = nullptr;  // neighbours inside the same segment, in address order
     Block* next = nullptr;

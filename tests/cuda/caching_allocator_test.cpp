@@ -468,3 +468,33 @@ TEST_CASE("cuda allocator: concurrent use from several threads", "[cuda-allocato
   CHECK(a.stats().reserved_bytes == 0);
   CHECK(raw.live.empty());
 }
+
+TEST_CASE("cuda allocator: oversize blocks are never split and serve only near sizes", "[cuda-allocator]") {
+  FakeRawMemory raw;
+  CachingDeviceAllocator a(raw);
+  void* big = a.allocate(30 * MiB);  // an oversize segment of its own
+  a.deallocate(big);
+  // A 2 MiB request does not carve the cached 30 MiB block: it gets a 20 MiB segment.
+  void* small = a.allocate(2 * MiB);
+  CHECK(small != big);
+  CHECK(raw.mallocs == 2);
+  // 19 MiB (an oversize request: the 20 MiB segment's free 18 MiB are too few) would leave 11 MiB
+  // of the 30 MiB block unused (<= 20 MiB): served by it whole, not split.
+  void* near = a.allocate(19 * MiB);
+  CHECK(near == big);
+  CHECK(a.stats().active_bytes == 2 * MiB + 30 * MiB);
+  for (const SegmentInfo& seg : a.snapshot())
+    if (seg.size == 30 * MiB) CHECK(seg.blocks.size() == 1);
+  // While the 30 MiB block is in use, 19 MiB would leave 31 MiB of a cached 50 MiB block unused:
+  // it gets a segment of its own instead.
+  void* huge = a.allocate(50 * MiB);
+  a.deallocate(huge);
+  const int before = raw.mallocs;
+  void* again = a.allocate(19 * MiB);
+  CHECK(again != huge);
+  CHECK(raw.mallocs == before + 1);
+  for (void* p : {again, near, small}) a.deallocate(p);
+  check_consistent(a, raw);
+  a.empty_cache();
+  CHECK(a.stats().reserved_bytes == 0);
+}
