@@ -26,7 +26,8 @@ for t in "${targets[@]}"; do
   done
   log="build/fuzz/logs/$t.log"
   echo "== $t: ${#inputs[@]} seed and regression inputs, then ${secs} s of fuzzing"
-  if ! "$bin/$t" -timeout=10 -rss_limit_mb=2048 "${inputs[@]}" > "$log" 2>&1; then
+  # (With no file arguments libFuzzer would fuzz without end: every target has seeds.)
+  if [ ${#inputs[@]} -eq 0 ] || ! "$bin/$t" -timeout=10 -rss_limit_mb=2048 "${inputs[@]}" > "$log" 2>&1; then
     tail -n 60 "$log"
     echo "$t: a seed or regression input fails (log: $log)" >&2
     exit 1
@@ -34,10 +35,11 @@ for t in "${targets[@]}"; do
   # Absolute: fuzz_cli runs each input in a folder of its own (a crash file is written from there).
   work="build/fuzz/corpus/$t" artifacts="$PWD/build/fuzz/artifacts/$t/"
   mkdir -p "$work" "$artifacts"
-  dict=()
+  dict=() seeds=("tests/fuzz/corpus/$t")
   [ -f "tests/fuzz/$t.dict" ] && dict=("-dict=tests/fuzz/$t.dict")
+  [ -d "tests/fuzz/regressions/$t" ] && seeds+=("tests/fuzz/regressions/$t")
   if ! "$bin/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$artifacts" "${dict[@]}" "$work" "tests/fuzz/corpus/$t" > "$log" 2>&1; then
+      -artifact_prefix="$artifacts" "${dict[@]}" "$work" "${seeds[@]}" > "$log" 2>&1; then
     tail -n 60 "$log"
     echo "$t: FINDING (log: $log; the input is in $artifacts)" >&2
     exit 1
