@@ -55,12 +55,15 @@ inline const std::filesystem::path& scratch_dir() {
       std::perror("mkdtemp");
       std::abort();
     }
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(scratch_dir(), ec);
-    });
     return std::filesystem::path(tmpl);
   }();
+  // Registered once `dir` is constructed, so that it runs before `dir` is destroyed (exit runs
+  // handlers and static destructors in the reverse order of their registration).
+  static const bool removed_at_exit = std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(scratch_dir(), ec);
+  }) == 0;
+  (void)removed_at_exit;
   return dir;
 }
 
