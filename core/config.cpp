@@ -122,7 +122,6 @@ Json parse_json(std::string_view text, const std::string& source) {
   }
 }
 
-
 // Leaf paths (non-object values, and empty objects) of j under `prefix`.
 void collect_leaves(const Json& j, const std::string& prefix, std::vector<std::string>& out) {
   if (!j.is_object() || j.empty()) {
