@@ -70,8 +70,10 @@ Tensor max(const Tensor& x, std::int64_t dim, bool keepdim) {
     // The gradient of each line's max goes to the element that produced it (the first one on
     // ties); indices are internal to this node, so they need no version check.
     const Shape in = x.shape();
+    // A copy, not the structured binding: clang before 16 cannot capture bindings in a lambda.
+    const Tensor indices_kept = indices;
     record("max", {x}, {values}, [=](const BackwardArgs& a) {
-      return std::vector<Tensor>{kernels::max_backward(a.grad(), indices, in, dim, keepdim)};
+      return std::vector<Tensor>{kernels::max_backward(a.grad(), indices_kept, in, dim, keepdim)};
     });
   }
   return values;

@@ -24,19 +24,67 @@ namespace {
 
 constexpr const char* kOp = "config";
 
-Json::json_pointer pointer_of(const std::string& dotted) {
-  std::string p;
+// Whether s is valid UTF-8: JSON text is, and the config is written back as JSON (resolved()).
+bool is_utf8(const std::string& s) {
+  try {
+    (void)Json(s).dump();
+    return true;
+  } catch (const Json::type_error&) {
+    return false;
+  }
+}
+
+// The parts of a dotted key ("a.b.c": a, b, c). Keys are walked part by part rather than through
+// nlohmann's JSON pointers, which read '~' and '/' inside a part as escapes and separators, and
+// descend into lists (and throw on an index out of range).
+std::vector<std::string> parts_of(const std::string& dotted) {
+  if (!is_utf8(dotted)) fail(kOp, "malformed key '{}' (not valid UTF-8)", dotted);
+  std::vector<std::string> parts;
   std::size_t start = 0;
-  while (start <= dotted.size()) {
+  for (;;) {
     const std::size_t dot = dotted.find('.', start);
-    const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (part.empty()) fail(kOp, "malformed key '{}' (empty part)", dotted);
-    p += '/';
-    p += part;
-    if (dot == std::string::npos) break;
+    parts.push_back(dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (parts.back().empty()) fail(kOp, "malformed key '{}' (empty part)", dotted);
+    if (dot == std::string::npos) return parts;
     start = dot + 1;
   }
-  return Json::json_pointer(p);
+}
+
+// The dotted form of parts [0, n).
+std::string joined(const std::vector<std::string>& parts, std::size_t n) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) out += (i ? "." : "") + parts[i];
+  return out;
+}
+
+// The value at `parts`, or nullptr when one is missing. `blocked` (when given) receives how many
+// parts lead to a value that is not an object but has parts below it (0 when none): such a key
+// names nothing, and saying so beats "missing key".
+const Json* find_value(const Json& root, const std::vector<std::string>& parts, std::size_t* blocked = nullptr) {
+  if (blocked) *blocked = 0;
+  const Json* at = &root;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (!at->is_object()) {
+      if (blocked) *blocked = i;
+      return nullptr;
+    }
+    const auto it = at->find(parts[i]);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+  }
+  return at;
+}
+
+// The value at `parts`, created with the objects on the way; a value on the way that is not an
+// object is replaced (callers check `root` with find_value first; this also writes the record of
+// resolved values, where a later --set may replace a recorded default).
+Json& slot(Json& root, const std::vector<std::string>& parts) {
+  Json* at = &root;
+  for (const std::string& part : parts) {
+    if (!at->is_object()) *at = Json::object();
+    at = &(*at)[part];
+  }
+  return *at;
 }
 
 std::string describe(const Json& v) {
@@ -68,6 +116,9 @@ Json parse_json(std::string_view text, const std::string& source) {
       }
     }
     fail(kOp, "{}:{}:{}: not valid JSON ({})", source, line, col, e.what());
+  } catch (const Json::exception& e) {
+    // Not a syntax error but still the text's fault, e.g. a number too large for a double.
+    fail(kOp, "{}: not valid JSON ({})", source, e.what());
   }
 }
 
@@ -108,46 +159,50 @@ void Config::set(std::string_view assignment) {
     fail(kOp, "--set expects key=value, got '{}'", assignment);
   const std::string key = path(assignment.substr(0, eq));
   const std::string text(assignment.substr(eq + 1));
+  if (!is_utf8(text)) fail(kOp, "--set {}: the value is not valid UTF-8", key);
   Json value;
   try {
     value = Json::parse(text);
-  } catch (const Json::parse_error&) {
-    value = text;  // a bare word: a string
+  } catch (const Json::exception&) {
+    value = text;  // a bare word (or a number out of range): a string
   }
-  const Json::json_pointer ptr = pointer_of(key);
+  const std::vector<std::string> parts = parts_of(key);
   // Refuse to replace an object by a scalar (or descend through a scalar): that is always a typo.
-  std::string walked;
-  for (std::size_t start = 0;;) {
-    const std::size_t dot = key.find('.', start);
-    if (dot == std::string::npos) break;
-    walked = key.substr(0, dot);
-    const Json::json_pointer p = pointer_of(walked);
-    if (state_->root.contains(p) && !state_->root.at(p).is_object())
-      fail(kOp, "--set {}: '{}' is {}, not a section", key, walked, describe(state_->root.at(p)));
-    start = dot + 1;
+  std::size_t blocked = 0;
+  const Json* old = find_value(state_->root, parts, &blocked);
+  if (blocked > 0) {
+    const std::string walked = joined(parts, blocked);
+    fail(kOp, "--set {}: '{}' is {}, not a section", key, walked, describe(*find_value(state_->root, parts_of(walked))));
   }
-  if (state_->root.contains(ptr) && state_->root.at(ptr).is_object())
-    fail(kOp, "--set {}: '{}' is a section; set one of its keys", key, key);
-  state_->root[ptr] = value;
-  state_->resolved[ptr] = value;
+  if (old && old->is_object()) fail(kOp, "--set {}: '{}' is a section; set one of its keys", key, key);
+  slot(state_->root, parts) = value;
+  slot(state_->resolved, parts) = value;
 }
 
 std::string Config::path(std::string_view key) const { return prefix_ + std::string(key); }
 
 Config Config::section(std::string_view key) const { return Config(state_, path(key) + "."); }
 
-bool Config::has(std::string_view key) const { return state_->root.contains(pointer_of(path(key))); }
+bool Config::has(std::string_view key) const { return find_value(state_->root, parts_of(path(key))) != nullptr; }
 
 const std::string& Config::source() const { return state_->source; }
 
 namespace {
 
-// The value at `full` or nullptr; marks it used.
+// The value at `full` or nullptr; marks it used. A key below a value that is not an object is an
+// error naming that value (a config with "input": "define" where a section is read).
 const Json* lookup(Config::State& s, const std::string& full) {
-  const Json::json_pointer ptr = pointer_of(full);
-  if (!s.root.contains(ptr)) return nullptr;
+  const std::vector<std::string> parts = parts_of(full);
+  std::size_t blocked = 0;
+  const Json* v = find_value(s.root, parts, &blocked);
+  if (blocked > 0) {
+    const std::string walked = joined(parts, blocked);
+    fail(kOp, "key '{}' in {}: '{}' is {}, not a section", full, s.source, walked,
+         describe(*find_value(s.root, parts_of(walked))));
+  }
+  if (!v) return nullptr;
   s.used.insert(full);
-  return &s.root.at(ptr);
+  return v;
 }
 
 [[noreturn]] void wrong_type(const Config::State& s, const std::string& key, const char* expected, const Json& v) {
@@ -212,31 +267,31 @@ std::vector<std::int64_t> Config::get_int_list(std::string_view key) const {
 std::int64_t Config::get_int(std::string_view key, std::int64_t fallback) const {
   const std::string k = path(key);
   if (const Json* v = lookup(*state_, k)) return as_int(*state_, k, *v);
-  state_->resolved[pointer_of(k)] = fallback;
+  slot(state_->resolved, parts_of(k)) = fallback;
   return fallback;
 }
 double Config::get_double(std::string_view key, double fallback) const {
   const std::string k = path(key);
   if (const Json* v = lookup(*state_, k)) return as_double(*state_, k, *v);
-  state_->resolved[pointer_of(k)] = fallback;
+  slot(state_->resolved, parts_of(k)) = fallback;
   return fallback;
 }
 bool Config::get_bool(std::string_view key, bool fallback) const {
   const std::string k = path(key);
   if (const Json* v = lookup(*state_, k)) return as_bool(*state_, k, *v);
-  state_->resolved[pointer_of(k)] = fallback;
+  slot(state_->resolved, parts_of(k)) = fallback;
   return fallback;
 }
 std::string Config::get_string(std::string_view key, std::string_view fallback) const {
   const std::string k = path(key);
   if (const Json* v = lookup(*state_, k)) return as_string(*state_, k, *v);
-  state_->resolved[pointer_of(k)] = std::string(fallback);
+  slot(state_->resolved, parts_of(k)) = std::string(fallback);
   return std::string(fallback);
 }
 std::vector<std::int64_t> Config::get_int_list(std::string_view key, const std::vector<std::int64_t>& fallback) const {
   const std::string k = path(key);
   if (const Json* v = lookup(*state_, k)) return as_int_list(*state_, k, *v);
-  state_->resolved[pointer_of(k)] = fallback;
+  slot(state_->resolved, parts_of(k)) = fallback;
   return fallback;
 }
 

@@ -113,7 +113,14 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
     offset += nbytes;
     host.push_back(std::move(c));
   }
-  std::string header_text = header.dump();
+  std::string header_text;
+  try {
+    header_text = header.dump();
+  } catch (const Json::type_error& e) {
+    // The header is JSON, which must be UTF-8: e.g. a vocabulary (`define export` stores it as
+    // metadata) read from a corpus in another encoding.
+    fail(op, "cannot write '{}': a tensor name or metadata value is not valid UTF-8 ({})", path, e.what());
+  }
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
 
   std::string bytes;
@@ -146,7 +153,7 @@ SafetensorsContents load_safetensors(const std::string& path) {
   Json header;
   try {
     header = Json::parse(header_text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a syntax error, or e.g. a number too large for a double
     fail(op, "'{}' has a corrupt header ({})", path, e.what());
   }
   if (!header.is_object()) fail(op, "'{}' has a corrupt header (not a JSON object)", path);
@@ -189,19 +196,29 @@ SafetensorsContents load_safetensors(const std::string& path) {
     Entry e{name, DType::Float32, {}, 0, 0};
     if (!info["dtype"].is_string() || !parse_safetensors_dtype(info["dtype"].get<std::string>(), e.dtype))
       fail(op, "'{}': tensor '{}' has an unsupported dtype {}", path, name, info["dtype"].dump());
-    try {
-      e.shape = info["shape"].get<Shape>();
-      const auto offs = info["data_offsets"].get<std::vector<std::uint64_t>>();
-      if (offs.size() != 2) throw std::runtime_error("two offsets expected");
-      e.begin = offs[0];
-      e.end = offs[1];
-    } catch (const std::exception&) {
+    // Integers only, checked before converting: nlohmann would turn 1.5 into 1, and a number out
+    // of the target type's range into undefined behaviour.
+    const Json& shape = info["shape"];
+    const Json& offsets = info["data_offsets"];
+    if (!shape.is_array() || !offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
       fail(op, "'{}': tensor '{}' has a malformed shape or data_offsets", path, name);
-    }
-    std::uint64_t numel = 1;
-    for (std::int64_t d : e.shape) {
-      if (d < 0) fail(op, "'{}': tensor '{}' has a negative dimension", path, name);
-      numel *= static_cast<std::uint64_t>(d);
+    e.begin = offsets[0].get<std::uint64_t>();
+    e.end = offsets[1].get<std::uint64_t>();
+    // The product of the dimensions, zeros counted as ones, times the element size must fit in
+    // int64: the tensor's strides and byte size are such products (a zero would otherwise make the
+    // byte count 0 whatever the other dimensions are, and the byte count could wrap around).
+    std::uint64_t numel = 1, extent = 1;
+    for (const Json& d : shape) {
+      if (!d.is_number_integer()) fail(op, "'{}': tensor '{}' has a malformed shape or data_offsets", path, name);
+      if (!d.is_number_unsigned() && d.get<std::int64_t>() < 0)
+        fail(op, "'{}': tensor '{}' has a negative dimension", path, name);
+      const std::uint64_t n = d.is_number_unsigned() ? d.get<std::uint64_t>() : 0;
+      if (n > 1 && extent > static_cast<std::uint64_t>(INT64_MAX) / dtype_size(e.dtype) / n)
+        fail(op, "'{}': tensor '{}' has a shape {} too large for a tensor", path, name, shape.dump());
+      extent *= std::max<std::uint64_t>(n, 1);
+      numel *= n;
+      e.shape.push_back(static_cast<std::int64_t>(n));
     }
     if (e.end < e.begin || e.end > data_size)
       fail(op, "'{}' is truncated or corrupt: tensor '{}' spans bytes [{}, {}) of a {}-byte data section", path,

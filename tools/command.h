@@ -1,7 +1,8 @@
-// The `define` command line: one entry per subcommand. Later issues add train, eval, generate,
-// params, export-cache and corrmap by adding a file and a line to the table in main.cpp.
+// The `define` command line: one entry per subcommand. A new subcommand is a file defining its
+// run_* function and a line in the table of tools/dispatch.cpp.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,16 @@ struct Command {
 };
 
 int run_demo(const std::vector<std::string>& args);
+// `define demo`'s options, parsed and checked apart from the training so that the command-line
+// fuzzer (tests/fuzz/fuzz_cli.cpp) covers them without training a network per input.
+struct DemoSettings {
+  std::int64_t steps = 1500;
+  std::int64_t hidden = 64;
+  double lr = 2.0;
+  std::int64_t seed = 1;
+  bool help = false;
+};
+DemoSettings parse_demo_options(const std::vector<std::string>& args);
 int run_devices(const std::vector<std::string>& args);
 int run_params(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);

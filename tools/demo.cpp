@@ -8,38 +8,10 @@
 
 #include "autograd/ops.h"
 #include "tools/command.h"
+#include "tools/options.h"
 
 namespace define::cli {
 namespace {
-
-struct Options {
-  int steps = 1500;
-  int hidden = 64;
-  double lr = 2.0;
-  std::uint64_t seed = 1;
-};
-
-Options parse(const std::vector<std::string>& args) {
-  Options o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    auto value = [&](const char* flag) {
-      if (i + 1 >= args.size()) fail("demo", "option {} needs a value", flag);
-      return args[++i];
-    };
-    if (args[i] == "--steps") o.steps = std::stoi(value("--steps"));
-    else if (args[i] == "--hidden") o.hidden = std::stoi(value("--hidden"));
-    else if (args[i] == "--lr") o.lr = std::stod(value("--lr"));
-    else if (args[i] == "--seed") o.seed = std::stoull(value("--seed"));
-    else if (args[i] == "--help") {
-      fmt::print("usage: define demo [--steps N] [--hidden H] [--lr LR] [--seed S]\n");
-      std::exit(0);
-    } else {
-      fail("demo", "unknown option '{}'", args[i]);
-    }
-  }
-  if (o.steps <= 0 || o.hidden <= 0 || !(o.lr > 0)) fail("demo", "steps, hidden and lr must be positive");
-  return o;
-}
 
 // Two spirals, 200 points each, labels 0/1.
 void spirals(std::vector<float>& xy, std::vector<std::int64_t>& label) {
@@ -55,9 +27,29 @@ void spirals(std::vector<float>& xy, std::vector<std::int64_t>& label) {
 
 }  // namespace
 
+DemoSettings parse_demo_options(const std::vector<std::string>& args) {
+  const Options opts = parse_options("demo", args, {.required = {}, .repeated = {}, .optional = {"steps", "hidden", "lr", "seed"}, .flags = {}});
+  DemoSettings o;
+  o.help = opts.help;
+  if (opts.has("steps")) o.steps = opts.get_int("steps");
+  if (opts.has("hidden")) o.hidden = opts.get_int("hidden");
+  if (opts.has("lr")) o.lr = opts.get_double("lr");
+  if (opts.has("seed")) o.seed = opts.get_int("seed");
+  // Bounds that keep the demo a demo: a hidden width of millions would ask for terabytes.
+  if (o.steps < 1 || o.steps > 1'000'000) fail("demo", "--steps must be in [1, 1000000], got {}", o.steps);
+  if (o.hidden < 1 || o.hidden > 4096) fail("demo", "--hidden must be in [1, 4096], got {}", o.hidden);
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) fail("demo", "--lr must be a positive finite number, got {}", o.lr);
+  if (o.seed < 0) fail("demo", "--seed must be at least 0, got {}", o.seed);
+  return o;
+}
+
 int run_demo(const std::vector<std::string>& args) {
-  const Options o = parse(args);
-  Generator gen(o.seed);
+  const DemoSettings o = parse_demo_options(args);
+  if (o.help) {
+    fmt::print("usage: define demo [--steps N] [--hidden H] [--lr LR] [--seed S]\n");
+    return 0;
+  }
+  Generator gen(static_cast<std::uint64_t>(o.seed));
   std::vector<float> xy;
   std::vector<std::int64_t> label;
   spirals(xy, label);
@@ -75,7 +67,7 @@ int run_demo(const std::vector<std::string>& args) {
 
   fmt::print("define demo: two spirals, {} points, MLP 2-{}-{}-2 (gelu), SGD lr {}\n", n, o.hidden, o.hidden, o.lr);
   Tensor logits;
-  for (int step = 1; step <= o.steps; ++step) {
+  for (std::int64_t step = 1; step <= o.steps; ++step) {
     Tensor h = gelu(linear(x, w1, c1));
     h = gelu(linear(h, w2, c2));
     logits = linear(h, w3);

@@ -24,15 +24,6 @@ namespace {
 
 constexpr const char* kOp = "generate";
 
-double parse_double(const Options& opts, const char* name, double fallback) {
-  if (!opts.has(name)) return fallback;
-  const std::string& v = opts.get(name);
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0') fail(kOp, "--{} expects a number, got '{}'", name, v);
-  return x;
-}
-
 // Index drawn from softmax(logp / temperature) by inverting the cumulative distribution at u in
 // [0, 1); temperature 0: the argmax. In double, after subtracting the maximum, so low
 // temperatures do not overflow.
@@ -98,7 +89,7 @@ int run_generate(const std::vector<std::string>& args) {
   }
   const std::int64_t words = opts.has("words") ? opts.get_int("words") : 100;
   if (words < 0) fail(kOp, "--words must be at least 0, got {}", words);
-  const double temperature = parse_double(opts, "temperature", 1.0);
+  const double temperature = opts.has("temperature") ? opts.get_double("temperature") : 1.0;
   if (!(temperature >= 0.0) || !std::isfinite(temperature))
     fail(kOp, "--temperature must be a finite number >= 0, got {}", temperature);
   const std::int64_t seed = opts.has("seed") ? opts.get_int("seed") : 1;

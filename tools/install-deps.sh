@@ -2,7 +2,8 @@
 # Installs the Debian packages the build needs, only those that are missing.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache libeigen3-dev libfmt-dev catch2 libboost-context-dev
-      libopenblas-openmp-dev nlohmann-json3-dev zlib1g-dev libpng-dev)
+      libopenblas-openmp-dev nlohmann-json3-dev zlib1g-dev libpng-dev
+      clang-14 libclang-rt-14-dev libomp-14-dev)  # the fuzz preset: clang, libFuzzer, clang's OpenMP
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

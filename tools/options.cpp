@@ -1,6 +1,7 @@
 #include "tools/options.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -23,8 +24,19 @@ const std::string& Options::get(const std::string& name) const {
 std::int64_t Options::get_int(const std::string& name) const {
   const std::string& v = get(name);
   char* end = nullptr;
+  errno = 0;
   const long long x = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0') fail("options", "--{} expects an integer, got '{}'", name, v);
+  // strtoll clamps an out-of-range value to the limit: refuse it rather than run with the limit.
+  if (errno == ERANGE) fail("options", "--{}: {} is out of the 64-bit integer range", name, v);
+  return x;
+}
+
+double Options::get_double(const std::string& name) const {
+  const std::string& v = get(name);
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') fail("options", "--{} expects a number, got '{}'", name, v);
   return x;
 }
 

@@ -25,6 +25,7 @@ struct Options {
   bool has(const std::string& name) const { return values.count(name) > 0; }
   const std::string& get(const std::string& name) const;                   // single value
   std::int64_t get_int(const std::string& name) const;                     // single integer
+  double get_double(const std::string& name) const;                        // single number
   std::vector<std::string> get_all(const std::string& name) const;         // repeated (may be empty)
 };
 

@@ -12,7 +12,11 @@ namespace define::cli {
 LoadedRun load_run(const std::string& dir, const std::string& checkpoint) {
   namespace fs = std::filesystem;
   const char* op = "load_run";
-  if (!fs::is_directory(dir)) fail(op, "run folder '{}' does not exist", dir);
+  // The error_code forms: a name the system refuses (too long, ...) is the user's error, not an
+  // exception from <filesystem>.
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    fail(op, "run folder '{}' does not exist{}", dir, ec ? " (" + ec.message() + ")" : std::string());
   LoadedRun run;
   run.dir = dir;
   run.config = Config::from_file((fs::path(dir) / "config.json").string());
@@ -21,9 +25,9 @@ LoadedRun load_run(const std::string& dir, const std::string& checkpoint) {
     run.checkpoint = checkpoint;
   } else {
     const fs::path best = fs::path(dir) / "best.ckpt", latest = fs::path(dir) / "latest.ckpt";
-    if (fs::exists(best)) {
+    if (fs::exists(best, ec)) {
       run.checkpoint = best.string();
-    } else if (fs::exists(latest)) {
+    } else if (fs::exists(latest, ec)) {
       run.checkpoint = latest.string();
     } else {
       fail(op, "run folder '{}' has no checkpoint (best.ckpt or latest.ckpt)", dir);

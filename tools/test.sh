@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The README's test command: installs missing packages (Debian), builds the release and asan
-# presets, and runs every test in both. Usage: tools/test.sh [release|asan|all] (default all).
+# presets and runs every test in both, then builds the fuzz preset and runs every fuzz target
+# briefly. Usage: tools/test.sh [release|asan|fuzz|all] (default all).
 #   release  -O3 build; with the CUDA toolkit present it also compiles every kernel with nvcc
 #            (sm_75/80/90) and runs tools/check-ptxas.sh (no register spills) and
 #            tools/check-symbols.sh (the nvcc and emulator builds share no symbol).
 #   asan     AddressSanitizer + UndefinedBehaviorSanitizer, emulated CUDA kernels included.
+#   fuzz     tools/fuzz.sh: every seed and regression input of tests/fuzz/, then 20 s of fuzzing per
+#            target (clang, libFuzzer, ASan + UBSan); fails on any finding.
 # No GPU is needed: the CUDA kernels are tested on the CPU through the emulated device (test mode
 # emu); test mode cuda runs only where a GPU exists.
 set -euo pipefail
@@ -33,6 +36,7 @@ run_preset() {
 case "$which" in
   release) run_preset release ;;
   asan) run_preset asan ;;
-  all) run_preset release; run_preset asan ;;
-  *) echo "usage: tools/test.sh [release|asan|all]" >&2; exit 2 ;;
+  fuzz) ./tools/fuzz.sh ;;
+  all) run_preset release; run_preset asan; ./tools/fuzz.sh ;;
+  *) echo "usage: tools/test.sh [release|asan|fuzz|all]" >&2; exit 2 ;;
 esac

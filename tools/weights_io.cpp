@@ -138,7 +138,8 @@ int run_import(const std::vector<std::string>& args) {
   const LoadedRun run = load_run(opts.get("run"));
   const std::string out =
       opts.has("out") ? opts.get("out") : (std::filesystem::path(run.dir) / "imported.ckpt").string();
-  if (std::filesystem::exists(out) && !opts.has("force"))
+  std::error_code ec;  // a name the system refuses fails at the write, with its message
+  if (std::filesystem::exists(out, ec) && !opts.has("force"))
     fail(op, "'{}' exists; pass --force to overwrite it or choose another --out", out);
 
   nn::SafetensorsContents file = nn::load_safetensors(from);

@@ -39,7 +39,9 @@ std::vector<double> product(const T* a, std::int64_t B, std::int64_t K, const T*
 template <typename T>
 void forward_typed(const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, const Tensor& hs, const Tensor& cs,
                    const Tensor& gates) {
-  const auto [T_, B, H] = dims_of(gates, hs);
+  // Plain variables, not a structured binding: clang before 16 cannot capture bindings in a lambda.
+  const Dims d = dims_of(gates, hs);
+  const std::int64_t T_ = d.T, B = d.B, H = d.H;
   const T* w = w_hh.data<T>();
   const T* bi = data_or_null<T>(b_ih);
   const T* bh = data_or_null<T>(b_hh);

@@ -72,3 +72,38 @@ TEST_CASE("config: from_file reads a file", "[core][config]") {
   CHECK(c.get_int_list("x.y") == std::vector<std::int64_t>{3});
   std::remove(path.c_str());
 }
+
+// Found by the config fuzzer (tests/fuzz/fuzz_config.cpp, inputs in tests/fuzz/regressions/fuzz_config/):
+// each of these let an nlohmann::json exception escape instead of a define::Error.
+TEST_CASE("config: a key below a value that is not a section is an error naming that value", "[core][config]") {
+  Config c = Config::from_text(R"({"model": {"input": "define", "cutoffs": [1, 2]}})", "a.json");
+  // As a model builder reads a section the user wrote as a string: the default is not recorded
+  // through the string.
+  CHECK_THROWS_WITH(c.section("model.input").get_string("type", "projected"),
+                    Contains("key 'model.input.type' in a.json: 'model.input' is the string \"define\", not a section"));
+  CHECK_THROWS_WITH(c.get_int("model.input.dim"), Contains("'model.input' is the string \"define\", not a section"));
+  CHECK_THROWS_WITH(c.get_int("model.cutoffs.0", 3), Contains("'model.cutoffs' is a list, not a section"));
+  CHECK_THROWS_WITH(c.get_int("model.cutoffs.99999999999999999999999", 3), Contains("is a list, not a section"));
+  CHECK_FALSE(c.has("model.input.type"));
+  CHECK_FALSE(c.has("model.cutoffs.0"));
+}
+
+TEST_CASE("config: keys are dotted names, whatever other characters they hold", "[core][config]") {
+  Config c = Config::from_text(R"({"a~b": {"c/d": 1}})", "a.json");
+  CHECK(c.get_int("a~b.c/d") == 1);
+  c.set("x~2.y/z=5");
+  CHECK(c.get_int("x~2.y/z") == 5);
+  CHECK(c.get_int("e~f", 4) == 4);
+  CHECK_THAT(c.resolved(), Contains("\"e~f\": 4"));
+}
+
+TEST_CASE("config: numbers out of range and bytes that are not UTF-8 are refused or kept as text", "[core][config]") {
+  CHECK_THROWS_WITH(Config::from_text(R"({"lr": 1e400})", "a.json"), Contains("a.json: not valid JSON"));
+  Config c;
+  c.set("train.lr=1e400");  // not a JSON number: taken as a plain string, like any bare word
+  CHECK_THROWS_WITH(c.get_double("train.lr"), Contains("expected a number, got the string \"1e400\""));
+  CHECK_THROWS_WITH(c.set("train.name=\xff"), Contains("--set train.name: the value is not valid UTF-8"));
+  CHECK_THROWS_WITH(c.set("train.\xff=1"), Contains("(not valid UTF-8)"));
+  CHECK_THROWS_WITH(c.get_int("train.\xff", 1), Contains("(not valid UTF-8)"));
+  CHECK_NOTHROW(Config::from_text(c.resolved(), "<resolved>"));
+}

@@ -107,6 +107,47 @@ TEST_CASE("safetensors: truncated, altered and malformed files are refused", "[n
   CHECK_THROWS_WITH(load_safetensors("/nonexistent/model.safetensors"), Contains("cannot open"));
 }
 
+// Found by review while writing the safetensors fuzzer (tests/fuzz/fuzz_safetensors.cpp, inputs in
+// tests/fuzz/regressions/fuzz_safetensors/): headers whose numbers let an nlohmann exception or
+// undefined behaviour (a float converted to an integer out of range, a shape whose size overflows)
+// through instead of a define::Error.
+TEST_CASE("safetensors: shapes and offsets must be integers a tensor can hold", "[nn][checkpoint]") {
+  TempFile f("st_numbers.safetensors");
+  const auto write_header = [&](const std::string& header) {
+    std::string bytes(8, '\0');
+    const std::uint64_t n = header.size();
+    std::memcpy(bytes.data(), &n, 8);
+    write_all(f.path, bytes + header);
+  };
+  const auto entry = [](const std::string& shape, const std::string& offsets) {
+    return R"({"x":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":)" + offsets + "}}";
+  };
+  write_header(entry("[1e300]", "[0,0]"));
+  CHECK_THROWS_WITH(load_safetensors(f.path), Contains("tensor 'x' has a malformed shape or data_offsets"));
+  write_header(entry("[1.5]", "[0,0]"));  // would have been read as [1]
+  CHECK_THROWS_WITH(load_safetensors(f.path), Contains("malformed shape"));
+  write_header(entry("[1]", "[-4,0]"));
+  CHECK_THROWS_WITH(load_safetensors(f.path), Contains("malformed shape or data_offsets"));
+  write_header(entry("[-1]", "[0,0]"));
+  CHECK_THROWS_WITH(load_safetensors(f.path), Contains("negative dimension"));
+  write_header(entry("[1e400]", "[0,0]"));
+  CHECK_THROWS_WITH(load_safetensors(f.path), Contains("has a corrupt header"));
+  // Zero bytes of data, as the wrapped-around size (2^64) or the zero dimension says, but sizes
+  // and strides past int64.
+  write_header(entry("[4294967296,4294967296]", "[0,0]"));
+  CHECK_THROWS_WITH(load_safetensors(f.path), Contains("has a shape [4294967296,4294967296] too large for a tensor"));
+  write_header(entry("[0,4611686018427387904,4]", "[0,0]"));
+  CHECK_THROWS_WITH(load_safetensors(f.path), Contains("too large for a tensor"));
+  write_header(entry("[2305843009213693952]", "[0,0]"));  // 2^61 float32: 2^63 bytes
+  CHECK_THROWS_WITH(load_safetensors(f.path), Contains("too large for a tensor"));
+  write_header(entry("[0,1024,3]", "[0,0]"));  // an empty tensor of a reasonable shape is fine
+  CHECK(load_safetensors(f.path).tensors.at(0).second.shape() == Shape{0, 1024, 3});
+  // The writer's side: the header is JSON, so names and metadata must be UTF-8 (a vocabulary in
+  // metadata may come from a Latin-1 corpus).
+  CHECK_THROWS_WITH(save_safetensors(f.path, {{"w", from_vector<float>({1})}}, {{"vocab", "caf\xe9\n"}}),
+                    Contains("is not valid UTF-8"));
+}
+
 TEST_CASE("safetensors: a failed save leaves the old file intact", "[nn][checkpoint]") {
   TempFile f("st_atomic.safetensors");
   save_safetensors(f.path, {{"w", from_vector<float>({1, 2})}});

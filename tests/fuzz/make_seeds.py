@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/.
+
+The seeds are small, valid (or nearly valid) inputs that show each reader the real formats, so the
+fuzzer starts from deep inside them: configs from configs/, safetensors files and checkpoints in
+define's exact layout (nn/safetensors.h, nn/checkpoint.h: compact sorted JSON header padded to 8
+bytes, the whole-file CRC-32 in "define.crc32"), vocabularies and corpus texts, argument lists.
+Run from anywhere; rewrites the seed files (the regression inputs in tests/fuzz/regressions/ are
+left alone)."""
+import json
+import os
+import struct
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def nul(*parts):
+    return "\0".join(parts)
+
+
+# --- fuzz_config: JSON text, then NUL-separated --set overrides.
+for name in ["ptb-define-lstm.json", "wt2-transformer-xl-define.json", "wt2-delight-lm.json"]:
+    with open(os.path.join(ROOT, "configs", name), "rb") as f:
+        put("fuzz_config", name, f.read())
+put("fuzz_config", "overrides", nul('{"model": {"type": "lstm_lm", "hidden": 512, "input": {"type": "define", '
+                                     '"cutoffs": [2000, 10000]}}, "train": {"lr": 20, "device": "cpu"}}',
+                                     "train.lr=0.5", "model.layers=3", "data.corpus=ptb",
+                                     "model.input.cutoffs=[2000,10000]", 'train.device="emu"', "train.seed=-1",
+                                     "data.bptt=7e1"))
+put("fuzz_config", "bad-overrides", nul('{"model": {"type": "lstm_lm"}, "data": {"bptt": 35}}', "model=1",
+                                         "data.bptt.x=2", "=3", "train..lr=1", "model.type", "x.y.z={\"a\": null}"))
+put("fuzz_config", "syntax-error", '{\n  "model": {"type": "lstm_lm",\n  "hidden": 512,,\n}\n')
+
+
+# --- fuzz_safetensors: whole files.
+def safetensors(tensors, metadata=None, crc=False):
+    """tensors: list of (name, dtype, shape, raw bytes); returns the file's bytes."""
+    header, data = {}, b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    meta = dict(metadata or {})
+    if crc:
+        meta["define.crc32"] = "00000000"
+    if meta:
+        header["__metadata__"] = meta
+    text = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    out = struct.pack("<Q", len(text)) + text + data
+    if crc:
+        needle = b'"define.crc32":"00000000"'
+        at = out.index(needle) + len(needle) - 9
+        out = out[:at] + b"%08x" % zlib.crc32(out) + out[at + 8:]
+    return out
+
+
+def f32(*xs):
+    return struct.pack("<%df" % len(xs), *xs)
+
+
+checkpoint = [("model/map.weight", "F32", [2, 3], f32(0.5, -1, 2, 0.25, 0, 3)),
+              ("model/lstm.bias", "F32", [3], f32(1, 2, 3)),
+              ("optimizer/model/map.weight.momentum", "F32", [2, 3], f32(0, 0, 0, 1, 1, 1)),
+              ("run/h0", "F32", [1, 1, 3], f32(0.1, 0.2, 0.3)),
+              ("run/step", "I64", [], struct.pack("<q", 42))]
+checkpoint_meta = {"define.format": "checkpoint/1", "optimizer.name": "SGD", "optimizer.scalar.lr": "20",
+                   "run.step": "42", "run.epoch": "1", "run.best_valid": "5.25", "run.config": '{"model": {}}'}
+put("fuzz_safetensors", "checkpoint-crc.ckpt", safetensors(checkpoint, checkpoint_meta, crc=True))
+put("fuzz_safetensors", "checkpoint.ckpt", safetensors(checkpoint, checkpoint_meta))
+put("fuzz_safetensors", "dtypes.safetensors",
+    safetensors([("a", "F64", [2], struct.pack("<2d", 1.5, -2)), ("b", "I32", [1, 2], struct.pack("<2i", 7, -7)),
+                 ("c", "F16", [2], b"\x00\x3c\x00\xc0"), ("d", "BF16", [1], b"\x80\x3f"),
+                 ("e", "F32", [0, 4], b""), ("f", "I64", [], struct.pack("<q", -1))]))
+put("fuzz_safetensors", "export.safetensors",
+    safetensors([("map.weight", "F32", [2, 2], f32(1, 2, 3, 4))], {"source": "define export"}, crc=True))
+put("fuzz_safetensors", "empty.safetensors", safetensors([]))
+
+# --- fuzz_corpus: vocabulary text, then NUL-separated train, valid, test.
+put("fuzz_corpus", "small", nul("the\ncat\nsat\n<eos>\non\nmat\n<unk>\n",
+                                "the cat sat\non the mat\n<unk> sat\n", "the cat\n\non the <unk>\n", "mat sat\n"))
+put("fuzz_corpus", "spaces", nul("a\nb\n<eos>", " a\tb \r\n\vb  a\f\na", "a b\r\n", "b"))
+put("fuzz_corpus", "oov", nul("a\nb\na\n", "a b c\n", "d\n", "a\n"))
+put("fuzz_corpus", "ptb-like", nul("<eos>\nno\nit\nwas\nn't\nblack\nmonday\n",
+                                   " no it was n't black monday \n but while the new york stock exchange did n't "
+                                   "fall apart friday as the dow jones industrial average plunged N points \n",
+                                   " no it was n't \n", " black monday \n"))
+put("fuzz_corpus", "empty-splits", nul("x\n", "", "x", ""))
+
+# --- fuzz_cli: the subcommand, then NUL-separated arguments.
+for name, args in [
+    ("train", ["train", "--config", "ptb.json", "--set", "train.lr=1", "--set", "model.hidden=8", "--run-dir", "r",
+               "--resume"]),
+    ("train-help", ["train", "--help"]),
+    ("eval", ["eval", "--run", "r", "--split", "test", "--batch-size", "4", "--bptt", "35", "--mem-len", "8",
+              "--threads", "1", "--json", "--compare", "--cache", "c.safetensors", "--checkpoint", "best.ckpt"]),
+    ("eval-bad", ["eval", "--run=r", "--split", "train", "--batch-size", "x"]),
+    ("generate", ["generate", "--run", "r", "--words", "5", "--temperature", "0.8", "--seed", "1", "--prompt",
+                  "the company"]),
+    ("params", ["params", "--config", "c.json", "--vocab-size", "10000", "--set", "model.type=lstm_lm"]),
+    ("export-cache", ["export-cache", "--run", "r", "--out", "cache.safetensors", "--checkpoint", "latest.ckpt"]),
+    ("corrmap", ["corrmap", "--run", "r", "--layer", "all", "--out", "c.png", "--size", "256", "--colour", "heat"]),
+    ("export", ["export", "--run", "r", "--out", "m.safetensors"]),
+    ("import", ["import", "--run", "r", "--from", "m.safetensors", "--out", "i.ckpt", "--force"]),
+    ("demo", ["demo", "--steps", "100", "--hidden", "16", "--lr", "0.5", "--seed", "3"]),
+    ("devices", ["devices"]),
+    ("version", ["version"]),
+    ("help", ["--help"]),
+    ("unknown", ["trian", "--config", "x"]),
+]:
+    put("fuzz_cli", name, nul(*args))

@@ -1,0 +1,75 @@
+#include "tools/dispatch.h"
+
+#include <fmt/format.h>
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <exception>
+
+#include "core/error.h"
+#include "tools/command.h"
+
+namespace define::cli {
+namespace {
+
+int run_version(const std::vector<std::string>&) {
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  fmt::print("define 0.1.0\nOpenMP: up to {} threads, wait policy {}\n", omp_get_max_threads(), wait ? wait : "default");
+  return 0;
+}
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"corrmap", "write the feature correlation map of a trained model's embedding or DeFINE layer as a PNG",
+       run_corrmap},
+      {"demo", "train a small network on a synthetic task with autograd and print the loss curve", run_demo},
+      {"devices", "list the devices this build can use (cpu, the emulated CUDA device, GPUs)", run_devices},
+      {"eval", "perplexity of a trained language model on its corpus (optionally through the token cache)",
+       run_eval},
+      {"export", "write a trained model's tensors as safetensors under their parameter names (for Python)",
+       run_export},
+      {"export-cache", "write the V x m table of a trained DeFINE unit's output for every word (paper 3.4)",
+       run_export_cache},
+      {"generate", "sample text from a trained language model", run_generate},
+      {"import", "load a safetensors file of a model's tensors into a run and write a checkpoint", run_import},
+      {"params", "print a config's parameter count split as the papers do (DeFINE, context model, input-output)",
+       run_params},
+      {"train", "train a language model from a config and report validation and test perplexity", run_train},
+      {"version", "print the version", run_version},
+  };
+  return table;
+}
+
+}  // namespace
+
+void print_help() {
+  fmt::print(
+      "define: deep factorized token representations (DeFINE, DExTra) and the sequence models\n"
+      "built on them.\n\nusage: define <command> [options]\n\ncommands:\n");
+  for (const Command& c : commands()) fmt::print("  {:<13} {}\n", c.name, c.summary);
+  fmt::print("\n`define <command> --help` describes a command's options.\n");
+}
+
+int run_command(const std::string& name, const std::vector<std::string>& args) {
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_help();
+    return 0;
+  }
+  for (const Command& c : commands()) {
+    if (name != c.name) continue;
+    try {
+      return c.run(args);
+    } catch (const define::Error& e) {
+      fmt::print(stderr, "define {}: error: {}\n", name, e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "define {}: internal error: {}\n", name, e.what());
+      return 3;
+    }
+  }
+  fmt::print(stderr, "define: unknown command '{}' (see `define --help`)\n", name);
+  return 1;
+}
+
+}  // namespace define::cli
