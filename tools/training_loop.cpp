@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -123,10 +124,23 @@ struct Progress {
   std::int64_t window_steps = 0, window_tokens = 0;
 };
 
-// Optional checkpoint fields (absent from checkpoints of older versions) read as `fallback`.
-double field_or(const nn::Checkpoint& ck, const std::string& key, double fallback) {
-  const auto it = ck.run.find(key);
-  return it == ck.run.end() ? fallback : std::stod(it->second);
+// A numeric run field of a checkpoint. A checkpoint with a valid CRC can still have been written by
+// hand or by another tool: a field that is not a number is an error naming it, not an exception
+// from std::stod.
+template <typename T>
+T number_field(const nn::Checkpoint& ck, const std::string& key) {
+  const std::string& text = checkpoint_field(ck, key);
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size())
+    fail(kOp, "checkpoint field '{}' is not a number in range: '{}'", key, text);
+  return value;
+}
+
+// Optional fields (absent from checkpoints of older versions) read as `fallback`.
+template <typename T>
+T number_field_or(const nn::Checkpoint& ck, const std::string& key, T fallback) {
+  return ck.run.count(key) ? number_field<T>(ck, key) : fallback;
 }
 
 // A step whose loss or gradient norm is not finite: what to say about it.
@@ -238,19 +252,19 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     nn::restore_checkpoint(ck, model, optimizer.get());
     model_gen.set_state(parse_state(checkpoint_field(ck, "model_generator"), "model_generator"));
     task.restore(ck);
-    p.epoch = std::stoll(checkpoint_field(ck, "epoch"));
-    p.step = std::stoll(checkpoint_field(ck, "step"));
-    p.best_valid = std::stod(checkpoint_field(ck, "best_valid"));
-    p.seconds = std::stod(checkpoint_field(ck, "seconds"));
+    p.epoch = number_field<std::int64_t>(ck, "epoch");
+    p.step = number_field<std::int64_t>(ck, "step");
+    p.best_valid = number_field<double>(ck, "best_valid");  // "inf" before any validation
+    p.seconds = number_field<double>(ck, "seconds");
     p.mid_epoch = checkpoint_field(ck, "mid_epoch") == "1";
-    p.skipped = static_cast<std::int64_t>(field_or(ck, "skipped_steps", 0));
-    p.window_loss = field_or(ck, "window_loss", 0);
-    p.window_grad_norm = field_or(ck, "window_grad_norm", 0);
-    p.window_steps = static_cast<std::int64_t>(field_or(ck, "window_steps", 0));
-    p.window_tokens = static_cast<std::int64_t>(field_or(ck, "window_tokens", 0));
+    p.skipped = number_field_or<std::int64_t>(ck, "skipped_steps", 0);
+    p.window_loss = number_field_or<double>(ck, "window_loss", 0);
+    p.window_grad_norm = number_field_or<double>(ck, "window_grad_norm", 0);
+    p.window_steps = number_field_or<std::int64_t>(ck, "window_steps", 0);
+    p.window_tokens = number_field_or<std::int64_t>(ck, "window_tokens", 0);
     // Lines logged after this checkpoint (the resumed run logs them again) and a line cut short
     // by a kill go; checkpoints of older versions did not record the size and keep the log.
-    if (ck.run.count("metrics_bytes")) run.truncate_metrics(std::stoull(ck.run.at("metrics_bytes")));
+    if (ck.run.count("metrics_bytes")) run.truncate_metrics(number_field<std::uint64_t>(ck, "metrics_bytes"));
     fmt::print("resuming {} at epoch {}, step {}\n", run.path(), p.epoch, p.step);
     std::fflush(stdout);  // a log file is block-buffered: this line must survive a later kill
   }

@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "nn/checkpoint.h"
 #include "nn/safetensors.h"
 #include "tools/command.h"
 
@@ -151,5 +152,18 @@ TEST_CASE("corrupt files: --resume refuses a damaged latest checkpoint and leave
     CHECK_THAT(test::error_of([&] { cli::train_language_model(cfg, run.string(), true); }),
                Contains(quoted(latest.string())) && Contains(c.says));
     CHECK(test::read_all(run / "metrics.jsonl") == metrics);
+  }
+  // A checkpoint with a valid CRC whose run fields were edited (by hand or by another tool).
+  write(latest, good);
+  const nn::Checkpoint edited = nn::load_checkpoint(latest.string());
+  for (const char* field : {"step", "seconds", "metrics_bytes"}) {
+    INFO(field);
+    nn::Checkpoint ck = edited;
+    ck.run[field] = "12abc";
+    nn::save_checkpoint(latest.string(), ck);
+    Config cfg = Config::from_text(test::lm_config_text(shared.root / "data", test::kDefineInput, R"("epochs": 2)"),
+                                   "<test>");
+    CHECK_THAT(test::error_of([&] { cli::train_language_model(cfg, run.string(), true); }),
+               Contains(fmt::format("checkpoint field '{}' is not a number in range: '12abc'", field)));
   }
 }
