@@ -64,7 +64,7 @@ std::vector<std::string> logged(const fs::path& run) {
 
 TEST_CASE("crash safety: a run killed at random moments resumes to exactly the uninterrupted run", "[cli][crash]") {
   const fs::path root = test::fresh_root("define_crash_safety_test", 777, 120, 20);
-  // About 33 steps an epoch: 200 steps cross several epoch ends (validation, best.ckpt, NT-ASGD's
+  // About 29 steps an epoch: 200 steps cross six epoch ends (validation, best.ckpt, NT-ASGD's
   // switch to averaging with nonmono 1). A checkpoint every 4 steps and a log line every 3, so a
   // checkpoint often falls inside a log window.
   const std::string config = R"({"data": {"dir": ")" + (root / "data").string() + R"(", "batch_size": 4,
