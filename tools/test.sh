@@ -3,7 +3,8 @@
 # presets and runs every test in both, then builds the fuzz preset and runs every fuzz target
 # briefly. Usage: tools/test.sh [release|asan|fuzz|all] (default all).
 #   release  -O3 build; with the CUDA toolkit present it also compiles every kernel with nvcc
-#            (sm_75/80/90) and runs tools/check-ptxas.sh (no register spills) and
+#            (sm_75/80/90) and runs tools/check-ptxas.sh (no register spills; sm_61 too, with
+#            CUDA 12's ptxas fetched from PyPI by tools/get-ptxas12.sh) and
 #            tools/check-symbols.sh (the nvcc and emulator builds share no symbol).
 #   asan     AddressSanitizer + UndefinedBehaviorSanitizer, emulated CUDA kernels included.
 #   fuzz     tools/fuzz.sh: every seed and regression input of tests/fuzz/, then 20 s of fuzzing per
@@ -26,8 +27,8 @@ run_preset() {
   echo "== preset $p: tests"
   ctest --preset "$p"
   if [ "$p" = release ] && command -v nvcc > /dev/null; then
-    echo "== ptxas report: registers and spills of every kernel (sm_75, sm_80, sm_90)"
-    ./tools/check-ptxas.sh
+    echo "== ptxas report: registers and spills of every kernel (sm_75, sm_80, sm_90; sm_61 with CUDA 12's ptxas)"
+    PTXAS12="$(./tools/get-ptxas12.sh)" ./tools/check-ptxas.sh
     echo "== link safety: no symbol defined by both the nvcc and the emulator build"
     ./tools/check-symbols.sh build/release
   fi
