@@ -67,9 +67,12 @@ std::uint64_t RunDir::metrics_size() const {
 void RunDir::truncate_metrics(std::uint64_t size) const {
   const std::uint64_t now = metrics_size();
   if (now == size) return;
-  if (now < size)
-    fail("train", "'{}' holds {} bytes but the checkpoint saw {}: the log was edited or lost, refusing to resume over it",
-         file("metrics.jsonl"), now, size);
+  if (now < size) {
+    // Edited or lost: cutting cannot restore it, and refusing would strand the checkpoint.
+    fmt::print(stderr, "warning: '{}' holds {} bytes but the checkpoint saw {}; it is kept as it is\n",
+               file("metrics.jsonl"), now, size);
+    return;
+  }
   std::error_code ec;
   std::filesystem::resize_file(file("metrics.jsonl"), size, ec);
   if (ec) fail("train", "cannot truncate '{}' to the checkpoint's {} bytes: {}", file("metrics.jsonl"), size, ec.message());

@@ -35,6 +35,7 @@ class RunDir {
   // cuts the log back to what the checkpoint had seen: lines logged after it (and a line half
   // written when the process was killed) are logged again by the resumed run, not twice.
   std::uint64_t metrics_size() const;
+  // A log shorter than `size` (edited or lost) is kept, with a warning.
   void truncate_metrics(std::uint64_t size) const;
 
  private:
