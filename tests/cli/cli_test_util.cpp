@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace define::test {
 
 void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int train_lines, int eval_lines) {
@@ -38,6 +40,17 @@ std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, in
   std::filesystem::remove_all(root);
   write_tiny_corpus(root / "data", seed, train_lines, eval_lines);
   return root;
+}
+
+std::vector<std::string> logged_without_clock(const std::filesystem::path& run) {
+  std::ifstream f(run / "metrics.jsonl");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(f, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    for (const char* k : {"tokens_per_s", "peak_rss_bytes", "peak_tensor_bytes", "seconds"}) j.erase(k);
+    out.push_back(j.dump());
+  }
+  return out;
 }
 
 std::vector<std::string> temporaries(const std::filesystem::path& dir) {

@@ -19,6 +19,10 @@ void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int
 // corpus in name / "data", written by write_tiny_corpus(seed, train_lines, eval_lines).
 std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, int train_lines, int eval_lines = 30);
 
+// The lines of <run>/metrics.jsonl without the fields that depend on the clock or the process
+// (tokens/s, memory, seconds): what two runs of the same training must log identically.
+std::vector<std::string> logged_without_clock(const std::filesystem::path& run);
+
 // The names in `dir` of files that look like temporaries (".tmp" in the name): what a crash-safe
 // writer must not leave behind.
 std::vector<std::string> temporaries(const std::filesystem::path& dir);

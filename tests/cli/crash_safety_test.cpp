@@ -22,7 +22,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/cli_test_util.h"
 #include "cli/define_process.h"
@@ -34,7 +33,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// metrics.jsonl without what depends on the clock or the process: the rest must match exactly.
 // The step of the last training line in metrics.jsonl (0 when there is none). The last line may be
 // half written: a number cut short only reads as an earlier step.
 std::int64_t last_logged_step(const fs::path& run) {
@@ -46,17 +44,6 @@ std::int64_t last_logged_step(const fs::path& run) {
     if (at != std::string::npos) step = std::atoll(line.c_str() + at + 7);
   }
   return step;
-}
-
-std::vector<std::string> logged(const fs::path& run) {
-  std::ifstream f(run / "metrics.jsonl");
-  std::vector<std::string> out;
-  for (std::string line; std::getline(f, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    for (const char* k : {"tokens_per_s", "peak_rss_bytes", "peak_tensor_bytes", "seconds"}) j.erase(k);
-    out.push_back(j.dump());
-  }
-  return out;
 }
 
 
@@ -86,7 +73,7 @@ TEST_CASE("crash safety: a run killed at random moments resumes to exactly the u
   const auto t0 = std::chrono::steady_clock::now();
   REQUIRE(test::DefineProcess(args("whole", false), root / "whole.log").wait() == 0);
   const double whole_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::vector<std::string> expected = logged(root / "whole");
+  const std::vector<std::string> expected = test::logged_without_clock(root / "whole");
   REQUIRE(expected.size() > 25);
 
   const fs::path run = root / "killed";
@@ -143,7 +130,7 @@ TEST_CASE("crash safety: a run killed at random moments resumes to exactly the u
   INFO("resumed at steps: " << fmt::format("{}", fmt::join(resumed_at, " ")));
   CHECK(resumed_at.size() >= 5);
 
-  CHECK(logged(run) == expected);
+  CHECK(test::logged_without_clock(run) == expected);
   CHECK(test::temporaries(run).empty());
   const nn::Checkpoint a = nn::load_checkpoint((root / "whole" / "latest.ckpt").string());
   const nn::Checkpoint b = nn::load_checkpoint((run / "latest.ckpt").string());

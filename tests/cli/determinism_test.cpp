@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cli/cli_test_util.h"
 #include "core/config.h"
 #include "nn/checkpoint.h"
@@ -21,17 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// metrics.jsonl without the fields that depend on the clock or the process.
-std::vector<std::string> logged(const fs::path& run) {
-  std::ifstream f(run / "metrics.jsonl");
-  std::vector<std::string> out;
-  for (std::string line; std::getline(f, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    for (const char* k : {"tokens_per_s", "peak_rss_bytes", "peak_tensor_bytes", "seconds"}) j.erase(k);
-    out.push_back(j.dump());
-  }
-  return out;
-}
 
 const char* const kModels[] = {
     R"({"type": "lstm_lm", "input": {"type": "define", "dim": 8, "out_dim": 12, "k": 16, "depth": 2, "g_max": 2},
@@ -61,7 +48,7 @@ TEST_CASE("determinism: the same seed and thread count give bit-identical runs o
         fs::remove_all(run);
         Config cfg = Config::from_text(text, "<test>");
         cli::train_language_model(cfg, run.string(), false);
-        logs[r] = logged(run);
+        logs[r] = test::logged_without_clock(run);
         ckpts[r] = nn::load_checkpoint((run / "latest.ckpt").string());
       }
       INFO("device " << device << ", model " << model);
