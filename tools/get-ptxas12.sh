@@ -12,6 +12,7 @@ if [ ! -x "$bin" ]; then
   if ! python3 -m pip --version > /dev/null 2>&1; then
     sudo_cmd=""
     [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
     $sudo_cmd apt-get install -y -qq python3-pip > /dev/null
   fi
   python3 -m pip download --quiet --no-deps --dest "$dir/wheel" "nvidia-cuda-nvcc-cu12==$version" >&2
