@@ -116,7 +116,7 @@ Tensor DelightDecoder::forward(const Tensor& tgt, const Tensor& encoder_out, con
 
 // ---- model
 
-DelightNmt::DelightNmt(const DelightNmtConfig& cfg, Generator& gen) : Module("DelightNmt"), cfg_(cfg) {
+DelightNmt::DelightNmt(const DelightNmtConfig& cfg, Generator& gen) : TranslationModel("DelightNmt"), cfg_(cfg) {
   if (cfg_.vocab <= 0) fail("DelightNmt", "vocab = {} must be positive", cfg_.vocab);
   // The shared table first, so its parameter reads `embed_tokens.weight` (the encoder's and the
   // decoder's `embed.map` are the same module and are not listed again).
@@ -144,6 +144,62 @@ Tensor DelightNmt::loss(const Tensor& logits, const Tensor& target, double label
   const std::int64_t rows = logits.size(0) * logits.size(1);
   return cross_entropy(reshape(logits, {rows, logits.size(2)}), reshape(target, {rows}), cfg_.padding_idx,
                        label_smoothing, Reduction::Mean);
+}
+
+namespace {
+
+struct DelightDecoding : TranslationModel::DecodingState {
+  Tensor encoder_out;      // [S, N, d_m]
+  Tensor encoder_padding;  // [N, S]
+  Tensor prefix;           // [t, N] int64: every token fed so far
+};
+
+DelightDecoding& as_delight(TranslationModel::DecodingState& state) {
+  auto* s = dynamic_cast<DelightDecoding*>(&state);
+  if (!s) fail("DelightNmt", "the decoding state was not made by this model's begin_decoding");
+  return *s;
+}
+
+}  // namespace
+
+std::unique_ptr<TranslationModel::DecodingState> DelightNmt::begin_decoding(const Tensor& src) const {
+  if (is_training()) fail("DelightNmt", "decoding needs eval mode (call eval() first)");
+  check_tokens("DelightNmt", "source", src);
+  auto state = std::make_unique<DelightDecoding>();
+  const Tensor pad = eq(src, double(cfg_.padding_idx));
+  state->encoder_out = encoder_->forward(src, pad);
+  state->encoder_padding = batch_first(pad);
+  state->rows = src.size(1);
+  return state;
+}
+
+Tensor DelightNmt::decode_step(DecodingState& state, const Tensor& prev) const {
+  DelightDecoding& s = as_delight(state);
+  if (!prev.defined() || prev.dim() != 1 || prev.size(0) != s.rows)
+    fail("DelightNmt", "decode_step expects the previous tokens [{}], got {}", s.rows,
+         prev.defined() ? shape_str(prev.shape()) : "undefined");
+  const Tensor step = reshape(to_dtype(prev, DType::Int64), {1, s.rows});
+  s.prefix = s.prefix.defined() ? concat({s.prefix, step}, 0) : contiguous(step);
+  ++s.steps;
+  const Tensor h = decoder_->forward(s.prefix, s.encoder_out, s.encoder_padding);  // [t, N, n]
+  return linear(reshape(select(h, 0, h.size(0) - 1), {s.rows, h.size(2)}), table_->weight());
+}
+
+void DelightNmt::select_rows(DecodingState& state, const Tensor& rows) const {
+  DelightDecoding& s = as_delight(state);
+  if (!rows.defined() || rows.dim() != 1) fail("DelightNmt", "select_rows expects row indices [N']");
+  s.encoder_out = index_select(s.encoder_out, 1, rows);
+  s.encoder_padding = index_select(s.encoder_padding, 0, rows);
+  if (s.prefix.defined()) s.prefix = index_select(s.prefix, 1, rows);
+  s.rows = rows.size(0);
+}
+
+PartRules DelightNmt::part_rules() const {
+  return {{"", kPartInputOutput},          {"encoder.layers.", kPartContext},
+          {"decoder.layers.", kPartContext}, {"encoder.layer_norm.", kPartContext},
+          {"decoder.layer_norm.", kPartContext}, {"encoder.embed.", kPartDefine},
+          {"decoder.embed.", kPartDefine},   {"encoder.embed.map.", kPartInputOutput},
+          {"decoder.embed.map.", kPartInputOutput}};
 }
 
 }  // namespace define::models

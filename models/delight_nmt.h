@@ -28,6 +28,7 @@
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "models/translation_model.h"
 
 namespace define::models {
 
@@ -103,9 +104,22 @@ class DelightDecoder : public nn::Module {
   std::shared_ptr<nn::Linear> project_out_;
 };
 
-class DelightNmt : public nn::Module {
+// Incremental decoding (translation_model.h) recomputes the decoder over the whole prefix at each
+// step and keeps only the encoder output: the DeLighT blocks have no key / value cache yet, so a
+// step costs O(t) decoder positions instead of one (tested equal to logits() all the same).
+class DelightNmt : public TranslationModel {
  public:
   explicit DelightNmt(const DelightNmtConfig& cfg, Generator& gen = default_generator());
+
+  std::int64_t vocab() const override { return cfg_.vocab; }
+  std::int64_t padding_idx() const override { return cfg_.padding_idx; }
+  Tensor logits(const Tensor& src, const Tensor& tgt_in) const override { return forward(src, Tensor(), tgt_in); }
+  std::unique_ptr<DecodingState> begin_decoding(const Tensor& src) const override;
+  Tensor decode_step(DecodingState& state, const Tensor& prev) const override;
+  void select_rows(DecodingState& state, const Tensor& rows) const override;
+  // The shared table and the output projection are input-output, the two DExTra embedding units
+  // the token-representation part, the blocks the context model.
+  PartRules part_rules() const override;
 
   // src [S, B], src_padding [S, B] (nonzero = padding; undefined: src == padding_idx), tgt
   // [T, B] (the decoder input, i.e. the target shifted right) -> logits [T, B, V].

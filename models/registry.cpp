@@ -4,6 +4,7 @@
 #include "models/delight_lm.h"
 #include "models/delight_nmt.h"
 #include "models/lstm_lm.h"
+#include "models/transformer_nmt.h"
 #include "models/transformer_xl.h"
 
 namespace define::models {
@@ -57,14 +58,7 @@ BuiltModel build_delight_nmt(const Config& c, std::int64_t vocab, Generator& gen
   cfg.final_norm = c.get_bool("final_norm", cfg.final_norm);
   read_delight_dropouts(c, cfg);
   auto m = std::make_shared<DelightNmt>(cfg, gen);
-  // The shared table (first listed as embed_tokens) and the output projection are input-output;
-  // the two DExTra embedding units are the token-representation part.
-  PartRules rules = {{"", kPartInputOutput},          {"encoder.layers.", kPartContext},
-                     {"decoder.layers.", kPartContext}, {"encoder.layer_norm.", kPartContext},
-                     {"decoder.layer_norm.", kPartContext}, {"encoder.embed.", kPartDefine},
-                     {"decoder.embed.", kPartDefine},   {"encoder.embed.map.", kPartInputOutput},
-                     {"decoder.embed.map.", kPartInputOutput}};
-  return {"delight_nmt", m, rules};
+  return {"delight_nmt", m, m->part_rules()};
 }
 
 BuiltModel build_delight_lm(const Config& c, std::int64_t vocab, Generator& gen) {
@@ -106,9 +100,13 @@ BuiltModel build_model(const Config& model, std::int64_t vocab, Generator& gen) 
     auto m = std::make_shared<TransformerXL>(read_transformer_xl_config(model, vocab), gen);
     return {type, m, m->part_rules()};
   }
+  if (type == "transformer_nmt") {
+    auto m = std::make_shared<TransformerNmt>(read_transformer_nmt_config(model, vocab), gen);
+    return {type, m, m->part_rules()};
+  }
   if (type == "delight_nmt") return build_delight_nmt(model, vocab, gen);
   if (type == "delight_lm") return build_delight_lm(model, vocab, gen);
-  fail("build_model", "unknown model type '{}' at {} (known: lstm_lm, transformer_xl, delight_lm, delight_nmt)", type, model.path("type"));
+  fail("build_model", "unknown model type '{}' at {} (known: lstm_lm, transformer_xl, delight_lm, delight_nmt, transformer_nmt)", type, model.path("type"));
 }
 
 }  // namespace define::models

@@ -4,6 +4,8 @@
 //   model.type = "transformer_xl"  Transformer-XL language model, any token representation
 //                               (models/transformer_xl.h)
 //   model.type = "delight_nmt"  DeLighT encoder-decoder with shared embeddings (models/delight_nmt.h)
+//   model.type = "transformer_nmt"  Transformer encoder-decoder, any token representation with a
+//                               table (models/transformer_nmt.h)
 //   model.type = "delight_lm"   DeLighT language model (models/delight_lm.h)
 // Each built model comes with the rules that split its parameters into the papers' parts.
 #pragma once

@@ -352,6 +352,12 @@ Tensor TiedOutput::log_prob(const Tensor& hidden) const {
   return log_softmax(linear(h, table_, bias_ ? *bias_ : Tensor()), -1);
 }
 
+Tensor TiedOutput::logits(const Tensor& hidden) const {
+  if (projected_softmax_ || softmax_)
+    fail("TiedOutput", "an adaptive softmax has no full logits; use log_prob() or loss()");
+  return linear(to_map_space(hidden), table_, bias_ ? *bias_ : Tensor());
+}
+
 Tensor TiedOutput::loss(const Tensor& hidden, const Tensor& target, Reduction reduction) const {
   const Tensor h = to_map_space(hidden);
   if (projected_softmax_) return projected_softmax_->loss(h, target, reduction);

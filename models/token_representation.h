@@ -164,6 +164,9 @@ class TiedOutput : public nn::Module {
   Tensor loss(const Tensor& hidden, const Tensor& target, Reduction reduction = Reduction::Mean) const;
   // hidden [..., hidden_dim] -> log-probabilities [..., V].
   Tensor log_prob(const Tensor& hidden) const;
+  // hidden [..., hidden_dim] -> logits [..., V] of the table classifier (what a label-smoothed
+  // loss and beam search read). The adaptive softmaxes have no such logits: throws for them.
+  Tensor logits(const Tensor& hidden) const;
 
  private:
   Tensor to_map_space(const Tensor& hidden) const;

@@ -54,7 +54,7 @@ Tensor MultiheadAttention::split_heads(const Tensor& x) const {
 
 Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const Tensor& key_padding_mask, bool causal) const {
-  const std::int64_t tq = check_sequence("query", query, embed_dim_);
+  check_sequence("query", query, embed_dim_);
   const std::int64_t tk = check_sequence("key", key, k_proj_->in_features());
   if (check_sequence("value", value, v_proj_->in_features()) != tk)
     fail(kMha, "key {} and value {} must have the same length", shape_str(key.shape()), shape_str(value.shape()));
@@ -62,13 +62,34 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   if (key.size(0) != batch || value.size(0) != batch)
     fail(kMha, "query {}, key {} and value {} must have the same batch size", shape_str(query.shape()),
          shape_str(key.shape()), shape_str(value.shape()));
+  return attend(query, project_keys(key), project_values(value), key_padding_mask, causal);
+}
+
+Tensor MultiheadAttention::project_keys(const Tensor& key) const {
+  check_sequence("key", key, k_proj_->in_features());
+  return split_heads(k_proj_->forward(key));
+}
+
+Tensor MultiheadAttention::project_values(const Tensor& value) const {
+  check_sequence("value", value, v_proj_->in_features());
+  return split_heads(v_proj_->forward(value));
+}
+
+Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
+                                  bool causal) const {
+  const std::int64_t tq = check_sequence("query", query, embed_dim_);
+  const std::int64_t batch = query.size(0);
+  for (const auto& [name, t] : {std::pair{"projected keys", &k}, std::pair{"projected values", &v}})
+    if (!t->defined() || t->dim() != 4 || t->size(0) != batch || t->size(1) != num_heads_ || t->size(3) != head_dim())
+      fail(kMha, "{} must be [B, H, Tk, E / H] = [{}, {}, Tk, {}], got {}", name, batch, num_heads_, head_dim(),
+           t->defined() ? shape_str(t->shape()) : "undefined");
+  const std::int64_t tk = k.size(2);
+  if (v.size(2) != tk) fail(kMha, "projected keys {} and values {} differ in length", shape_str(k.shape()), shape_str(v.shape()));
   if (key_padding_mask.defined() &&
       (key_padding_mask.dim() != 2 || key_padding_mask.size(0) != batch || key_padding_mask.size(1) != tk))
     fail(kMha, "key_padding_mask must be [B, Tk] = [{},{}], got {}", batch, tk, shape_str(key_padding_mask.shape()));
 
   const Tensor q = split_heads(q_proj_->forward(query));  // [B, H, Tq, E/H]
-  const Tensor k = split_heads(k_proj_->forward(key));
-  const Tensor v = split_heads(v_proj_->forward(value));
   const AttentionOptions attn{.key_padding_mask = key_padding_mask,
                               .causal = causal,
                               .dropout = dropout_,

@@ -40,6 +40,17 @@ class MultiheadAttention : public Module {
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
                  const Tensor& key_padding_mask = Tensor(), bool causal = false) const;
 
+  // The same attention in two halves, for incremental decoding (a decoder caches the projected
+  // keys and values of earlier steps and of the encoder output instead of recomputing them):
+  // key [B, Tk, kdim] -> k_proj's output split into heads [B, H, Tk, E / H] (likewise values),
+  // and attend() over such projected k, v. forward(q, k, v, m, c) is exactly
+  // attend(q, project_keys(k), project_values(v), m, c).
+  Tensor project_keys(const Tensor& key) const;
+  Tensor project_values(const Tensor& value) const;
+  // query [B, Tq, E], k [B, H, Tk, E / H], v [B, H, Tk, E / H] -> [B, Tq, E].
+  Tensor attend(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask = Tensor(),
+                bool causal = false) const;
+
   std::int64_t embed_dim() const { return embed_dim_; }
   std::int64_t num_heads() const { return num_heads_; }
   std::int64_t head_dim() const { return embed_dim_ / num_heads_; }

@@ -4,6 +4,8 @@
 
 #include "autograd/dropout.h"
 #include "autograd/elementwise.h"
+#include "autograd/index.h"
+#include "autograd/views.h"
 
 namespace define::nn {
 
@@ -89,6 +91,42 @@ Tensor TransformerDecoderLayer::forward(const Tensor& x, const Tensor& encoder_o
   if (encoder_out.defined()) {
     h = residual(*this, h, *encoder_attn_layer_norm_, cfg_, [&](const Tensor& in) {
       return encoder_attn_->forward(in, encoder_out, encoder_out, encoder_padding_mask);
+    });
+  }
+  return residual(*this, h, *final_layer_norm_, cfg_,
+                  [&](const Tensor& in) { return feed_forward(*this, in, *fc1_, *fc2_, cfg_); });
+}
+
+void DecoderLayerCache::select_rows(const Tensor& rows) {
+  for (Tensor* t : {&self_k, &self_v, &encoder_k, &encoder_v, &encoder_padding_mask})
+    if (t->defined()) *t = index_select(*t, 0, rows);
+}
+
+DecoderLayerCache TransformerDecoderLayer::start_cache(const Tensor& encoder_out,
+                                                       const Tensor& encoder_padding_mask) const {
+  DecoderLayerCache cache;
+  if (encoder_out.defined()) {
+    cache.encoder_k = contiguous(encoder_attn_->project_keys(encoder_out));
+    cache.encoder_v = contiguous(encoder_attn_->project_values(encoder_out));
+    cache.encoder_padding_mask = encoder_padding_mask;
+  }
+  return cache;
+}
+
+Tensor TransformerDecoderLayer::forward_step(const Tensor& x, DecoderLayerCache& cache) const {
+  check_sequence("TransformerDecoderLayer", "x", x, cfg_.d_model);
+  if (x.size(1) != 1) fail("TransformerDecoderLayer", "forward_step takes one position [N, 1, {}], got {}", cfg_.d_model, shape_str(x.shape()));
+  if (is_training()) fail("TransformerDecoderLayer", "forward_step is for decoding: call eval() first (dropout would differ from forward())");
+  Tensor h = residual(*this, x, *self_attn_layer_norm_, cfg_, [&](const Tensor& in) {
+    const Tensor k = self_attn_->project_keys(in), v = self_attn_->project_values(in);  // [N, H, 1, d]
+    cache.self_k = cache.self_k.defined() ? concat({cache.self_k, k}, 2) : contiguous(k);
+    cache.self_v = cache.self_v.defined() ? concat({cache.self_v, v}, 2) : contiguous(v);
+    // The newest position attends to every cached one: no mask needed.
+    return self_attn_->attend(in, cache.self_k, cache.self_v);
+  });
+  if (cache.encoder_k.defined()) {
+    h = residual(*this, h, *encoder_attn_layer_norm_, cfg_, [&](const Tensor& in) {
+      return encoder_attn_->attend(in, cache.encoder_k, cache.encoder_v, cache.encoder_padding_mask);
     });
   }
   return residual(*this, h, *final_layer_norm_, cfg_,

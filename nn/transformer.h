@@ -59,6 +59,18 @@ class TransformerEncoderLayer : public Module {
   std::shared_ptr<LayerNorm> final_layer_norm_;
 };
 
+// What one decoder layer keeps between steps of incremental decoding: the projected keys and
+// values of every earlier target position (self-attention, [N, H, t, E / H], growing by one
+// position a step) and of the encoder output (computed once), and the encoder's padding mask.
+struct DecoderLayerCache {
+  Tensor self_k, self_v;
+  Tensor encoder_k, encoder_v;
+  Tensor encoder_padding_mask;  // undefined or [N, S]
+  // Keeps rows `rows` ([N'] int64, on the cache's device) of every tensor, in that order: beam
+  // search's reordering after each step.
+  void select_rows(const Tensor& rows);
+};
+
 class TransformerDecoderLayer : public Module {
  public:
   explicit TransformerDecoderLayer(const TransformerLayerConfig& cfg, Generator& gen = default_generator());
@@ -68,6 +80,14 @@ class TransformerDecoderLayer : public Module {
   // self_padding_mask undefined or [B, T] -> [B, T, d_model]. Self-attention is causal.
   Tensor forward(const Tensor& x, const Tensor& encoder_out, const Tensor& encoder_padding_mask = Tensor(),
                  const Tensor& self_padding_mask = Tensor()) const;
+
+  // Incremental decoding. start_cache projects the encoder output [N, S, encoder_dim] (undefined:
+  // no cross-attention) once; forward_step then takes the next position's input x [N, 1, d_model],
+  // appends its keys and values to the cache and returns that position's output, which equals the
+  // last row of forward() over the whole prefix (tests/nn/transformer_test.cpp). Eval mode only:
+  // dropout would make the two differ.
+  DecoderLayerCache start_cache(const Tensor& encoder_out, const Tensor& encoder_padding_mask = Tensor()) const;
+  Tensor forward_step(const Tensor& x, DecoderLayerCache& cache) const;
 
   const TransformerLayerConfig& config() const { return cfg_; }
   const std::shared_ptr<MultiheadAttention>& self_attn() const { return self_attn_; }
