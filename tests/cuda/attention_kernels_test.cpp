@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops.h"
 #include "core/factory.h"
 #include "cuda/emu_test_util.h"
 #include "harness/op_harness.h"
@@ -106,6 +107,45 @@ TEST_CASE("attention kernels: the whole op at larger shapes against the referenc
     check_close(emu_g.grad_q, ref_g.grad_q, what + " grad_q");
     check_close(emu_g.grad_k, ref_g.grad_k, what + " grad_k");
     check_close(emu_g.grad_v, ref_g.grad_v, what + " grad_v");
+  }
+}
+
+TEST_CASE("attention kernels: a decoding step, one query over a key / value cache, on every backend",
+          "[cuda][attention][family:attention]") {
+  // What beam search runs per decoder layer and step (nn::TransformerDecoderLayer::forward_step):
+  // Tq = 1 against the cached keys, a padding mask (encoder attention), no causal mask, keys and
+  // values read through non-contiguous views as the cache's head split leaves them.
+  register_emu();
+  for (const std::int64_t tk : {std::int64_t{1}, std::int64_t{7}, std::int64_t{40}, std::int64_t{1100}}) {
+    Generator gen(21);
+    const Tensor q = rand_uniform({3, 4, 1, 16}, -1, 1, {}, gen);
+    const Tensor k_rows = rand_uniform({3, tk, 4, 16}, -1, 1, {}, gen), v_rows = rand_uniform({3, tk, 4, 8}, -1, 1, {}, gen);
+    const Tensor k = permute(k_rows, {0, 2, 1, 3}), v = permute(v_rows, {0, 2, 1, 3});
+    const Tensor emu_k = permute(to_emu(k_rows), {0, 2, 1, 3}), emu_v = permute(to_emu(v_rows), {0, 2, 1, 3});
+    const kernels::AttentionMasking m{.key_padding_mask = padding(3, tk)};
+    const double scale = 0.25;
+    const std::string what = "decoding step over " + std::to_string(tk) + " keys";
+    kernels::AttentionOutput ref;
+    {
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      ref = kernels::attention_forward(q, k, v, m, scale, false);
+    }
+    kernels::AttentionOutput cpu;
+    {
+      kernels::CpuBackendGuard guard(kernels::Backend::Cpu);
+      cpu = kernels::attention_forward(q, k, v, m, scale, false);
+    }
+    const kernels::AttentionOutput emu = kernels::attention_forward(to_emu(q), emu_k, emu_v, m, scale, false);
+    check_close(cpu.out, ref.out, what + ", cpu");
+    check_close(emu.out, ref.out, what + ", emu");
+    run_all_schedules([&] { return kernels::attention_forward(to_emu(q), emu_k, emu_v, m, scale, false).out; }, what);
+
+    // The step equals the last row of a causal pass whose queries end with it.
+    kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+    const Tensor all_q = concat({rand_uniform({3, 4, tk - 1, 16}, -1, 1, {}, gen), q}, 2);
+    const kernels::AttentionMasking causal{.key_padding_mask = m.key_padding_mask, .causal = true};
+    const Tensor full = kernels::attention_forward(all_q, k, v, causal, scale, false).out;
+    check_close(ref.out, contiguous(narrow(full, 2, tk - 1, 1)), what + ", last row of the causal pass", 1e-6);
   }
 }
 
