@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/checkpoint.h"
+
 namespace define::cli {
 
 struct Command {
@@ -34,5 +36,11 @@ int run_export_cache(const std::vector<std::string>& args);
 int run_corrmap(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_import(const std::vector<std::string>& args);
+int run_average(const std::vector<std::string>& args);
+int run_translate(const std::vector<std::string>& args);
+
+// The mean of the checkpoints' model tensors (weights only; vocabulary / subword labels kept):
+// what `define average` writes. Throws naming two files that do not match.
+nn::Checkpoint average_checkpoints(const std::vector<std::string>& paths);
 
 }  // namespace define::cli

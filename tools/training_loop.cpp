@@ -198,6 +198,9 @@ LoopSettings read_loop_settings(const Config& c) {
   t.nonmono = c.get_int("nonmono", t.nonmono);
   t.log_interval = c.get_int("log_interval", t.log_interval);
   t.checkpoint_interval = c.get_int("checkpoint_interval", t.checkpoint_interval);
+  t.keep_epoch_checkpoints = c.get_int("keep_epoch_checkpoints", t.keep_epoch_checkpoints);
+  if (t.keep_epoch_checkpoints < 0)
+    fail(kOp, "{} must be >= 0, got {}", c.path("keep_epoch_checkpoints"), t.keep_epoch_checkpoints);
   t.seed = c.get_int("seed", t.seed);
   t.threads = c.get_int("threads", t.threads);
   t.skip_nonfinite = c.get_bool("skip_nonfinite", t.skip_nonfinite);
@@ -215,6 +218,8 @@ LoopSettings read_loop_settings(const Config& c) {
   if (t.schedule_steps < 0) fail(kOp, "{} must be >= 0, got {}", c.path("schedule_steps"), t.schedule_steps);
   return t;
 }
+
+std::string epoch_checkpoint_name(std::int64_t epoch) { return fmt::format("epoch{}.ckpt", epoch); }
 
 const std::string& checkpoint_field(const nn::Checkpoint& ck, const std::string& key) {
   const auto it = ck.run.find(key);
@@ -402,6 +407,18 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         std::map<std::string, std::string> labels = task.checkpoint_labels();
         labels["epoch"] = std::to_string(p.epoch);
         nn::save_checkpoint(run.file(kBest), nn::make_checkpoint(model, nullptr, std::move(labels)));
+      });
+    }
+    if (ts.keep_epoch_checkpoints > 0) {
+      // The weights after this epoch, for `define average` (the last N averaged, as fairseq's
+      // average_checkpoints); the oldest beyond N is removed once the new one is safely written.
+      checkpoint("epoch", [&] {
+        std::map<std::string, std::string> labels = task.checkpoint_labels();
+        labels["epoch"] = std::to_string(p.epoch);
+        labels["step"] = std::to_string(p.step);
+        nn::save_checkpoint(run.file(epoch_checkpoint_name(p.epoch)), nn::make_checkpoint(model, nullptr, std::move(labels)));
+        std::error_code ec;
+        std::filesystem::remove(run.file(epoch_checkpoint_name(p.epoch - ts.keep_epoch_checkpoints)), ec);
       });
     }
     averaged.reset();

@@ -13,6 +13,8 @@
 //   epochs x steps per epoch]: set it when a run is meant to be stopped and continued with a
 //   larger max_steps), epochs [1], max_minutes [0 = no limit], max_steps
 //   [0 = no limit], nonmono [5], log_interval [50], checkpoint_interval [0 = once an epoch],
+//   keep_epoch_checkpoints [0] (also keep the weights after each of the last N epochs as
+//   epoch<E>.ckpt, which `define average` averages),
 //   seed [1111], threads [2], device [cpu] (cpu | cuda[:N] | emu), skip_nonfinite [false] (a step
 //   whose loss or gradient is NaN or inf is skipped and counted, as loss-scaling trainers do,
 //   instead of stopping the run; 20 such steps in a row stop it), on_checkpoint_error [stop]
@@ -50,6 +52,7 @@ struct LoopSettings {
   double min_lr = 0, warmup_init_lr = 0;
   std::int64_t epochs = 1, max_steps = 0, nonmono = 5, log_interval = 50, checkpoint_interval = 0, seed = 1111,
                threads = 2;
+  std::int64_t keep_epoch_checkpoints = 0;  // epoch<E>.ckpt of the last N epochs (for `define average`)
   bool skip_nonfinite = false;
   bool stop_on_checkpoint_error = true;  // train.on_checkpoint_error: stop (true) | continue
 };
@@ -105,6 +108,9 @@ struct TrainResult {
 // Runs (or, with resume, continues from run/latest.ckpt) the training `s` describes. The model
 // must be on s.device. model_gen is the model's random stream (saved in checkpoints).
 TrainResult run_training(TrainingTask& task, const LoopSettings& s, RunDir& run, bool resume, Generator& model_gen);
+
+// "epoch<E>.ckpt": the weights kept after epoch E (train.keep_epoch_checkpoints).
+std::string epoch_checkpoint_name(std::int64_t epoch);
 
 // The field `key` of a checkpoint's run section; throws naming it when absent.
 const std::string& checkpoint_field(const nn::Checkpoint& ck, const std::string& key);
