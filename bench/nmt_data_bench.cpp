@@ -8,7 +8,8 @@
 //                  [--max-tokens 4096] [--max-len 0] [--threads 2] [--out DIR]
 //
 // DIR holds train.<src> and train.<tgt> (Multi30k: `tools/get-data multi30k` prints its folder).
-// Models go to --out (default: a fresh folder under the system temp dir, kept, its path printed).
+// Models go to --out (created if missing; default: a fresh folder under the system temp dir, kept,
+// its path printed).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -148,10 +149,8 @@ int main(int argc, char** argv) {
                  "[--max-tokens 4096] [--max-len 0] [--threads 2] [--out DIR]\n");
       return 2;
     }
-    if (out.empty()) {
-      out = fs::temp_directory_path() / fmt::format("nmt-data-bench-{}", ::getpid());
-      fs::create_directories(out);
-    }
+    if (out.empty()) out = fs::temp_directory_path() / fmt::format("nmt-data-bench-{}", ::getpid());
+    fs::create_directories(out);
     fmt::print("{} -> {}, models in {}, {} trainer threads\n", (data / ("train." + src)).string(), tgt, out.string(),
                opt.threads);
     for (std::int64_t v : parse_list("--vocab", vocabs))
