@@ -99,6 +99,8 @@ Subword Subword::train(const std::vector<std::filesystem::path>& files, const Su
   if (opt.threads < 1 || opt.threads > 128) fail(who, "threads must be in [1, 128], got {}", opt.threads);
   if (!(opt.character_coverage > 0.0 && opt.character_coverage <= 1.0))
     fail(who, "character_coverage must be in (0, 1], got {}", opt.character_coverage);
+  if (opt.input_sentence_size != 0 && opt.input_sentence_size <= 100)
+    fail(who, "input_sentence_size must be 0 (every line) or more than 100, got {}", opt.input_sentence_size);
   if (prefix.filename().empty()) fail(who, "model prefix '{}' names no file", prefix.string());
   // Checked before training, which takes seconds to minutes, rather than when writing after it.
   const std::filesystem::path dir = prefix.parent_path().empty() ? std::filesystem::path(".") : prefix.parent_path();
@@ -122,8 +124,9 @@ Subword Subword::train(const std::vector<std::filesystem::path>& files, const Su
       {"unk_id", "1"},
       {"bos_id", "2"},
       {"eos_id", "3"},
-      // 0: train on every sentence, in file order. Only sampling (> 0) draws random numbers.
-      {"input_sentence_size", "0"},
+      // 0 (the default): every sentence, in file order. Sampling (> 0) uses SentencePiece's fixed seed.
+      {"input_sentence_size", std::to_string(opt.input_sentence_size)},
+      {"shuffle_input_sentence", "true"},
       // SentencePiece logs every step of training at INFO; warnings and errors still show.
       {"minloglevel", "1"},
   };
@@ -179,10 +182,11 @@ std::vector<std::int32_t> Subword::encode(std::string_view line) const {
 }
 
 std::string Subword::decode(const std::vector<std::int32_t>& ids) const {
-  return decode(std::vector<std::int64_t>(ids.begin(), ids.end()));
+  const std::vector<std::int64_t> wide(ids.begin(), ids.end());
+  return decode(std::span<const std::int64_t>(wide));
 }
 
-std::string Subword::decode(const std::vector<std::int64_t>& ids) const {
+std::string Subword::decode(std::span<const std::int64_t> ids) const {
   std::vector<int> kept;
   kept.reserve(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {

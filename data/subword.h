@@ -13,20 +13,22 @@
 //     trailing spaces and collapses runs of spaces (remove_extra_whitespaces).
 //   - the training sentences come from define's own reader (data/text_lines.h), not SentencePiece's
 //     file reader: an empty file or invalid UTF-8 is an error naming file:line, and file names
-//     with commas work.
+//     with commas work. SentencePiece still leaves lines over 4,192 bytes out of training
+//     (max_sentence_length; Multi30k has none); they encode all the same.
 //
-// Determinism: SentencePiece only draws random numbers to sample the input when
-// input_sentence_size > 0 (and then with a fixed seed); train() sets it to 0, so every sentence is
-// used and the model is a function of the input text and the options. Two trainings give
-// byte-identical .model files (tests/data/subword_test.cpp checks it). The thread count is part of
-// that: a unigram model's scores are float sums split across threads, and the .model records the
-// trainer options, so a model trained with 1 thread differs from one trained with 2. SentencePiece
-// 0.1.97's trainer exposes no seed, hence SubwordOptions has none.
+// Determinism: the model is a function of the input text and the options. SentencePiece draws
+// random numbers only to sample the input (input_sentence_size > 0), and that sampler has its own
+// fixed seed (SentencePiece 0.1.97 ignores SetRandomGeneratorSeed there, and its trainer exposes no
+// seed, hence SubwordOptions has none). Two trainings give byte-identical .model files
+// (tests/data/subword_test.cpp checks it, sampled or not). The thread count is part of the options:
+// a unigram model's scores are float sums split across threads, and the .model records the trainer
+// options, so a model trained with 1 thread differs from one trained with 2.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +54,10 @@ struct SubwordOptions {
   bool byte_fallback = false;
   // Trainer threads, 1 .. 128. Part of what makes a model reproducible (see above).
   std::int64_t threads = 2;
+  // 0: train on every line. More than 100: on that many lines sampled by SentencePiece (reservoir
+  // sampling with its fixed seed, so still reproducible): for corpora of millions of lines (WMT),
+  // where SentencePiece would otherwise hold and count them all.
+  std::int64_t input_sentence_size = 0;
 };
 
 class Subword {
@@ -76,7 +82,9 @@ class Subword {
   // with its eos, or a padded column, decodes as is); unk decodes as " ⁇ " (SentencePiece's
   // surface for it). An id outside [0, size()) is an error naming it.
   std::string decode(const std::vector<std::int32_t>& ids) const;
-  std::string decode(const std::vector<std::int64_t>& ids) const;
+  // The same for int64 ids (a tensor's values). A span, not a vector, so that a braced list
+  // (decode({5, 6})) is not ambiguous between the two.
+  std::string decode(std::span<const std::int64_t> ids) const;
 
   std::int64_t size() const;
   std::int32_t pad_id() const { return pad_; }

@@ -110,6 +110,12 @@ TEST_CASE("subword: training twice gives byte-identical files", "[subword]") {
     CHECK(read_all(d.path() / (type + "-a.vocab")) == read_all(d.path() / (type + "-b.vocab")));
     CHECK(a.fingerprint() == b.fingerprint());
   }
+  // Sampled input (400 of the 1,200 lines) is reproducible too, and a different model.
+  SubwordOptions sampled = small();
+  sampled.input_sentence_size = 400;
+  const Subword s1 = Subword::train(files, sampled, d.path() / "s1");
+  CHECK(Subword::train(files, sampled, d.path() / "s2").bytes() == s1.bytes());
+  CHECK(s1.fingerprint() != Subword::load(d.path() / "bpe-a.model").fingerprint());
   // Different options make a different model (and fingerprint).
   SubwordOptions bigger = small();
   bigger.vocab_size = 301;
@@ -127,6 +133,7 @@ TEST_CASE("subword: special ids and unknown characters", "[subword]") {
   CHECK(sw.decode(framed) == "ka lo.");
   CHECK(sw.decode(std::vector<std::int64_t>(framed.begin(), framed.end())) == "ka lo.");
   CHECK(sw.decode(std::vector<std::int32_t>{sw.pad_id(), sw.eos_id()}).empty());
+  CHECK(sw.decode({0, 3}).empty());  // a braced list picks the int32 overload
 
   // A character the training text never had ('Z', '€') becomes unk, shown as " ⁇ " on decoding.
   const std::vector<std::int32_t> with_unk = sw.encode("ka Z€ lo");
@@ -179,6 +186,9 @@ TEST_CASE("subword: training refuses bad files and options, naming them", "[subw
   o = small();
   o.normalization = "no_such_rule";
   CHECK_THAT(error_of([&] { Subword::train(files, o, prefix); }), Contains("SentencePiece refused to train"));
+  o = small();
+  o.input_sentence_size = 50;
+  CHECK_THAT(error_of([&] { Subword::train(files, o, prefix); }), Contains("input_sentence_size must be 0"));
   o = small();
   o.threads = 0;
   CHECK_THAT(error_of([&] { Subword::train(files, o, prefix); }), Contains("threads must be in [1, 128]"));
