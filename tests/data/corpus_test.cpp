@@ -21,43 +21,19 @@
 #include "cli/cli_test_util.h"
 #include "core/error.h"
 #include "data/corpus.h"
+#include "data/data_test_util.h"
 #include "test_util.h"
 
 using namespace define;
 using namespace define::data;
 using Catch::Contains;
 using define::test::error_of;
+using define::test::repo_root;
+using define::test::shared_corpus;
+using define::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh folder under the system temp dir, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("define-data-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    const fs::path p = path_ / name;
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-    return p;
-  }
-
- private:
-  fs::path path_;
-};
 
 // Three lines of train, one of them blank: 12 tokens, vocabulary in first-occurrence order
 //   the=0 cat=1 sat=2 <eos>=3 dog=4 <unk>=5 down=6.
@@ -72,30 +48,7 @@ void write_corpus(const TempDir& d, const std::string& valid, const std::string&
   d.write("test.txt", test);
 }
 
-// The repository root: the folder holding tools/get-data, found from this source file's path
-// (absolute in CMake builds) or, failing that, from the working directory upwards.
-fs::path repo_root() {
-  for (fs::path start : {fs::path(__FILE__).parent_path(), fs::current_path()}) {
-    for (fs::path p = start; !p.empty(); p = p.parent_path()) {
-      if (fs::exists(p / "tools" / "get-data") && fs::exists(p / "data" / "corpus.h")) return p;
-      if (p == p.parent_path()) break;
-    }
-  }
-  return {};
-}
-
-// A shared corpus folder as tools/get-data looks for it: $DEFINE_DATA_DIR/<name>, then
-// <repo>/../shared/data/<name>. Empty when neither holds train.txt.
-fs::path shared_corpus(const std::string& name) {
-  if (const char* env = std::getenv("DEFINE_DATA_DIR"); env && *env && fs::exists(fs::path(env) / name / "train.txt"))
-    return fs::path(env) / name;
-  const fs::path root = repo_root();
-  if (!root.empty() && fs::exists(root.parent_path() / "shared" / "data" / name / "train.txt"))
-    return root.parent_path() / "shared" / "data" / name;
-  return {};
-}
 fs::path shared_ptb() { return shared_corpus("ptb"); }
-
 
 }  // namespace
 
