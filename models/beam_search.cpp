@@ -29,7 +29,9 @@ struct Candidate {
   std::int64_t token;
 };
 
-void check_options(const BeamSearchOptions& o, std::int64_t vocab) {
+}  // namespace
+
+void check_beam_search_options(const BeamSearchOptions& o, std::int64_t vocab) {
   if (o.beam < 1) fail(kOp, "beam must be >= 1, got {}", o.beam);
   if (o.nbest < 1 || o.nbest > o.beam) fail(kOp, "nbest must be in [1, beam = {}], got {}", o.beam, o.nbest);
   if (!std::isfinite(o.lenpen)) fail(kOp, "lenpen must be finite, got {}", o.lenpen);
@@ -38,6 +40,8 @@ void check_options(const BeamSearchOptions& o, std::int64_t vocab) {
   for (const auto& [name, id] : {std::pair{"bos", o.bos}, std::pair{"eos", o.eos}})
     if (id < 0 || id >= vocab) fail(kOp, "{} id {} is outside the vocabulary [0, {})", name, id, vocab);
 }
+
+namespace {
 
 // Host copy of log-probabilities [N, V] in double.
 std::vector<double> host_log_probs(const Tensor& logits) {
@@ -51,7 +55,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const TranslationModel& model, 
                                                  const BeamSearchOptions& opt) {
   check_token_batch(kOp, "source", src);
   const std::int64_t V = model.vocab(), K = opt.beam, pad = model.padding_idx();
-  check_options(opt, V);
+  check_beam_search_options(opt, V);
   if (model.is_training()) fail(kOp, "the model must be in eval mode");
   NoGradGuard no_grad;
   const Device device = src.device();

@@ -36,6 +36,10 @@ struct Hypothesis {
   double log_prob = 0;               // total log-probability (eos included)
 };
 
+// Throws naming the first bad option (beam < 1, nbest outside [1, beam], bos / eos outside the
+// vocabulary, ...): commands check their options before reading any input.
+void check_beam_search_options(const BeamSearchOptions& opt, std::int64_t vocab);
+
 // src [S, B] int64 on the model's device (right-padded with the model's padding id). The model
 // must be in eval mode. Returns, per sentence, its nbest hypotheses, best first.
 std::vector<std::vector<Hypothesis>> beam_search(const TranslationModel& model, const Tensor& src,

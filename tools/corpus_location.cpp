@@ -11,19 +11,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool has_splits(const fs::path& dir) {
+bool has_files(const fs::path& dir, const std::vector<std::string>& files) {
   // The error_code forms: a corpus name the system refuses (too long) is just not found.
   std::error_code ec;
-  return fs::exists(dir / "train.txt", ec) && fs::exists(dir / "valid.txt", ec) && fs::exists(dir / "test.txt", ec);
+  for (const auto& f : files)
+    if (!fs::exists(dir / f, ec)) return false;
+  return true;
 }
 
 }  // namespace
 
-std::string find_corpus(const std::string& name) {
+std::string find_corpus(const std::string& name) { return find_corpus(name, {"train.txt", "valid.txt", "test.txt"}); }
+
+std::string find_corpus(const std::string& name, const std::vector<std::string>& files) {
   std::vector<fs::path> tried;
   if (const char* env = std::getenv("DEFINE_DATA_DIR")) {
     tried.push_back(fs::path(env) / name);
-    if (has_splits(tried.back())) return tried.back().string();
+    if (has_files(tried.back(), files)) return tried.back().string();
   }
   std::vector<fs::path> starts = {fs::current_path()};
   std::error_code ec;
@@ -32,7 +36,7 @@ std::string find_corpus(const std::string& name) {
   for (const fs::path& start : starts)
     for (fs::path dir = start; !dir.empty(); dir = dir.parent_path()) {
       for (const fs::path& candidate : {dir / "shared" / "data" / name, dir / "data" / "cache" / name}) {
-        if (has_splits(candidate)) return candidate.string();
+        if (has_files(candidate, files)) return candidate.string();
       }
       if (dir == dir.parent_path()) break;
     }

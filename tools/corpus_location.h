@@ -5,9 +5,13 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace define::cli {
 
+// A language-model corpus: a folder with train.txt, valid.txt and test.txt.
 std::string find_corpus(const std::string& name);
+// Any corpus: a folder holding every one of `files` (e.g. train.de and train.en).
+std::string find_corpus(const std::string& name, const std::vector<std::string>& files);
 
 }  // namespace define::cli

@@ -37,7 +37,9 @@ const std::vector<Command>& commands() {
       {"import", "load a safetensors file of a model's tensors into a run and write a checkpoint", run_import},
       {"params", "print a config's parameter count split as the papers do (DeFINE, context model, input-output)",
        run_params},
-      {"train", "train a language model from a config and report validation and test perplexity", run_train},
+      {"train", "train a language or translation model from a config and report validation and test perplexity",
+       run_train},
+      {"translate", "translate text with a trained translation model (beam search)", run_translate},
       {"version", "print the version", run_version},
   };
   return table;

@@ -9,7 +9,7 @@
 
 namespace define::cli {
 
-LoadedRun load_run(const std::string& dir, const std::string& checkpoint) {
+std::string choose_checkpoint(const std::string& dir, const std::string& checkpoint) {
   namespace fs = std::filesystem;
   const char* op = "load_run";
   // The error_code forms: a name the system refuses (too long, ...) is the user's error, not an
@@ -17,22 +17,21 @@ LoadedRun load_run(const std::string& dir, const std::string& checkpoint) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     fail(op, "run folder '{}' does not exist{}", dir, ec ? " (" + ec.message() + ")" : std::string());
+  if (!checkpoint.empty()) return checkpoint;
+  const fs::path best = fs::path(dir) / "best.ckpt", latest = fs::path(dir) / "latest.ckpt";
+  if (fs::exists(best, ec)) return best.string();
+  if (fs::exists(latest, ec)) return latest.string();
+  fail(op, "run folder '{}' has no checkpoint (best.ckpt or latest.ckpt)", dir);
+}
+
+LoadedRun load_run(const std::string& dir, const std::string& checkpoint) {
+  namespace fs = std::filesystem;
+  const char* op = "load_run";
   LoadedRun run;
   run.dir = dir;
+  run.checkpoint = choose_checkpoint(dir, checkpoint);
   run.config = Config::from_file((fs::path(dir) / "config.json").string());
   run.vocab = data::Vocabulary::load(fs::path(dir) / "vocab.txt");
-  if (!checkpoint.empty()) {
-    run.checkpoint = checkpoint;
-  } else {
-    const fs::path best = fs::path(dir) / "best.ckpt", latest = fs::path(dir) / "latest.ckpt";
-    if (fs::exists(best, ec)) {
-      run.checkpoint = best.string();
-    } else if (fs::exists(latest, ec)) {
-      run.checkpoint = latest.string();
-    } else {
-      fail(op, "run folder '{}' has no checkpoint (best.ckpt or latest.ckpt)", dir);
-    }
-  }
   // The checkpoint first: a damaged one is reported as such, and it says which vocabulary it
   // was trained with (checkpoints of older versions do not).
   const nn::Checkpoint ckpt = nn::load_checkpoint(run.checkpoint);

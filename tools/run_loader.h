@@ -23,6 +23,10 @@ struct LoadedRun {
   models::TokenInput& token_input() const;
 };
 
+// The checkpoint a command reads: `checkpoint` when given, else <dir>/best.ckpt if it exists,
+// else <dir>/latest.ckpt. Throws naming the folder when it is missing or has neither.
+std::string choose_checkpoint(const std::string& dir, const std::string& checkpoint);
+
 // checkpoint: a path, or "" for <dir>/best.ckpt if it exists, else <dir>/latest.ckpt.
 LoadedRun load_run(const std::string& dir, const std::string& checkpoint = "");
 

@@ -1,7 +1,8 @@
 // `define train --config FILE [--set key=value ...] [--run-dir DIR] [--resume]`: trains the
-// language model a config describes (tools/lm_trainer.h) and reports validation and test
-// perplexity. The run folder (default runs/<config name>) receives config.json, metrics.jsonl,
-// vocab.txt, latest.ckpt and best.ckpt.
+// language model (tools/lm_trainer.h) or translation model (tools/nmt_trainer.h) a config
+// describes and reports validation and test perplexity. The run folder (default runs/<config
+// name>) receives config.json, metrics.jsonl, vocab.txt (language models) or subword.model
+// (translation), latest.ckpt and best.ckpt.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "tools/command.h"
 #include "tools/lm_trainer.h"
+#include "tools/nmt_trainer.h"
 #include "tools/options.h"
 
 namespace define::cli {
@@ -29,7 +31,11 @@ int run_train(const std::vector<std::string>& args) {
   Config cfg = load_config(opts);
   const std::string run_dir =
       opts.has("run-dir") ? opts.get("run-dir") : "runs/" + std::filesystem::path(opts.get("config")).stem().string();
-  train_language_model(cfg, run_dir, opts.has("resume"));
+  if (is_translation_config(cfg)) {
+    train_translation_model(cfg, run_dir, opts.has("resume"));
+  } else {
+    train_language_model(cfg, run_dir, opts.has("resume"));
+  }
   return 0;
 }
 

@@ -1,0 +1,205 @@
+// Translation end to end (tools/nmt_trainer.h, tools/translate.cpp): `define train` on a small
+// generated parallel corpus (the target is the source's words in reverse order, in capitals), a
+// model that learns it well enough for beam search to reproduce most training pairs exactly,
+// exact resume, `define translate` line for line (an empty line stays empty, standard input),
+// epoch checkpoints averaged, and the errors a user can make named.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli_test_util.h"
+#include "core/config.h"
+#include "nn/checkpoint.h"
+#include "test_util.h"
+#include "tools/command.h"
+#include "tools/nmt_trainer.h"
+
+using namespace define;
+using Catch::Contains;
+using define::test::read_all;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kWords[] = {"ka", "lomi", "tor", "ein", "derun", "sch", "anve", "ru", "pel", "stogi", "nar", "quox"};
+
+std::string reversed_in_capitals(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) {
+    std::transform(w.begin(), w.end(), w.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    words.push_back(w);
+  }
+  std::string out;
+  for (auto it = words.rbegin(); it != words.rend(); ++it) {
+    if (!out.empty()) out += ' ';
+    out += *it;
+  }
+  return out;
+}
+
+// n source sentences of 2 to 5 words (a 64-bit LCG, deterministic in seed).
+std::vector<std::string> sentences(int n, std::uint64_t seed) {
+  std::uint64_t x = seed;
+  auto draw = [&](std::uint64_t k) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (x >> 33) % k;
+  };
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    std::string line;
+    for (std::uint64_t w = 0, words = 2 + draw(4); w < words; ++w) {
+      if (w > 0) line += ' ';
+      line += kWords[draw(12)];
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+void write_split(const fs::path& dir, const std::string& split, int n, std::uint64_t seed) {
+  std::ofstream src(dir / (split + ".src")), tgt(dir / (split + ".tgt"));
+  for (const auto& s : sentences(n, seed)) {
+    src << s << '\n';
+    tgt << reversed_in_capitals(s) << '\n';
+  }
+}
+
+fs::path fresh_parallel_root(const std::string& name) {
+  const fs::path root = fs::temp_directory_path() / name;
+  fs::remove_all(root);
+  fs::create_directories(root / "data");
+  write_split(root / "data", "train", 400, 1);
+  write_split(root / "data", "val", 40, 2);
+  write_split(root / "data", "test", 40, 3);
+  return root;
+}
+
+std::string config_text(const fs::path& data, int max_steps, const std::string& extra_train = "") {
+  return R"({"data": {"dir": ")" + data.string() + R"(", "source": "src", "target": "tgt", "max_tokens": 256,
+              "subword": {"vocab_size": 60}},
+    "model": {"type": "transformer_nmt", "input": {"type": "embedding", "dim": 48, "scale": true},
+              "d_model": 48, "heads": 4, "ffn_dim": 96, "encoder_layers": 2, "decoder_layers": 2, "pre_norm": true,
+              "dropout": {"residual": 0.1}},
+    "train": {"optimizer": "adam", "lr": 0.003, "adam_beta2": 0.98, "schedule": "inverse_sqrt", "warmup_steps": 50,
+              "clip": 1.0, "epochs": 1000, "max_steps": )" + std::to_string(max_steps) +
+         R"(, "log_interval": 10, "checkpoint_interval": 100, "threads": 1)" + extra_train + "}}";
+}
+
+std::vector<std::string> lines_of(const fs::path& f) {
+  std::ifstream in(f);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("translate: train, translate, resume exactly", "[cli][translate]") {
+  const fs::path root = fresh_parallel_root("define_translate_test");
+  Config cfg = Config::from_text(config_text(root / "data", 800, R"(, "keep_epoch_checkpoints": 2)"), "<test>");
+  const cli::TrainResult r = cli::train_translation_model(cfg, (root / "run").string(), false);
+  CHECK(r.steps == 800);
+  for (const char* f : {"config.json", "subword.model", "subword.vocab", "latest.ckpt", "best.ckpt", "metrics.jsonl"})
+    CHECK(fs::exists(root / "run" / f));
+  CHECK(std::exp(r.valid_loss) < 1.3);  // from about 60 (the subword vocabulary) at the start
+
+  // Translate the test sources: most come out exactly right.
+  const fs::path input = root / "input.txt", output = root / "output.txt";
+  std::vector<std::string> src = lines_of(root / "data" / "test.src");
+  src.insert(src.begin() + 3, "");  // an empty line gives an empty line
+  {
+    std::ofstream f(input);
+    for (const auto& l : src) f << l << '\n';
+  }
+  REQUIRE(cli::run_translate({"--run", (root / "run").string(), "--input", input.string(), "--output", output.string(),
+                              "--beam", "4", "--max-len-a", "2", "--max-len-b", "4"}) == 0);
+  const std::vector<std::string> out = lines_of(output);
+  REQUIRE(out.size() == src.size());
+  CHECK(out[3].empty());
+  int exact = 0;
+  for (std::size_t i = 0; i < src.size(); ++i)
+    if (!src[i].empty()) exact += out[i] == reversed_in_capitals(src[i]);
+  INFO("first translation: '" << out[0] << "' for '" << src[0] << "'");
+  CHECK(exact >= 30);  // of 40
+
+  // Standard input, greedy.
+  const auto [status, text] =
+      test::run_command("printf 'ka tor\\n' | " + std::string(DEFINE_CLI_BINARY) + " translate --run " + (root / "run").string() + " --beam 1 2>/dev/null");
+  CHECK(status == 0);
+  CHECK(text == "TOR KA\n");
+
+  // Epoch checkpoints: the last two kept, their average translates too.
+  REQUIRE(cli::run_average({"--run", (root / "run").string(), "--last", "2"}) == 0);
+  REQUIRE(cli::run_translate({"--run", (root / "run").string(), "--input", input.string(), "--output", output.string(),
+                              "--checkpoint", (root / "run" / "averaged.ckpt").string()}) == 0);
+  CHECK(lines_of(output).size() == src.size());
+}
+
+TEST_CASE("translate: a resumed run equals an uninterrupted one", "[cli][translate]") {
+  const fs::path root = fresh_parallel_root("define_translate_resume_test");
+  Config whole = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2)"), "<test>");
+  cli::train_translation_model(whole, (root / "a").string(), false);
+  Config first = Config::from_text(config_text(root / "data", 35, R"(, "update_freq": 2)"), "<test>");
+  cli::train_translation_model(first, (root / "b").string(), false);
+  Config again = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2)"), "<test>");
+  cli::train_translation_model(again, (root / "b").string(), true);
+  CHECK(test::logged_without_clock(root / "a") == test::logged_without_clock(root / "b"));
+  const nn::Checkpoint a = nn::load_checkpoint((root / "a" / "latest.ckpt").string());
+  const nn::Checkpoint b = nn::load_checkpoint((root / "b" / "latest.ckpt").string());
+  for (const auto& [name, t] : a.model) {
+    INFO(name);
+    CHECK(test::values(t) == test::values(*b.model.find(name)));
+  }
+}
+
+TEST_CASE("translate: errors name the file, the line or the key", "[cli][translate]") {
+  const fs::path root = fresh_parallel_root("define_translate_errors_test");
+  SECTION("misaligned files") {
+    std::ofstream(root / "data" / "val.tgt", std::ios::app) << "EXTRA LINE\n";
+    Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
+    CHECK_THROWS_WITH(cli::train_translation_model(cfg, (root / "run").string(), false),
+                      Contains("val.src") && Contains("val.tgt") && Contains("not line-aligned") && Contains("after line 40"));
+  }
+  SECTION("an empty file") {
+    std::ofstream(root / "data" / "test.src", std::ios::trunc);
+    Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
+    CHECK_THROWS_WITH(cli::train_translation_model(cfg, (root / "run").string(), false), Contains("test.src"));
+  }
+  SECTION("padding id and the subword model's disagree") {
+    std::string text = config_text(root / "data", 2);
+    text.replace(text.find("\"d_model\""), 0, "\"padding_idx\": 1, ");
+    Config cfg = Config::from_text(text, "<test>");
+    CHECK_THROWS_WITH(cli::train_translation_model(cfg, (root / "run").string(), false),
+                      Contains("model.padding_idx = 1 but the subword model pads with id 0"));
+  }
+  SECTION("bad options and files") {
+    Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
+    cli::train_translation_model(cfg, (root / "run").string(), false);
+    CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string(), "--input", (root / "missing.txt").string()}),
+                      Contains("missing.txt"));
+    CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string(), "--beam", "0"}), Contains("beam must be >= 1"));
+    // A subword model replaced after training.
+    fs::copy_file(root / "run" / "subword.model", root / "subword.bak");
+    {
+      std::string bytes = read_all((root / "run" / "subword.model").string());
+      bytes[bytes.size() / 2] ^= 1;
+      std::ofstream(root / "run" / "subword.model", std::ios::binary | std::ios::trunc) << bytes;
+    }
+    CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string()}), Contains("subword.model"));
+  }
+  SECTION("train.update_freq and label_smoothing are checked") {
+    Config cfg = Config::from_text(config_text(root / "data", 2, R"(, "update_freq": 0)"), "<test>");
+    CHECK_THROWS_WITH(cli::train_translation_model(cfg, (root / "run").string(), false), Contains("train.update_freq must be positive"));
+    Config ls = Config::from_text(config_text(root / "data", 2, R"(, "label_smoothing": 1)"), "<test>");
+    CHECK_THROWS_WITH(cli::train_translation_model(ls, (root / "run").string(), false),
+                      Contains("train.label_smoothing must be in [0, 1), got 1"));
+  }
+}
