@@ -127,6 +127,7 @@ int run_translate(const std::vector<std::string>& args) {
     if (!f || !(f << text) || !f.flush()) fail(kOp, "cannot write '{}'", opts.get("output"));
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);  // before the summary on stderr, so a terminal shows them in order
   }
   fmt::print(stderr, "translated {} sentences in {:.1f} s ({:.1f} sentences/s), beam {}\n", lines.size(), seconds,
              seconds > 0 ? static_cast<double>(lines.size()) / seconds : 0.0, bs.beam);
