@@ -119,3 +119,22 @@ TEST_CASE("configs: DeFINE Table 2 Transformer-XL rows (context, DeFINE and inpu
     CHECK(column(define, kPartDefine) == 2097204);
   }
 }
+
+TEST_CASE("configs: the Multi30k translation models at a joint vocabulary of 8,000", "[models][configs]") {
+  // Transformer: 3 encoder layers of 789,760 and 3 decoder layers of 1,053,440 (E 256, F 1024,
+  // tests/models/translation_model_test.cpp's formula) plus two final LayerNorms (pre-norm); one
+  // 8,000 x 256 table shared by both sides and the output.
+  const auto standard = parts_of("multi30k-transformer.json", 8000);
+  CHECK(standard[0].name == kPartContext);
+  CHECK(standard[0].count == 3 * 789760 + 3 * 1053440 + 2 * 512);
+  CHECK(standard[1].count == 8000 * 256);
+  // DeFINE: the same context model, an 8,000 x 128 table, the 256 -> 128 output projection and the
+  // unit: fewer parameters than the standard model, as the paper's Table 3 claims for its setting.
+  const auto define = parts_of("multi30k-define.json", 8000);
+  CHECK(define[0].name == kPartDefine);
+  CHECK(define[1].count == standard[0].count);
+  CHECK(define[2].count == 8000 * 128 + 256 * 128);
+  CHECK(total(define) < total(standard));
+  CHECK(total(define) == 7159044);
+  CHECK(total(parts_of("multi30k-delight.json", 8000)) == 6741712);
+}
