@@ -90,7 +90,7 @@ std::string config_text(const fs::path& data, int max_steps, const std::string& 
               "dropout": {"residual": 0.1}},
     "train": {"optimizer": "adam", "lr": 0.003, "adam_beta2": 0.98, "schedule": "inverse_sqrt", "warmup_steps": 50,
               "clip": 1.0, "epochs": 1000, "max_steps": )" + std::to_string(max_steps) +
-         R"(, "log_interval": 10, "checkpoint_interval": 100, "threads": 1)" + extra_train + "}}";
+         R"(, "checkpoint_interval": 100, "threads": 1)" + extra_train + "}}";
 }
 
 std::vector<std::string> lines_of(const fs::path& f) {
@@ -104,7 +104,7 @@ std::vector<std::string> lines_of(const fs::path& f) {
 
 TEST_CASE("translate: train, translate, resume exactly", "[cli][translate]") {
   const fs::path root = fresh_parallel_root("define_translate_test");
-  Config cfg = Config::from_text(config_text(root / "data", 800, R"(, "keep_epoch_checkpoints": 2)"), "<test>");
+  Config cfg = Config::from_text(config_text(root / "data", 800, R"(, "keep_epoch_checkpoints": 2, "log_interval": 50)"), "<test>");
   const cli::TrainResult r = cli::train_translation_model(cfg, (root / "run").string(), false);
   CHECK(r.steps == 800);
   for (const char* f : {"config.json", "subword.model", "subword.vocab", "latest.ckpt", "best.ckpt", "metrics.jsonl"})
@@ -145,11 +145,11 @@ TEST_CASE("translate: train, translate, resume exactly", "[cli][translate]") {
 
 TEST_CASE("translate: a resumed run equals an uninterrupted one", "[cli][translate]") {
   const fs::path root = fresh_parallel_root("define_translate_resume_test");
-  Config whole = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2)"), "<test>");
+  Config whole = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
   cli::train_translation_model(whole, (root / "a").string(), false);
-  Config first = Config::from_text(config_text(root / "data", 35, R"(, "update_freq": 2)"), "<test>");
+  Config first = Config::from_text(config_text(root / "data", 35, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
   cli::train_translation_model(first, (root / "b").string(), false);
-  Config again = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2)"), "<test>");
+  Config again = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
   cli::train_translation_model(again, (root / "b").string(), true);
   CHECK(test::logged_without_clock(root / "a") == test::logged_without_clock(root / "b"));
   const nn::Checkpoint a = nn::load_checkpoint((root / "a" / "latest.ckpt").string());
@@ -202,4 +202,24 @@ TEST_CASE("translate: errors name the file, the line or the key", "[cli][transla
     CHECK_THROWS_WITH(cli::train_translation_model(ls, (root / "run").string(), false),
                       Contains("train.label_smoothing must be in [0, 1), got 1"));
   }
+}
+
+TEST_CASE("translate: training and beam search on the emulated GPU match the CPU", "[cli][translate]") {
+  // The emulated device runs the CUDA kernels (GEMMs, attention rows, LayerNorm, dropout on the
+  // shared Philox stream, the label-smoothed loss) on the CPU: the same losses to float32 rounding.
+  const fs::path root = fresh_parallel_root("define_translate_emu_test");
+  Config on_cpu = Config::from_text(config_text(root / "data", 4, R"(, "log_interval": 1)"), "<test>");
+  const cli::TrainResult c = cli::train_translation_model(on_cpu, (root / "cpu").string(), false);
+  Config on_emu = Config::from_text(config_text(root / "data", 4, R"(, "log_interval": 1, "device": "emu")"), "<test>");
+  const cli::TrainResult e = cli::train_translation_model(on_emu, (root / "emu").string(), false);
+  CHECK(std::abs(e.valid_loss - c.valid_loss) <= 1e-4 * c.valid_loss);
+  CHECK(std::abs(e.test_loss - c.test_loss) <= 1e-4 * c.test_loss);
+  // Beam search on the emulated device gives the CPU's translations.
+  const fs::path input = root / "data" / "val.src";
+  REQUIRE(cli::run_translate({"--run", (root / "emu").string(), "--input", input.string(), "--output",
+                              (root / "emu.txt").string(), "--beam", "3", "--max-len-b", "8"}) == 0);
+  REQUIRE(cli::run_translate({"--run", (root / "emu").string(), "--input", input.string(), "--output",
+                              (root / "on_emu.txt").string(), "--beam", "3", "--max-len-b", "8", "--device", "emu"}) == 0);
+  CHECK(lines_of(root / "emu.txt") == lines_of(root / "on_emu.txt"));
+  fs::remove_all(root);
 }
