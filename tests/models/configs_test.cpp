@@ -138,3 +138,16 @@ TEST_CASE("configs: the Multi30k translation models at a joint vocabulary of 8,0
   CHECK(total(define) == 7159044);
   CHECK(total(parts_of("multi30k-delight.json", 8000)) == 6741712);
 }
+
+TEST_CASE("configs: the WMT'14 base Transformer and its DeFINE form at a joint vocabulary of 32,000", "[models][configs]") {
+  // The base Transformer's 6 + 6 layers of 512 (inner 2048): 44,138,496, as fairseq's
+  // transformer_wmt_en_de counts them; a shared 32,000 x 512 table on top.
+  const auto base = parts_of("transformer-wmt14-ende-base.json", 32000);
+  CHECK(total(base) == 44138496 + 32000 * 512);
+  // DeFINE Table 3's unit (n = 128, k = 1,024, N = 3, m = 512) cuts the table to 128 wide.
+  const auto define = parts_of("transformer-wmt14-ende-define.json", 32000);
+  CHECK(define[0].name == kPartDefine);
+  CHECK(define[1].count == 44138496);
+  CHECK(define[2].count == 32000 * 128 + 512 * 128);
+  CHECK(total(define) == 49166852);
+}
