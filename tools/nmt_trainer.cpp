@@ -189,6 +189,7 @@ void report_skipped(const char* split, const data::ParallelData& d, std::int64_t
     fmt::print(" ({} skipped: {} with a side longer than {} subwords, {} with an empty side)",
                d.skipped_too_long + d.skipped_empty, d.skipped_too_long, max_len, d.skipped_empty);
   fmt::print("\n");
+  std::fflush(stdout);  // before the progress line on stderr
 }
 
 }  // namespace
