@@ -16,7 +16,6 @@
 #include <vector>
 
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli/cli_test_util.h"
 #include "core/error.h"
@@ -27,37 +26,10 @@ using namespace define;
 using namespace define::data;
 using Catch::Contains;
 using define::test::error_of;
+using TempDir = define::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh folder under the system temp dir, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() / ("define-data-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    const fs::path p = path_ / name;
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-    return p;
-  }
-
- private:
-  fs::path path_;
-};
 
 // Three lines of train, one of them blank: 12 tokens, vocabulary in first-occurrence order
 //   the=0 cat=1 sat=2 <eos>=3 dog=4 <unk>=5 down=6.
