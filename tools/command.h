@@ -34,5 +34,6 @@ int run_export_cache(const std::vector<std::string>& args);
 int run_corrmap(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_import(const std::vector<std::string>& args);
+int run_bleu(const std::vector<std::string>& args);
 
 }  // namespace define::cli

@@ -21,6 +21,7 @@ int run_version(const std::vector<std::string>&) {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
+      {"bleu", "corpus BLEU of a translation against its reference, by sacreBLEU 2.x's default rules", run_bleu},
       {"corrmap", "write the feature correlation map of a trained model's embedding or DeFINE layer as a PNG",
        run_corrmap},
       {"demo", "train a small network on a synthetic task with autograd and print the loss curve", run_demo},
