@@ -42,7 +42,8 @@ int run_bleu(const std::vector<std::string>& args) {
         "usage: define bleu --ref FILE [--hyp FILE] [--score-only]\n"
         "Corpus BLEU of the hypothesis (--hyp, else standard input) against the reference FILE, one\n"
         "segment a line in the same order, computed by sacreBLEU 2.x's default rules: tokenizer 13a,\n"
-        "case-sensitive, n-grams up to 4, exp smoothing, one reference. Prints sacreBLEU's score line,\n"
+        "case-sensitive, n-grams up to 4, exp smoothing, one reference. Prints sacreBLEU's score line\n"
+        "with 2 decimals (what `sacrebleu -w 2` prints; its default is 1),\n"
         "  BLEU = 35.12 66.1/41.2/27.9/19.0 (BP = 0.975 ratio = 0.975 hyp_len = 1234 ref_len = 1266)\n"
         "and the signature of the computation; --score-only prints the score alone (2 decimals).\n"
         "Files must be UTF-8 and have the same number of lines.\n");
