@@ -1,15 +1,14 @@
 #include "data/corpus.h"
 
 #include <algorithm>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <system_error>
 
 #include <zlib.h>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/text_file.h"
 
 namespace define::data {
 
@@ -22,18 +21,6 @@ bool has_space(std::string_view word) {
   for (char c : word)
     if (c == '\n' || is_word_space(c)) return true;
   return false;
-}
-
-std::string read_whole_file(const std::filesystem::path& path, std::string_view who) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail(who, "file '{}' does not exist", path.string());
-  if (std::filesystem::is_directory(path, ec)) fail(who, "'{}' is a folder, expected a text file", path.string());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(who, "cannot open '{}' for reading", path.string());
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) fail(who, "error while reading '{}'", path.string());
-  return std::move(buf).str();
 }
 
 // Calls on_word(word, line_number) for every word and on_eos(line_number) at the end of every line.
@@ -58,7 +45,7 @@ void for_each_token(std::string_view text, OnWord&& on_word, OnEos&& on_eos) {
 }
 
 std::string read_split(const std::filesystem::path& file, std::string_view who) {
-  std::string text = read_whole_file(file, who);
+  std::string text = read_text_file(file, who);
   if (text.empty()) fail(who, "split '{}' is empty (0 bytes): expected one sentence a line", file.string());
   return text;
 }
@@ -131,7 +118,7 @@ std::string Vocabulary::fingerprint() const {
 }
 
 Vocabulary Vocabulary::load(const std::filesystem::path& path) {
-  return from_text(read_whole_file(path, "Vocabulary::load"), path.string());
+  return from_text(read_text_file(path, "Vocabulary::load"), path.string());
 }
 
 std::vector<std::int64_t> tokenize_file_growing(const std::filesystem::path& file, Vocabulary& vocab) {

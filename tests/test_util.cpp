@@ -7,7 +7,11 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <string>
+#include <system_error>
 #include <utility>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -55,6 +59,26 @@ std::string read_all(const std::filesystem::path& p) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+TempDir::TempDir() {
+  static int counter = 0;
+  path_ = std::filesystem::temp_directory_path() /
+          ("define-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::filesystem::path TempDir::write(const std::string& name, const std::string& text) const {
+  const std::filesystem::path p = path_ / name;
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  return p;
 }
 
 }  // namespace define::test

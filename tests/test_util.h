@@ -1,7 +1,8 @@
 // Helpers shared by the tests outside the op harness (tests/nn, tests/models, tests/data,
 // tests/cli, ...): tensor values as doubles, element-wise comparisons that fail on a truncated
-// result, the message of a thrown Error, and whole-file reads. One spelling per helper; the
-// tests/nn helpers (randomised parameters, gradient checks) build on these in nn/nn_test_util.h.
+// result, the message of a thrown Error, whole-file reads and scratch folders. One spelling per
+// helper; the tests/nn helpers (randomised parameters, gradient checks) build on these in
+// nn/nn_test_util.h.
 #pragma once
 
 #include <filesystem>
@@ -42,5 +43,22 @@ std::string error_of(F&& f) {
 
 // The whole file as bytes ("" when it cannot be read).
 std::string read_all(const std::filesystem::path& p);
+
+// A fresh folder under the system temp dir (unique to the process and the object), removed with
+// everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  // Writes `text` (bytes as given) to path() / name and returns that path.
+  std::filesystem::path write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace define::test

@@ -36,6 +36,7 @@ int run_export_cache(const std::vector<std::string>& args);
 int run_corrmap(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_import(const std::vector<std::string>& args);
+int run_bleu(const std::vector<std::string>& args);
 int run_average(const std::vector<std::string>& args);
 int run_translate(const std::vector<std::string>& args);
 

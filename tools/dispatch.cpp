@@ -23,6 +23,7 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"average", "average the weights of a run's last N epoch checkpoints (translation models, as fairseq)",
        run_average},
+      {"bleu", "corpus BLEU of a translation against its reference, by sacreBLEU 2.x's default rules", run_bleu},
       {"corrmap", "write the feature correlation map of a trained model's embedding or DeFINE layer as a PNG",
        run_corrmap},
       {"demo", "train a small network on a synthetic task with autograd and print the loss curve", run_demo},

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-20}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_safetensors fuzz_corpus fuzz_cli)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_safetensors fuzz_corpus fuzz_bleu fuzz_cli)
 
 echo "== preset fuzz: configure and build"
 cmake --preset fuzz > /dev/null

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build needs, only those that are missing.
+# Installs the Debian packages the build needs, only those that are missing, and the sacrebleu
+# Python package the BLEU check compares with.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache libeigen3-dev libfmt-dev catch2 libboost-context-dev
       libopenblas-openmp-dev nlohmann-json3-dev zlib1g-dev libpng-dev
@@ -15,4 +16,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" > /dev/null
+fi
+
+# The sacrebleu Python package, for tools/check-bleu.sh (a ctest): `define bleu` checked against it.
+if ! python3 -c 'import sacrebleu' 2> /dev/null; then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  if ! python3 -m pip --version > /dev/null 2>&1; then
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3-pip > /dev/null
+  fi
+  echo "installing: sacrebleu 2.6.0 (PyPI)"
+  user_flag=""
+  [ "$(id -u)" -eq 0 ] || user_flag="--user"
+  python3 -m pip install --quiet $user_flag --break-system-packages sacrebleu==2.6.0
 fi

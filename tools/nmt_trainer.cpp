@@ -56,7 +56,7 @@ TranslationDataSettings read_translation_data(const Config& c) {
   require_positive(c, "eval_max_tokens", d.eval_max_tokens);
   const Config sw = c.section("subword");
   d.subword.model_type = sw.get_string("type", d.subword.model_type);
-  d.subword.vocab_size = sw.get_int("vocab_size", d.subword.vocab_size);
+  d.subword.vocab_size = read_translation_data_subword_size(c);
   d.subword.character_coverage = sw.get_double("character_coverage", d.subword.character_coverage);
   return d;
 }
@@ -193,6 +193,10 @@ void report_skipped(const char* split, const data::ParallelData& d, std::int64_t
 }
 
 }  // namespace
+
+std::int64_t read_translation_data_subword_size(const Config& data) {
+  return data.section("subword").get_int("vocab_size", data::SubwordOptions{}.vocab_size);
+}
 
 bool is_translation_config(const Config& cfg) {
   if (!cfg.has("model") || !cfg.section("model").has("type")) return false;

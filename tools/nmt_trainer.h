@@ -19,6 +19,7 @@
 // tokens divided by their number (fairseq's sentence-average-free normalisation).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/config.h"
@@ -30,5 +31,9 @@ TrainResult train_translation_model(Config& cfg, const std::string& run_dir, boo
 
 // Whether a config's model.type is a translation model (then `define train` goes here).
 bool is_translation_config(const Config& cfg);
+
+// data.subword.vocab_size (default 8000) of a translation config's data section, without looking
+// for the corpus: the vocabulary size `define params` counts with.
+std::int64_t read_translation_data_subword_size(const Config& data);
 
 }  // namespace define::cli

@@ -12,6 +12,7 @@
 #include "models/registry.h"
 #include "nn/init.h"
 #include "tools/corpus_location.h"
+#include "tools/nmt_trainer.h"
 #include "tools/command.h"
 #include "tools/options.h"
 
@@ -25,12 +26,16 @@ int run_params(const std::vector<std::string>& args) {
         "Prints the parameter count of the model in FILE (JSON, see configs/) by part: the DeFINE /\n"
         "DExTra unit, the context model and the input-output layers, plus the total. The vocabulary\n"
         "size comes from --vocab-size, else the config's model.vocab_size, else the training split of the\n"
-        "corpus the config's data section names (as `define train` takes it).\n");
+        "corpus the config's data section names (as `define train` takes it; translation: the subword\n"
+        "model's data.subword.vocab_size).\n");
     return 0;
   }
   Config cfg = load_config(opts);
   std::int64_t vocab = opts.has("vocab-size") ? opts.get_int("vocab-size") : 0;
-  if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data")) {
+  if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data") && is_translation_config(cfg)) {
+    // A translation run's vocabulary is the joint subword model it trains: data.subword.vocab_size.
+    vocab = read_translation_data_subword_size(cfg.section("data"));
+  } else if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data")) {
     const Config data = cfg.section("data");
     const std::string dir = data.has("dir") ? data.get_string("dir") : find_corpus(data.get_string("corpus", "ptb"));
     vocab = data::Corpus::load(dir).vocab.size();

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli/cli_test_util.h"
 #include "core/error.h"

@@ -10,25 +10,6 @@ namespace define::test {
 
 namespace fs = std::filesystem;
 
-TempDir::TempDir() {
-  static int counter = 0;
-  path_ = fs::temp_directory_path() / ("define-data-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  fs::remove_all(path_);
-  fs::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
-fs::path TempDir::write(const std::string& name, const std::string& text) const {
-  const fs::path p = path_ / name;
-  std::ofstream out(p, std::ios::binary);
-  out << text;
-  return p;
-}
-
 fs::path repo_root() {
   for (fs::path start : {fs::path(__FILE__).parent_path(), fs::current_path()}) {
     for (fs::path p = start; !p.empty(); p = p.parent_path()) {

@@ -6,23 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"  // TempDir
+
 namespace define::test {
-
-// A fresh folder under the system temp dir, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  // Writes `text` (bytes as given) to path() / name and returns that path.
-  std::filesystem::path write(const std::string& name, const std::string& text) const;
-
- private:
-  std::filesystem::path path_;
-};
 
 // The repository root: the folder holding tools/get-data, found from this source file's path
 // (absolute in CMake builds) or, failing that, from the working directory upwards. Empty if none.

@@ -96,6 +96,15 @@ put("fuzz_corpus", "ptb-like", nul("<eos>\nno\nit\nwas\nn't\nblack\nmonday\n",
                                    " no it was n't \n", " black monday \n"))
 put("fuzz_corpus", "empty-splits", nul("x\n", "", "x", ""))
 
+# --- fuzz_bleu: hypothesis text, then NUL-separated reference text.
+put("fuzz_bleu", "multi30k-like", nul("Zwei junge Männer sind draußen in der Nähe von Büschen.\nEin Mann im blauen Hemd.\n",
+                                      "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.\n"
+                                      "Ein Mann in einem blauen Hemd steht auf einer Leiter.\n"))
+put("fuzz_bleu", "entities-numbers", nul("A man & his dog, 3.5km from the US border.\r\n<skipped>x-\ny\n",
+                                         "A man &amp; his dog, 3.5 km from the U.S. border.\n&quot;1,000&quot; 2-3\n"))
+put("fuzz_bleu", "unicode-space", nul("a\u00a0b\u3000c\u2009d\u200be\x1cf \u0085\n\n", "a b c d e f\n\u00a0\n"))
+put("fuzz_bleu", "not-utf8", b"M\xe4nner \xff.\xe2\x80,x \xc3(\n\x00M\xc3\xa4nner\n")
+
 # --- fuzz_cli: the subcommand, then NUL-separated arguments.
 for name, args in [
     ("train", ["train", "--config", "ptb.json", "--set", "train.lr=1", "--set", "model.hidden=8", "--run-dir", "r",
@@ -111,6 +120,7 @@ for name, args in [
     ("corrmap", ["corrmap", "--run", "r", "--layer", "all", "--out", "c.png", "--size", "256", "--colour", "heat"]),
     ("export", ["export", "--run", "r", "--out", "m.safetensors"]),
     ("import", ["import", "--run", "r", "--from", "m.safetensors", "--out", "i.ckpt", "--force"]),
+    ("bleu", ["bleu", "--ref", "ref.txt", "--hyp", "hyp.txt", "--score-only"]),
     ("demo", ["demo", "--steps", "100", "--hidden", "16", "--lr", "0.5", "--seed", "3"]),
     ("devices", ["devices"]),
     ("version", ["version"]),
