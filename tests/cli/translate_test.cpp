@@ -223,3 +223,21 @@ TEST_CASE("translate: training and beam search on the emulated GPU match the CPU
   CHECK(lines_of(root / "emu.txt") == lines_of(root / "on_emu.txt"));
   fs::remove_all(root);
 }
+
+TEST_CASE("translate: DeLighT NMT trains through the same loop and translates", "[cli][translate]") {
+  const fs::path root = fresh_parallel_root("define_translate_delight_test");
+  const std::string text = R"({"data": {"dir": ")" + (root / "data").string() +
+                           R"(", "source": "src", "target": "tgt", "max_tokens": 256, "subword": {"vocab_size": 60}},
+    "model": {"type": "delight_nmt", "padding_idx": 0, "map_dim": 16, "d_m": 32, "emb_depth": 2, "max_groups": 2,
+              "encoder": {"min_depth": 2, "max_depth": 3, "layers": 2}, "decoder": {"min_depth": 2, "max_depth": 3, "layers": 2},
+              "dropout": {"residual": 0.1}},
+    "train": {"optimizer": "adam", "lr": 0.003, "epochs": 10, "max_steps": 40, "log_interval": 10, "threads": 1}})";
+  Config cfg = Config::from_text(text, "<test>");
+  const cli::TrainResult r = cli::train_translation_model(cfg, (root / "run").string(), false);
+  CHECK(r.steps == 40);
+  CHECK(std::exp(r.valid_loss) < 40.0);  // below the uniform guess over the 60 subwords
+  REQUIRE(cli::run_translate({"--run", (root / "run").string(), "--input", (root / "data" / "val.src").string(),
+                              "--output", (root / "out.txt").string(), "--beam", "2", "--max-len-b", "8"}) == 0);
+  CHECK(lines_of(root / "out.txt").size() == 40);
+  fs::remove_all(root);
+}
