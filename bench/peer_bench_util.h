@@ -1,12 +1,14 @@
-// What the training benchmarks that run a PyTorch peer share (lm_train_bench, txl_train_bench):
-// the machine's float32 GEMM rate (the physical limit they print), running the peer script in its
-// own process and reading its JSON line, the median of the rounds, and the CPU model.
+// What the training benchmarks that run a PyTorch peer share (lm_train_bench, txl_train_bench,
+// nmt_train_bench): the machine's float32 GEMM rate (the physical limit they print), running the
+// peer script in its own process and reading its JSON line, the median of the rounds, the CPU
+// model, and Zipf-distributed token ids.
 #pragma once
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -44,6 +46,41 @@ inline std::optional<nlohmann::json> run_python_peer(const std::string& script, 
   while (p && std::fgets(buf, sizeof buf, p)) out += buf;
   if (!p || pclose(p) != 0 || out.empty()) return std::nullopt;
   return nlohmann::json::parse(out.substr(out.rfind('{')));
+}
+
+// [rows, cols] int64 token ids with Zipf's law over [first, first + count): id = first +
+// floor(count^u) - 1 for u uniform in [0, 1), so P(id < first + c) = ln(c + 1) / ln(count), like
+// words ranked by frequency. The peers draw them the same way.
+inline Tensor zipf_tokens(std::int64_t rows, std::int64_t cols, std::int64_t count, Generator& gen,
+                          std::int64_t first = 0) {
+  const std::vector<double> u = rand_uniform({rows * cols}, 0.0, 1.0, {.dtype = DType::Float64}, gen).to_vector<double>();
+  std::vector<std::int64_t> ids(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i)
+    ids[i] = first + std::clamp<std::int64_t>(static_cast<std::int64_t>(std::pow(static_cast<double>(count), u[i])) - 1,
+                                              0, count - 1);
+  return from_vector(ids, {rows, cols});
+}
+
+inline constexpr const char* kNoPeer =
+    "pytorch: not available (run from the repository root with python3-torch installed)\n";
+
+// Prints the parameter counts before anything is timed. Returns the exit code to stop with when
+// the peer was wanted but did not run (0, after printing kNoPeer) or counts differently (1: the
+// two models are not the same, and their figures would compare different work); nothing otherwise.
+inline std::optional<int> report_params(std::int64_t define_params, bool peer_wanted,
+                                        const std::optional<std::int64_t>& peer_params) {
+  if (peer_wanted && !peer_params) {
+    fmt::print(kNoPeer);
+    return 0;
+  }
+  if (peer_wanted && *peer_params != define_params) {
+    fmt::print(stderr, "error: parameter counts differ: define {} vs pytorch {}: the two models are not the same\n",
+               define_params, *peer_params);
+    return 1;
+  }
+  fmt::print("params : define {}{}\n", define_params,
+             peer_wanted ? fmt::format(", pytorch {} (equal)", *peer_params) : std::string());
+  return std::nullopt;
 }
 
 inline double median(std::vector<double> v) {

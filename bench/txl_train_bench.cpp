@@ -125,16 +125,6 @@ double zipf_share(std::int64_t vocab, std::int64_t first, std::int64_t end) {
   return std::log(static_cast<double>(end + 1) / static_cast<double>(first + 1)) / std::log(static_cast<double>(vocab));
 }
 
-// [rows, cols] token ids with Zipf's law over [0, vocab).
-Tensor zipf_tokens(std::int64_t rows, std::int64_t cols, std::int64_t vocab, Generator& gen) {
-  const std::vector<double> u = rand_uniform({rows * cols}, 0.0, 1.0, {.dtype = DType::Float64}, gen).to_vector<double>();
-  std::vector<std::int64_t> ids(u.size());
-  for (std::size_t i = 0; i < u.size(); ++i)
-    ids[i] = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::pow(static_cast<double>(vocab), u[i])) - 1, 0,
-                                      vocab - 1);
-  return from_vector(ids, {rows, cols});
-}
-
 double train_flops_per_token(const Args& a) {
   const double T = static_cast<double>(a.tgt_len), B = static_cast<double>(a.batch);
   const double M = static_cast<double>(std::min(a.mem_len, kWarmup * a.tgt_len)), Tk = T + M;
@@ -187,7 +177,7 @@ DefineResult define_run(const Args& a) {
   auto model = build(a, gen);
   const auto params = model->named_parameters();
   optim::Adam opt(params, {.lr = 1e-3});
-  const Tensor data = zipf_tokens(a.tgt_len * (a.steps + kWarmup) + 1, a.batch, a.vocab, gen);
+  const Tensor data = bench::zipf_tokens(a.tgt_len * (a.steps + kWarmup) + 1, a.batch, a.vocab, gen);
   DefineResult result{.params = model->num_parameters()};
   models::LmState state;
   std::chrono::steady_clock::time_point start;
@@ -235,8 +225,6 @@ std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
   return r;
 }
 
-constexpr const char* kNoPeer = "pytorch: not available (run from the repository root with python3-torch installed)\n";
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -260,21 +248,10 @@ int main(int argc, char** argv) {
     Generator gen(0);
     define_params = build(a, gen)->num_parameters();
   }
-  std::optional<PeerResult> counted;
-  if (a.peer) {
-    counted = run_peer(a, /*params_only=*/true);
-    if (!counted) {
-      fmt::print(kNoPeer);
-      return 0;
-    }
-    if (counted->params != define_params) {
-      fmt::print(stderr, "error: parameter counts differ: define {} vs pytorch {}: the two models are not the same\n",
-                 define_params, counted->params);
-      return 1;
-    }
-  }
-  fmt::print("params : define {}{}\n", define_params,
-             a.peer ? fmt::format(", pytorch {} (equal)", counted->params) : std::string());
+  std::optional<std::int64_t> peer_params;
+  if (a.peer)
+    if (const auto counted = run_peer(a, /*params_only=*/true)) peer_params = counted->params;
+  if (const auto stop = bench::report_params(define_params, a.peer, peer_params)) return *stop;
   std::vector<double> define_tps, torch_tps, ratios, limits;
   double rate = 0, torch_mem = 0;
   std::string torch_version;
@@ -289,7 +266,7 @@ int main(int argc, char** argv) {
     if (a.peer) {
       peer = run_peer(a, /*params_only=*/false);
       if (!peer) {
-        fmt::print(kNoPeer);
+        fmt::print(bench::kNoPeer);
         return 0;
       }
       torch_tps.push_back(peer->tokens_per_s);

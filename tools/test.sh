@@ -19,6 +19,10 @@ if ! command -v nvcc > /dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export
 
 ./tools/install-deps.sh
 
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere (CI) reuses what an
+# earlier build of the same sources compiled.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
+
 run_preset() {
   local p="$1"
   echo "== preset $p: configure and build"

@@ -1,0 +1,291 @@
+// Training speed, beam-search speed and memory of the small translation Transformer
+// (configs/multi30k-transformer.json's model) in define and in PyTorch (the peer,
+// bench/scripts/nmt_torch.py: torch.nn.Transformer, Debian's python3-torch), same architecture,
+// batch, lengths, dropouts, loss and optimizer, printed as ratios from one run next to the
+// physical limit.
+//
+//   nmt_train_bench [--vocab 8000] [--d-model 256] [--heads 4] [--ffn 1024] [--layers 3]
+//                   [--batch 256] [--src-len 16] [--tgt-len 16] [--steps 20] [--beam 5]
+//                   [--beam-batch 64] [--threads 2] [--rounds 3] [--no-peer]
+//
+// Defaults: the Multi30k model (3 + 3 pre-norm layers of 256, 4 heads, inner 1024, one 8,000-word
+// table shared by source, target and the tied output, sinusoidal positions, dropout 0.3 on the
+// residual branches and the embedding, 0.1 on attention probabilities and after the activation)
+// and a batch of Multi30k's shape at max_tokens 4096: 256 sentences of 16 subwords a side (its
+// average is 15.8 / 15.3 with eos).
+//
+// Training step (both sides): logits of the teacher-forced decoder, label-smoothed (0.1) cross
+// entropy summed over the target tokens and divided by their number, backward, AdamW (0.9, 0.98,
+// weight decay 1e-4), no clipping (the config's clip 0). define also computes the unsmoothed NLL
+// that `define train` logs (one more pass over the logits), so its figure is what the trainer
+// runs. Tokens are Zipf-distributed subword ids (bench::zipf_tokens) without padding; tokens/s
+// counts target tokens, as fairseq's words/s does. 3 warm-up steps are not timed.
+//
+// Beam search: --beam-batch source sentences of src-len subwords, beam --beam, length penalty 1,
+// at most 1.2 x src-len + 10 target subwords (the README's translate command), batched, with the
+// decoder's keys and values cached per layer on both sides (the peer drives nn.Transformer's
+// decoder-layer weights step by step; nn.Transformer has no incremental decoder of its own), on a
+// freshly initialised model so that hypotheses run to the length limit; the mean output length is
+// printed for both, and sentences/s compares equal work only where the two agree.
+//
+// Parameter counts are checked equal before anything is timed. Memory: each framework runs in its
+// own process (define: this one) and reports its peak resident set (VmHWM / ru_maxrss).
+// Physical limit: training FLOPs per target token (below) over the float32 GEMM rate define
+// measures on this machine in the same run.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "bench/peer_bench_util.h"
+#include "core/config.h"
+#include "core/omp_wait.h"
+#include "models/beam_search.h"
+#include "models/registry.h"
+#include "models/translation_model.h"
+#include "nn/optim/optim.h"
+#include "tools/run_log.h"
+
+using namespace define;
+
+namespace {
+
+constexpr std::int64_t kWarmup = 3;
+constexpr std::int64_t kPad = 0, kBos = 2, kEos = 3, kFirstWord = 4;  // define's subword ids
+constexpr double kMaxLenA = 1.2;
+constexpr std::int64_t kMaxLenB = 10;
+
+struct Args {
+  std::int64_t vocab = 8000, d_model = 256, heads = 4, ffn = 1024, layers = 3, batch = 256, src_len = 16, tgt_len = 16,
+               steps = 20, beam = 5, beam_batch = 64, threads = 2, rounds = 3;
+  bool peer = true;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  const std::vector<std::pair<const char*, std::int64_t*>> options = {
+      {"--vocab", &a.vocab},   {"--d-model", &a.d_model}, {"--heads", &a.heads},       {"--ffn", &a.ffn},
+      {"--layers", &a.layers}, {"--batch", &a.batch},     {"--src-len", &a.src_len},   {"--tgt-len", &a.tgt_len},
+      {"--steps", &a.steps},   {"--beam", &a.beam},       {"--beam-batch", &a.beam_batch}, {"--threads", &a.threads},
+      {"--rounds", &a.rounds}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--no-peer") {
+      a.peer = false;
+      continue;
+    }
+    const auto it = std::find_if(options.begin(), options.end(), [&](const auto& o) { return k == o.first; });
+    if (it == options.end()) throw std::runtime_error("unknown option " + k);
+    if (i + 1 >= argc) throw std::runtime_error("option " + k + " needs a value");
+    *it->second = std::stoll(argv[++i]);
+    if (*it->second < 1) throw std::runtime_error("option " + k + " must be at least 1");
+  }
+  if (a.vocab <= kFirstWord) throw std::runtime_error(fmt::format("--vocab must exceed {}", kFirstWord));
+  if (a.src_len < 2 || a.tgt_len < 2) throw std::runtime_error("--src-len and --tgt-len must be at least 2");
+  return a;
+}
+
+// Training FLOPs per target token (multiply-adds count 2; backward twice the forward, every input
+// gradient being needed down to the embedding). Per layer: the projections (encoder: q, k, v, out;
+// decoder: self q, k, v, out, cross q and out over the target, cross k and v over the source), the
+// attention products (scores and probabilities x values, both sides' batched GEMMs computing the
+// causally masked entries too) and the FFN; then the tied output layer over V. Element-wise work
+// (softmax, LayerNorm, dropout, AdamW) is not counted.
+double train_flops_per_token(const Args& a) {
+  const double B = static_cast<double>(a.batch), S = static_cast<double>(a.src_len), T = static_cast<double>(a.tgt_len);
+  const double d = static_cast<double>(a.d_model), F = static_cast<double>(a.ffn), L = static_cast<double>(a.layers);
+  const double encoder = 2 * B * S * d * 4 * d + 2 * 2 * B * S * S * d + 2 * 2 * B * S * d * F;
+  const double decoder = 2 * B * T * d * 6 * d + 2 * B * S * d * 2 * d + 2 * 2 * B * T * (T + S) * d + 2 * 2 * B * T * d * F;
+  const double output = 2 * B * T * d * static_cast<double>(a.vocab);
+  return 3 * (L * (encoder + decoder) + output) / (B * T);
+}
+
+std::shared_ptr<models::TranslationModel> build(const Args& a, Generator& gen) {
+  const std::string json = fmt::format(
+      R"({{"model": {{"type": "transformer_nmt", "input": {{"type": "embedding", "dim": {}, "scale": true}},
+          "d_model": {}, "heads": {}, "ffn_dim": {}, "encoder_layers": {}, "decoder_layers": {}, "pre_norm": true,
+          "dropout": {{"residual": 0.3, "attention": 0.1, "activation": 0.1}}}}}})",
+      a.d_model, a.d_model, a.heads, a.ffn, a.layers, a.layers);
+  const Config cfg = Config::from_text(json, "<bench>");
+  auto model = std::dynamic_pointer_cast<models::TranslationModel>(models::build_model(cfg.section("model"), a.vocab, gen).module);
+  model->set_generator(gen);
+  return model;
+}
+
+// Rows of Zipf-distributed words followed by an eos row: [len, cols].
+Tensor sentences(std::int64_t len, std::int64_t cols, const Args& a, Generator& gen) {
+  const Tensor words = bench::zipf_tokens(len - 1, cols, a.vocab - kFirstWord, gen, kFirstWord);
+  return concat({words, full({1, cols}, static_cast<double>(kEos), {.dtype = DType::Int64})}, 0);
+}
+
+struct DefineResult {
+  double tokens_per_s = 0, sentences_per_s = 0, mean_output_len = 0, first_loss = 0;
+};
+
+DefineResult define_run(const Args& a) {
+  Generator gen(0);
+  auto model = build(a, gen);
+  optim::AdamW opt(model->named_parameters(), {.lr = 1e-3, .betas = {0.9, 0.98}, .weight_decay = 1e-4});
+  DefineResult result;
+  const Tensor src = sentences(a.src_len, a.batch, a, gen), tgt_out = sentences(a.tgt_len, a.batch, a, gen);
+  const Tensor tgt_in = concat({full({1, a.batch}, static_cast<double>(kBos), {.dtype = DType::Int64}),
+                             narrow(tgt_out, 0, 0, a.tgt_len - 1)}, 0);
+  const Tensor target = reshape(tgt_out, {a.tgt_len * a.batch});
+  const double tokens = static_cast<double>(a.tgt_len * a.batch);
+  std::chrono::steady_clock::time_point start;
+  for (std::int64_t step = 0; step < a.steps + kWarmup; ++step) {
+    if (step == kWarmup) start = std::chrono::steady_clock::now();
+    opt.zero_grad();
+    const Tensor logits = reshape(model->logits(src, tgt_in), {a.tgt_len * a.batch, a.vocab});
+    const Tensor objective = cross_entropy(logits, target, kPad, 0.1, Reduction::Sum);
+    backward(mul(objective, 1.0 / tokens));
+    double nll = 0;
+    {
+      NoGradGuard no_grad;  // what the trainer logs (tools/nmt_trainer.cpp)
+      nll = cross_entropy(detach(logits), target, kPad, 0.0, Reduction::Sum).item_double() / tokens;
+    }
+    if (step == 0) result.first_loss = nll;
+    opt.step();
+  }
+  const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.tokens_per_s = static_cast<double>(a.steps) * tokens / train_s;
+
+  // A fresh model decodes: an untrained model's next-token distribution is nearly flat, so eos
+  // rarely makes the beam and hypotheses run to the length limit on both sides (equal work); the
+  // trained one has learnt that eos is the most frequent target and stops at random early points.
+  Generator beam_gen(1);
+  model = build(a, beam_gen);
+  model->eval();
+  NoGradGuard no_grad;
+  const Tensor beam_src = sentences(a.src_len, a.beam_batch, a, gen);
+  models::BeamSearchOptions opt_bs{.beam = a.beam, .lenpen = 1.0, .max_len_a = kMaxLenA, .max_len_b = kMaxLenB,
+                                   .bos = kBos, .eos = kEos};
+  const auto beam_start = std::chrono::steady_clock::now();
+  const auto hyps = models::beam_search(*model, beam_src, opt_bs);
+  const double beam_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - beam_start).count();
+  result.sentences_per_s = static_cast<double>(a.beam_batch) / beam_s;
+  double len = 0;
+  for (const auto& h : hyps) len += static_cast<double>(h.front().tokens.size());
+  result.mean_output_len = len / static_cast<double>(hyps.size());
+  return result;
+}
+
+struct PeerResult {
+  double tokens_per_s = 0, sentences_per_s = 0, mean_output_len = 0, peak_rss_bytes = 0, first_loss = 0;
+  std::int64_t params = 0;
+  std::string version;
+};
+
+// The PyTorch peer in its own process (params_only: its parameter count, nothing timed); nothing
+// when python3-torch is not there.
+std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
+  const auto found = bench::run_python_peer(
+      "bench/scripts/nmt_torch.py",
+      fmt::format("--vocab {} --d-model {} --heads {} --ffn {} --layers {} --batch {} --src-len {} --tgt-len {} "
+                  "--steps {} --warmup {} --beam {} --beam-batch {} --max-len-a {} --max-len-b {} --threads {}{}",
+                  a.vocab, a.d_model, a.heads, a.ffn, a.layers, a.batch, a.src_len, a.tgt_len, a.steps, kWarmup,
+                  a.beam, a.beam_batch, kMaxLenA, kMaxLenB, a.threads, params_only ? " --params-only" : ""),
+      a.threads);
+  if (!found) return std::nullopt;
+  const nlohmann::json& j = *found;
+  PeerResult r{.params = j["params"].get<std::int64_t>(), .version = j["torch"].get<std::string>()};
+  if (!params_only) {
+    r.tokens_per_s = j["tokens_per_s"];
+    r.sentences_per_s = j["sentences_per_s"];
+    r.mean_output_len = j["mean_output_len"];
+    r.peak_rss_bytes = j["peak_rss_bytes"];
+    r.first_loss = j["first_loss"];
+  }
+  return r;
+}
+
+std::string range(const std::vector<double>& v) {
+  return fmt::format("{:.2f}-{:.2f}x", *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer
+  Args a;
+  try {
+    a = parse(argc, argv);
+  } catch (const std::exception& e) {  // a usage error, not a crash
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  }
+  omp_set_num_threads(static_cast<int>(a.threads));
+  const double flops = train_flops_per_token(a);
+  fmt::print("Translation Transformer training, d_model {} heads {} ffn {} x {} + {} pre-norm layers, V {} (tied), "
+             "batch {} x {} -> {}, {} threads, {} round(s)\n",
+             a.d_model, a.heads, a.ffn, a.layers, a.layers, a.vocab, a.batch, a.src_len, a.tgt_len, a.threads, a.rounds);
+  fmt::print("cpu    : {}, {} steps after {} warm-up per round; beam {} over {} sentences\n", bench::cpu_model(), a.steps,
+             kWarmup, a.beam, a.beam_batch);
+  std::int64_t define_params = 0;
+  {
+    Generator gen(0);
+    define_params = build(a, gen)->num_parameters();
+  }
+  std::optional<std::int64_t> peer_params;
+  if (a.peer)
+    if (const auto counted = run_peer(a, /*params_only=*/true)) peer_params = counted->params;
+  if (const auto stop = bench::report_params(define_params, a.peer, peer_params)) return *stop;
+  std::vector<double> define_tps, define_sps, torch_tps, torch_sps, ratios, beam_ratios, limits;
+  double rate = 0, torch_mem = 0, define_len = 0, torch_len = 0;
+  std::string torch_version;
+  for (std::int64_t r = 0; r < a.rounds; ++r) {
+    const DefineResult d = define_run(a);
+    define_tps.push_back(d.tokens_per_s);
+    define_sps.push_back(d.sentences_per_s);
+    define_len = d.mean_output_len;
+    rate = std::max(rate, bench::sgemm_gflops());  // the best rate seen is the machine's
+    std::string line = fmt::format("round {}: define {:6.0f} tokens/s {:6.1f} sentences/s", r + 1, d.tokens_per_s,
+                                   d.sentences_per_s);
+    std::optional<PeerResult> peer;
+    if (a.peer) {
+      peer = run_peer(a, /*params_only=*/false);
+      if (!peer) {
+        fmt::print(bench::kNoPeer);
+        return 0;
+      }
+      torch_tps.push_back(peer->tokens_per_s);
+      torch_sps.push_back(peer->sentences_per_s);
+      torch_mem = std::max(torch_mem, peer->peak_rss_bytes);
+      torch_len = peer->mean_output_len;
+      torch_version = peer->version;
+      ratios.push_back(d.tokens_per_s / peer->tokens_per_s);
+      beam_ratios.push_back(d.sentences_per_s / peer->sentences_per_s);
+      limits.push_back(rate * 1e9 / flops / peer->tokens_per_s);
+      line += fmt::format(" | pytorch {:6.0f} tokens/s {:6.1f} sentences/s | training {:.2f}x (limit {:.2f}x), beam {:.2f}x",
+                          peer->tokens_per_s, peer->sentences_per_s, ratios.back(), limits.back(), beam_ratios.back());
+    }
+    fmt::print("{}\n", line);
+    if (r == 0)
+      fmt::print("loss   : step 0 define {:.4f}{} (ln V = {:.4f})\n", d.first_loss,
+                 peer ? fmt::format(", pytorch {:.4f}", peer->first_loss) : std::string(),
+                 std::log(static_cast<double>(a.vocab)));
+  }
+  const double define_mem = static_cast<double>(cli::peak_rss_bytes());
+  fmt::print("define : {:7.0f} tokens/s (median, {:.1f} GFLOP/s), beam {:.1f} sentences/s (mean output {:.1f} subwords), "
+             "peak RSS {:.1f} MiB\n",
+             bench::median(define_tps), bench::median(define_tps) * flops / 1e9, bench::median(define_sps), define_len,
+             define_mem / (1 << 20));
+  fmt::print("limit  : {:7.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s SGEMM rate)\n",
+             rate * 1e9 / flops, flops / 1e6, rate);
+  if (!a.peer) return 0;
+  fmt::print("pytorch: {:7.0f} tokens/s (median, {:.1f} GFLOP/s), beam {:.1f} sentences/s (mean output {:.1f} subwords), "
+             "peak RSS {:.1f} MiB (torch {})\n",
+             bench::median(torch_tps), bench::median(torch_tps) * flops / 1e9, bench::median(torch_sps), torch_len,
+             torch_mem / (1 << 20), torch_version);
+  fmt::print("ratios : define/pytorch training tokens/s {:.2f}x (median of {} rounds, range {}; limit {:.2f}x), "
+             "beam sentences/s {:.2f}x (range {}), memory {:.2f}x\n",
+             bench::median(ratios), ratios.size(), range(ratios), bench::median(limits), bench::median(beam_ratios),
+             range(beam_ratios), define_mem / torch_mem);
+  return 0;
+}
