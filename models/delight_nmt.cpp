@@ -110,8 +110,34 @@ Tensor DelightDecoder::forward(const Tensor& tgt, const Tensor& encoder_out, con
   check_tokens("DelightDecoder", "target", tgt);
   Tensor x = embed_with_positions(*this, *embed_, tgt, eq(tgt, double(cfg_.padding_idx)), cfg_);
   for (const auto& layer : layers_) x = layer->forward(x, encoder_out, encoder_padding);
-  if (layer_norm_) x = layer_norm_->forward(x);
-  return project_out_ ? project_out_->forward(x) : x;
+  return finish(x);
+}
+
+Tensor DelightDecoder::finish(const Tensor& x) const {
+  const Tensor y = layer_norm_ ? layer_norm_->forward(x) : x;
+  return project_out_ ? project_out_->forward(y) : y;
+}
+
+std::vector<nn::DelightDecoderCache> DelightDecoder::start_caches(const Tensor& encoder_out,
+                                                                 const Tensor& encoder_padding) const {
+  std::vector<nn::DelightDecoderCache> caches;
+  for (const auto& layer : layers_) caches.push_back(layer->start_cache(encoder_out, encoder_padding));
+  return caches;
+}
+
+Tensor DelightDecoder::forward_step(const Tensor& tokens, std::int64_t step,
+                                    std::vector<nn::DelightDecoderCache>& caches) const {
+  check_tokens("DelightDecoder", "target", tokens);
+  if (tokens.size(0) != 1) fail("DelightDecoder", "forward_step takes one position [1, N], got {}", shape_str(tokens.shape()));
+  if (step < 0) fail("DelightDecoder", "step must be >= 0, got {}", step);
+  if (caches.size() != layers_.size())
+    fail("DelightDecoder", "{} caches for {} blocks: make them with start_caches", caches.size(), layers_.size());
+  const Tensor e = embed_->forward(tokens);  // [1, N, d_m]
+  // delight_positions numbers a prefix without padding padding_idx + 1, padding_idx + 2, ...
+  const Tensor pos = nn::sinusoidal_positions(1, cfg_.d_m, cfg_.padding_idx + 1 + step, {e.dtype(), e.device()});
+  Tensor x = dropout(add(e, reshape(pos, {1, 1, cfg_.d_m})), cfg_.pe_dropout, is_training(), generator());
+  for (std::size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward_step(x, caches[i]);
+  return finish(x);
 }
 
 // ---- model
@@ -149,9 +175,7 @@ Tensor DelightNmt::loss(const Tensor& logits, const Tensor& target, double label
 namespace {
 
 struct DelightDecoding : TranslationModel::DecodingState {
-  Tensor encoder_out;      // [S, N, d_m]
-  Tensor encoder_padding;  // [N, S]
-  Tensor prefix;           // [t, N] int64: every token fed so far
+  std::vector<nn::DelightDecoderCache> caches;  // one per decoder block
 };
 
 DelightDecoding& as_delight(TranslationModel::DecodingState& state) {
@@ -167,8 +191,7 @@ std::unique_ptr<TranslationModel::DecodingState> DelightNmt::begin_decoding(cons
   check_tokens("DelightNmt", "source", src);
   auto state = std::make_unique<DelightDecoding>();
   const Tensor pad = eq(src, double(cfg_.padding_idx));
-  state->encoder_out = encoder_->forward(src, pad);
-  state->encoder_padding = batch_first(pad);
+  state->caches = decoder_->start_caches(encoder_->forward(src, pad), batch_first(pad));
   state->rows = src.size(1);
   return state;
 }
@@ -178,19 +201,15 @@ Tensor DelightNmt::decode_step(DecodingState& state, const Tensor& prev) const {
   if (!prev.defined() || prev.dim() != 1 || prev.size(0) != s.rows)
     fail("DelightNmt", "decode_step expects the previous tokens [{}], got {}", s.rows,
          prev.defined() ? shape_str(prev.shape()) : "undefined");
-  const Tensor step = reshape(to_dtype(prev, DType::Int64), {1, s.rows});
-  s.prefix = s.prefix.defined() ? concat({s.prefix, step}, 0) : contiguous(step);
+  const Tensor h = decoder_->forward_step(reshape(to_dtype(prev, DType::Int64), {1, s.rows}), s.steps, s.caches);
   ++s.steps;
-  const Tensor h = decoder_->forward(s.prefix, s.encoder_out, s.encoder_padding);  // [t, N, n]
-  return linear(reshape(select(h, 0, h.size(0) - 1), {s.rows, h.size(2)}), table_->weight());
+  return linear(reshape(h, {s.rows, h.size(2)}), table_->weight());
 }
 
 void DelightNmt::select_rows(DecodingState& state, const Tensor& rows) const {
   DelightDecoding& s = as_delight(state);
   if (!rows.defined() || rows.dim() != 1) fail("DelightNmt", "select_rows expects row indices [N']");
-  s.encoder_out = index_select(s.encoder_out, 1, rows);
-  s.encoder_padding = index_select(s.encoder_padding, 0, rows);
-  if (s.prefix.defined()) s.prefix = index_select(s.prefix, 1, rows);
+  for (auto& cache : s.caches) cache.select_rows(rows);
   s.rows = rows.size(0);
 }
 

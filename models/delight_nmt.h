@@ -96,7 +96,17 @@ class DelightDecoder : public nn::Module {
   Tensor forward(const Tensor& tgt, const Tensor& encoder_out, const Tensor& encoder_padding) const;
   std::size_t num_layers() const { return layers_.size(); }
 
+  // Incremental decoding: each block's cache over encoder_out [S, N, d_m] (padding [N, S] or
+  // undefined), then one position at a time: tokens [1, N] at target position `step` (0 for the
+  // first, bos) -> features [1, N, n], equal to forward()'s row `step` over the same prefix
+  // (a prefix without padding, as decoding feeds). Eval mode only.
+  std::vector<nn::DelightDecoderCache> start_caches(const Tensor& encoder_out, const Tensor& encoder_padding) const;
+  Tensor forward_step(const Tensor& tokens, std::int64_t step, std::vector<nn::DelightDecoderCache>& caches) const;
+
  private:
+  // The stack after the blocks: final LayerNorm (pre-norm) and the projection to the table width.
+  Tensor finish(const Tensor& x) const;
+
   DelightNmtConfig cfg_;
   std::shared_ptr<nn::DExTraEmb> embed_;
   std::vector<std::shared_ptr<nn::DelightDecoderBlock>> layers_;
@@ -104,9 +114,9 @@ class DelightDecoder : public nn::Module {
   std::shared_ptr<nn::Linear> project_out_;
 };
 
-// Incremental decoding (translation_model.h) recomputes the decoder over the whole prefix at each
-// step and keeps only the encoder output: the DeLighT blocks have no key / value cache yet, so a
-// step costs O(t) decoder positions instead of one (tested equal to logits() all the same).
+// Incremental decoding (translation_model.h) caches each decoder block's keys and values of the
+// earlier target positions and of the encoder output, as the Transformer does: a step runs the
+// decoder on one position (tested equal to logits()).
 class DelightNmt : public TranslationModel {
  public:
   explicit DelightNmt(const DelightNmtConfig& cfg, Generator& gen = default_generator());

@@ -72,24 +72,29 @@ void check_time_first(const char* what, const Tensor& t, std::int64_t width) {
 
 }  // namespace
 
-Tensor SingleHeadAttention::forward(const Tensor& x, const Tensor& memory, const Tensor& key_padding_mask,
-                                    bool causal, double attention_dropout) const {
-  Tensor q, k, v;
-  if (is_self()) {
-    check_time_first("the input", x, qkv_proj_->in_features());
-    const std::vector<Tensor> qkv = chunk(qkv_proj_->forward(x), 3, -1);
-    q = qkv[0], k = qkv[1], v = qkv[2];
-  } else {
-    check_time_first("the query input", x, q_proj_->in_features());
-    if (!memory.defined()) fail("SingleHeadAttention", "cross-attention needs the encoder output");
-    check_time_first("the encoder output", memory, kv_proj_->in_features());
-    if (memory.size(1) != x.size(1))
-      fail("SingleHeadAttention", "batch sizes differ: queries {} vs encoder output {}", shape_str(x.shape()),
-           shape_str(memory.shape()));
-    q = q_proj_->forward(x);
-    const std::vector<Tensor> kv = chunk(kv_proj_->forward(memory), 2, -1);
-    k = kv[0], v = kv[1];
-  }
+std::vector<Tensor> SingleHeadAttention::project_self(const Tensor& x) const {
+  if (!is_self()) fail("SingleHeadAttention", "project_self on a cross-attention");
+  check_time_first("the input", x, qkv_proj_->in_features());
+  return chunk(qkv_proj_->forward(x), 3, -1);
+}
+
+Tensor SingleHeadAttention::project_query(const Tensor& x) const {
+  if (is_self()) fail("SingleHeadAttention", "project_query on a self-attention");
+  check_time_first("the query input", x, q_proj_->in_features());
+  return q_proj_->forward(x);
+}
+
+std::vector<Tensor> SingleHeadAttention::project_memory(const Tensor& memory) const {
+  if (is_self()) fail("SingleHeadAttention", "project_memory on a self-attention");
+  if (!memory.defined()) fail("SingleHeadAttention", "cross-attention needs the encoder output");
+  check_time_first("the encoder output", memory, kv_proj_->in_features());
+  return chunk(kv_proj_->forward(memory), 2, -1);
+}
+
+Tensor SingleHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
+                                   bool causal, double attention_dropout) const {
+  if (k.size(1) != q.size(1))
+    fail("SingleHeadAttention", "batch sizes differ: queries {} vs keys {}", shape_str(q.shape()), shape_str(k.shape()));
   // Scale (d_o)^-0.5 on q k^T: the default of scaled_dot_product_attention for width d_o.
   const AttentionOptions opt{.key_padding_mask = key_padding_mask,
                              .causal = causal,
@@ -98,6 +103,20 @@ Tensor SingleHeadAttention::forward(const Tensor& x, const Tensor& memory, const
                              .generator = &generator()};
   const Tensor a = scaled_dot_product_attention(to_heads(q), to_heads(k), to_heads(v), opt);
   return out_proj_->forward(from_heads(a));
+}
+
+Tensor SingleHeadAttention::forward(const Tensor& x, const Tensor& memory, const Tensor& key_padding_mask,
+                                    bool causal, double attention_dropout) const {
+  if (is_self()) {
+    const std::vector<Tensor> qkv = project_self(x);
+    return attend(qkv[0], qkv[1], qkv[2], key_padding_mask, causal, attention_dropout);
+  }
+  const Tensor q = project_query(x);
+  if (memory.defined() && memory.dim() == 3 && x.dim() == 3 && memory.size(1) != x.size(1))
+    fail("SingleHeadAttention", "batch sizes differ: queries {} vs encoder output {}", shape_str(x.shape()),
+         shape_str(memory.shape()));
+  const std::vector<Tensor> kv = project_memory(memory);
+  return attend(q, kv[0], kv[1], key_padding_mask, causal, attention_dropout);
 }
 
 // ---- DelightBlock
@@ -146,10 +165,57 @@ Tensor DelightBlock::forward_block(const Tensor& x, const Tensor& self_padding_m
                                cfg_.attention_dropout);
     y = add_residual(y, h, cfg_.dropout, *encoder_attn_norm_);
   }
-  // Light FFN.
-  h = apply_activation(fc1_->forward(pre(y, *final_norm_)), cfg_.activation);
+  return feed_forward(y);
+}
+
+Tensor DelightBlock::feed_forward(const Tensor& y) const {
+  Tensor h = apply_activation(fc1_->forward(pre(y, *final_norm_)), cfg_.activation);
   h = fc2_->forward(dropout(h, cfg_.activation_dropout, is_training(), generator()));
   return add_residual(y, h, cfg_.ffn_dropout, *final_norm_);
+}
+
+// ---- incremental decoding
+
+void DelightDecoderCache::select_rows(const Tensor& rows) {
+  // Time-first tensors keep rows along dim 1, the padding mask [N, S] along dim 0.
+  for (Tensor* t : {&self_k, &self_v, &encoder_k, &encoder_v})
+    if (t->defined()) *t = index_select(*t, 1, rows);
+  if (encoder_padding_mask.defined()) encoder_padding_mask = index_select(encoder_padding_mask, 0, rows);
+}
+
+DelightDecoderCache DelightBlock::start_cache_block(const Tensor& encoder_out, const Tensor& encoder_padding_mask) const {
+  if (!encoder_attn_ && encoder_out.defined())
+    fail(type_name(), "this block has no cross-attention, but an encoder output was given");
+  if (encoder_attn_ && !encoder_out.defined())
+    fail(type_name(), "this block attends to an encoder output, but none was given");
+  DelightDecoderCache cache;
+  if (encoder_attn_) {
+    const std::vector<Tensor> kv = encoder_attn_->project_memory(encoder_out);
+    cache.encoder_k = contiguous(kv[0]);
+    cache.encoder_v = contiguous(kv[1]);
+    cache.encoder_padding_mask = encoder_padding_mask;
+  }
+  return cache;
+}
+
+Tensor DelightBlock::forward_step_block(const Tensor& x, DelightDecoderCache& cache) const {
+  if (x.dim() != 3 || x.size(0) != 1 || x.size(2) != cfg_.d_m)
+    fail(type_name(), "forward_step takes one position [1, N, {}], got {}", cfg_.d_m, shape_str(x.shape()));
+  if (is_training()) fail(type_name(), "forward_step is for decoding: call eval() first (dropout would differ from forward())");
+  if (encoder_attn_ && !cache.encoder_k.defined())
+    fail(type_name(), "the cache holds no encoder output: make it with start_cache(encoder_out)");
+  const std::vector<Tensor> qkv = self_attn_->project_self(dextra_->forward(pre(x, *self_attn_norm_)));
+  cache.self_k = cache.self_k.defined() ? concat({cache.self_k, qkv[1]}, 0) : contiguous(qkv[1]);
+  cache.self_v = cache.self_v.defined() ? concat({cache.self_v, qkv[2]}, 0) : contiguous(qkv[2]);
+  // The newest position attends to every cached one: no causal mask needed.
+  Tensor y = add_residual(x, self_attn_->attend(qkv[0], cache.self_k, cache.self_v, Tensor(), false, 0.0), cfg_.dropout,
+                          *self_attn_norm_);
+  if (encoder_attn_) {
+    const Tensor q = encoder_attn_->project_query(pre(y, *encoder_attn_norm_));
+    y = add_residual(y, encoder_attn_->attend(q, cache.encoder_k, cache.encoder_v, cache.encoder_padding_mask, false, 0.0),
+                     cfg_.dropout, *encoder_attn_norm_);
+  }
+  return feed_forward(y);
 }
 
 }  // namespace define::nn

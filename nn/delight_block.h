@@ -73,10 +73,33 @@ class SingleHeadAttention : public Module {
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& key_padding_mask, bool causal,
                  double attention_dropout) const;
 
+  // forward() in halves, for incremental decoding (a decoder caches the keys and values of earlier
+  // positions and of the encoder output instead of recomputing them). All time-first.
+  // Self: x [T, B, proj_dim] -> q, k, v [T, B, proj_dim].
+  std::vector<Tensor> project_self(const Tensor& x) const;
+  // Cross: queries [T, B, query_dim] -> [T, B, proj_dim]; memory [S, B, memory_dim] -> k, v.
+  Tensor project_query(const Tensor& x) const;
+  std::vector<Tensor> project_memory(const Tensor& memory) const;
+  // q [T, B, proj_dim] over k, v [S, B, proj_dim] -> out_proj(attention) [T, B, out_dim].
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask, bool causal,
+                double attention_dropout) const;
+
   bool is_self() const { return qkv_proj_ != nullptr; }
 
  private:
   std::shared_ptr<Linear> qkv_proj_, q_proj_, kv_proj_, out_proj_;
+};
+
+// What a decoder block keeps between steps of incremental decoding: the self-attention keys and
+// values of every earlier target position ([t, N, d_o], growing by one position a step), those of
+// the encoder output ([S, N, d_o], projected once) and the encoder's padding mask ([N, S]).
+struct DelightDecoderCache {
+  Tensor self_k, self_v;
+  Tensor encoder_k, encoder_v;
+  Tensor encoder_padding_mask;  // undefined or [N, S]
+  // Keeps rows `rows` ([N'] int64, on the cache's device) of every tensor, in that order: beam
+  // search's reordering after each step.
+  void select_rows(const Tensor& rows);
 };
 
 // What the encoder and decoder blocks share; build one of the two below.
@@ -91,8 +114,13 @@ class DelightBlock : public Module {
   // The whole block: causal self-attention for the decoder, cross-attention when built with it.
   Tensor forward_block(const Tensor& x, const Tensor& self_padding_mask, const Tensor& encoder_out,
                        const Tensor& encoder_padding_mask) const;
+  // Incremental decoding of a decoder block (see DelightDecoderBlock).
+  DelightDecoderCache start_cache_block(const Tensor& encoder_out, const Tensor& encoder_padding_mask) const;
+  Tensor forward_step_block(const Tensor& x, DelightDecoderCache& cache) const;
 
  private:
+  // The light FFN sublayer with its residual: y -> y + Dropout(fc2(Dropout_act(act(fc1(y))))).
+  Tensor feed_forward(const Tensor& y) const;
   // r + dropout(y), then the post-norm when configured.
   Tensor add_residual(const Tensor& r, const Tensor& y, double p, const LayerNorm& norm) const;
   Tensor pre(const Tensor& x, const LayerNorm& norm) const { return cfg_.pre_norm ? norm.forward(x) : x; }
@@ -128,6 +156,16 @@ class DelightDecoderBlock : public DelightBlock {
                  const Tensor& encoder_padding_mask = Tensor()) const {
     return forward_block(x, Tensor(), encoder_out, encoder_padding_mask);
   }
+
+  // Incremental decoding. start_cache projects the encoder output [S, N, d_m] (undefined: a block
+  // without cross-attention) once; forward_step then takes the next position's input x [1, N, d_m],
+  // appends its keys and values to the cache and returns that position's output, which equals
+  // the last row of forward() over the whole prefix (tests/models/translation_model_test.cpp).
+  // Eval mode only: dropout would make the two differ.
+  DelightDecoderCache start_cache(const Tensor& encoder_out, const Tensor& encoder_padding_mask = Tensor()) const {
+    return start_cache_block(encoder_out, encoder_padding_mask);
+  }
+  Tensor forward_step(const Tensor& x, DelightDecoderCache& cache) const { return forward_step_block(x, cache); }
 };
 
 }  // namespace define::nn

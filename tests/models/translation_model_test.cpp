@@ -146,7 +146,7 @@ TEST_CASE("translation models: incremental decoding equals the teacher-forced pa
       check_incremental(m, src, tgt_in);
     }
   }
-  SECTION("DeLighT NMT (recomputing decoder)") {
+  SECTION("DeLighT NMT (cached decoder)") {
     const BuiltModel built = build_from_json(R"({"model": {"type": "delight_nmt", "vocab_size": 13, "padding_idx": 0,
         "map_dim": 8, "d_m": 16, "emb_depth": 2, "max_groups": 2,
         "encoder": {"min_depth": 2, "max_depth": 3, "layers": 2}, "decoder": {"min_depth": 2, "max_depth": 3, "layers": 2}}})");
