@@ -1,8 +1,17 @@
 #include "autograd/node.h"
 
+#include "autograd/grad_hooks.h"
 #include "kernels/copy.h"
 
 namespace define {
+namespace {
+thread_local LeafGradientObserver* t_observer = nullptr;
+}  // namespace
+
+LeafGradientObserverGuard::LeafGradientObserverGuard(LeafGradientObserver* observer) : previous_(t_observer) {
+  t_observer = observer;
+}
+LeafGradientObserverGuard::~LeafGradientObserverGuard() { t_observer = previous_; }
 
 std::vector<Tensor> FunctionNode::apply(const BackwardArgs& args) {
   if (!fn_)
@@ -24,6 +33,7 @@ std::vector<Tensor> AccumulateGrad::apply(const BackwardArgs& args) {
     kernels::accumulate_into(acc, g);
     acc.bump_version();
   }
+  if (t_observer) t_observer->gradient_ready(leaf_.get());
   return {};
 }
 

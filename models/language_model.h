@@ -40,6 +40,11 @@ class LanguageModel : public nn::Module {
   // Log-probabilities of the next token, [T, B, V], and the new state (eval / generation).
   virtual std::pair<Tensor, LmState> log_prob(const Tensor& tokens, const LmState& state) = 0;
 
+  // Which dimension of the carried state tensor `name` is the batch (B) one: data-parallel
+  // training gathers the ranks' shards of the state along it into one checkpoint and cuts its
+  // own shard back out on resume. Models that carry no state are never asked.
+  virtual std::int64_t state_batch_dim(const std::string& name) const;
+
   // The model's own keys of the config's `train` section (AWD-LSTM's activation regularisers);
   // read once by the trainer before training. Default: none.
   virtual void read_training_options(const Config& /*train*/) {}

@@ -62,6 +62,7 @@ class LstmLm : public LanguageModel {
 
   Output forward(const Tensor& tokens, const Tensor& targets, const LmState& state = {}) override;
   std::pair<Tensor, LmState> log_prob(const Tensor& tokens, const LmState& state = {}) override;
+  std::int64_t state_batch_dim(const std::string& /*name*/) const override { return 0; }  // h, c [B, H]
   // train.alpha [2] and train.beta [1] (AWD-LSTM's defaults).
   void read_training_options(const Config& train) override;
   void set_regularisation(double alpha, double beta);

@@ -75,6 +75,7 @@ class TransformerXL : public LanguageModel {
 
   Output forward(const Tensor& tokens, const Tensor& targets, const LmState& state = {}) override;
   std::pair<Tensor, LmState> log_prob(const Tensor& tokens, const LmState& state = {}) override;
+  std::int64_t state_batch_dim(const std::string& /*name*/) const override { return 1; }  // mem [M, B, d]
   void set_eval_memory(std::int64_t mem_len) override;
 
   const TransformerXLConfig& config() const { return cfg_; }

@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "dist/communicator.h"
 #include "tools/command.h"
 
 namespace define::cli {
@@ -67,9 +68,11 @@ int run_command(const std::string& name, const std::vector<std::string>& args) {
       return c.run(args);
     } catch (const define::Error& e) {
       fmt::print(stderr, "define {}: error: {}\n", name, e.what());
+      dist::end_job_on_error(e.what());  // the other ranks of a distributed run must not wait for this one
       return 2;
     } catch (const std::exception& e) {
       fmt::print(stderr, "define {}: internal error: {}\n", name, e.what());
+      dist::end_job_on_error(e.what());
       return 3;
     }
   }

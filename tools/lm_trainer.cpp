@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "data/batching.h"
 #include "data/corpus.h"
+#include "dist/communicator.h"
 #include "models/registry.h"
 #include "tools/corpus_location.h"
 #include "tools/run_log.h"
@@ -51,13 +52,27 @@ DataSettings read_data(const Config& c) {
   return d;
 }
 
+// The training streams of this rank: in a data-parallel run of N processes, rank r takes streams
+// [r B/N, (r + 1) B/N) of the B columns, so the N ranks together see exactly one process's batch.
+Tensor training_streams(const data::Corpus& corpus, std::int64_t batch_size, const dist::Communicator& comm) {
+  const Tensor all = data::batchify(corpus.train, batch_size);
+  const int world = comm.world_size();
+  if (world == 1) return all;
+  if (batch_size % world != 0)
+    fail(kOp, "data.batch_size ({}) must be a multiple of the number of processes ({}): each rank trains on "
+              "batch_size / processes streams", batch_size, world);
+  const std::int64_t share = batch_size / world;
+  return contiguous(narrow(all, 1, comm.rank() * share, share));
+}
+
 // A language model on a word corpus: AWD-LSTM's batching (B streams, windows of bptt, optionally
 // of random length) with the model's state carried from window to window.
 class LanguageModelTask : public TrainingTask {
  public:
   LanguageModelTask(std::shared_ptr<models::LanguageModel> model, models::PartRules parts, const data::Corpus& corpus,
-                    const DataSettings& ds, Device device, std::uint64_t seed)
-      : model_(std::move(model)),
+                    const DataSettings& ds, Device device, std::uint64_t seed, dist::Communicator& comm)
+      : comm_(comm),
+        model_(std::move(model)),
         parts_(std::move(parts)),
         vocab_fingerprint_(corpus.vocab.fingerprint()),
         ds_(ds),
@@ -66,7 +81,7 @@ class LanguageModelTask : public TrainingTask {
         // are cut on the host by the iterator and copied one at a time.
         valid_(to_device(data::batchify(corpus.valid, ds.eval_batch_size), device)),
         test_(to_device(data::batchify(corpus.test, ds.test_batch_size), device)),
-        batches_(data::batchify(corpus.train, ds.batch_size),
+        batches_(training_streams(corpus, ds.batch_size, comm),
                  {.bptt = ds.bptt, .variable_length = ds.variable_length, .seed = seed}) {}
 
   nn::Module& model() override { return *model_; }
@@ -78,11 +93,13 @@ class LanguageModelTask : public TrainingTask {
     state_ = {};
   }
 
-  std::optional<Step> train_step() override {
+  std::optional<Step> train_step(StepContext& ctx) override {
     const std::optional<data::Batch> batch = batches_.next();
     if (!batch) return std::nullopt;
+    ctx.batches_drawn(batch->input.numel());
     auto out = model_->forward(to_device(batch->input, device_), to_device(batch->target, device_), state_);
     const double loss = out.loss.item_double();
+    ctx.last_backward();
     backward(out.objective);
     state_ = models::detach(out.state);
     return Step{.loss = loss, .tokens = batch->input.numel(), .lr_scale = batch->lr_scale};
@@ -94,16 +111,36 @@ class LanguageModelTask : public TrainingTask {
   double validate() override { return evaluate_lm(*model_, valid_, ds_.eval_bptt); }
   double test() override { return evaluate_lm(*model_, test_, ds_.eval_bptt); }
 
+  // The carried state of every rank, gathered along its batch dimension: the checkpoint holds
+  // the whole batch's state whatever the number of processes.
   void save(nn::Checkpoint& ck) const override {
     ck.run["data_position"] = data::to_string(batches_.position());
-    for (const auto& [name, t] : state_) ck.run_tensors[name] = t;
+    for (const auto& [name, t] : state_) {
+      if (comm_.world_size() == 1) {
+        ck.run_tensors[name] = t;
+        continue;
+      }
+      const std::int64_t d = model_->state_batch_dim(name);
+      const Tensor gathered = comm_.all_gather(contiguous(d == 0 ? t : transpose(t, 0, d)));
+      ck.run_tensors[name] = d == 0 ? gathered : contiguous(transpose(gathered, 0, d));
+    }
   }
   void restore(const nn::Checkpoint& ck) override {
     batches_.restore(checkpoint_field(ck, "data_position"));
     state_ = models::to_device(ck.run_tensors, device_);
+    if (comm_.world_size() == 1) return;
+    for (auto& [name, t] : state_) {
+      const std::int64_t d = model_->state_batch_dim(name), B = t.size(d);
+      if (B % comm_.world_size() != 0)
+        fail(kOp, "the checkpoint's state '{}' holds {} streams, not a multiple of the {} processes", name, B,
+             comm_.world_size());
+      const std::int64_t share = B / comm_.world_size();
+      t = contiguous(narrow(t, d, comm_.rank() * share, share));
+    }
   }
 
  private:
+  dist::Communicator& comm_;
   std::shared_ptr<models::LanguageModel> model_;
   models::PartRules parts_;
   std::string vocab_fingerprint_;
@@ -142,6 +179,7 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
   const DataSettings ds = read_data(cfg.section("data"));
   const Config train_cfg = cfg.section("train");
   const LoopSettings ts = read_loop_settings(train_cfg);
+  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(ts.distributed, ts.device);
 
   const data::Corpus corpus =
       ds.by_frequency ? data::Corpus::load(ds.corpus_dir).by_frequency() : data::Corpus::load(ds.corpus_dir);
@@ -154,12 +192,13 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
   cfg.require_all_used();
   model->to(ts.device);  // before the optimizer takes the parameters
 
-  RunDir run(run_dir, resume);
+  const bool writer = comm->rank() == 0;  // rank 0 writes the run's files
+  RunDir run(run_dir, resume, writer);
   // A resumed run keeps the files it started with; one killed before writing them gets them now.
-  if (!resume || !std::filesystem::exists(run.file("config.json"))) run.write_config(cfg.resolved());
-  if (!resume || !std::filesystem::exists(run.file("vocab.txt"))) corpus.vocab.save(run.file("vocab.txt"));
-  LanguageModelTask task(model, built.parts, corpus, ds, ts.device, static_cast<std::uint64_t>(ts.seed));
-  return run_training(task, ts, run, resume, model_gen);
+  if (writer && (!resume || !std::filesystem::exists(run.file("config.json")))) run.write_config(cfg.resolved());
+  if (writer && (!resume || !std::filesystem::exists(run.file("vocab.txt")))) corpus.vocab.save(run.file("vocab.txt"));
+  LanguageModelTask task(model, built.parts, corpus, ds, ts.device, static_cast<std::uint64_t>(ts.seed), *comm);
+  return run_training(task, ts, run, resume, model_gen, comm.get());
 }
 
 }  // namespace define::cli

@@ -14,6 +14,7 @@
 #include "data/parallel.h"
 #include "data/subword.h"
 #include "data/token_batches.h"
+#include "dist/communicator.h"
 #include "models/registry.h"
 #include "models/translation_model.h"
 #include "tools/corpus_location.h"
@@ -88,7 +89,7 @@ class TranslationTask : public TrainingTask {
   TranslationTask(std::shared_ptr<models::TranslationModel> model, models::PartRules parts, std::string subword_fingerprint,
                   const data::ParallelData& train, data::ParallelData valid, data::ParallelData test,
                   const TranslationDataSettings& ds, Device device, std::uint64_t seed, double label_smoothing,
-                  std::int64_t update_freq)
+                  std::int64_t update_freq, const dist::Communicator& comm)
       : model_(std::move(model)),
         parts_(std::move(parts)),
         subword_fingerprint_(std::move(subword_fingerprint)),
@@ -98,19 +99,29 @@ class TranslationTask : public TrainingTask {
         device_(device),
         label_smoothing_(label_smoothing),
         update_freq_(update_freq),
-        batches_(train, ds.max_tokens, /*shuffle=*/true, seed) {}
+        batches_(train, ds.max_tokens, /*shuffle=*/true, seed) {
+    // Data parallel: rank r takes batches r, r + N, ... of each epoch's shared order; every rank
+    // stops after the same number (the few batches beyond a multiple of N wait for the next epoch's
+    // order), so no rank waits in a reduction for one that has run out.
+    const int world = comm.world_size();
+    batches_.shard(comm.rank(), world);
+    per_rank_ = static_cast<std::int64_t>(batches_.layout().size()) / world;
+    if (per_rank_ == 0)
+      fail(kOp, "the training data makes {} batch(es) of data.max_tokens {}: too few for {} processes",
+           batches_.layout().size(), ds.max_tokens, world);
+  }
 
   nn::Module& model() override { return *model_; }
   const models::PartRules& parts() const override { return parts_; }
   std::int64_t approx_steps_per_epoch() const override {
-    return (batches_.num_batches() + update_freq_ - 1) / update_freq_;
+    return (per_rank_ + update_freq_ - 1) / update_freq_;
   }
 
   void start_epoch() override { batches_.start_epoch(++epoch_); }
 
-  std::optional<Step> train_step() override {
+  std::optional<Step> train_step(StepContext& ctx) override {
     std::vector<data::TranslationBatch> group;
-    for (std::int64_t i = 0; i < update_freq_; ++i) {
+    for (std::int64_t i = 0; i < update_freq_ && batches_.position() < per_rank_; ++i) {
       std::optional<data::TranslationBatch> b = batches_.next();
       if (!b) break;
       group.push_back(std::move(*b));
@@ -120,9 +131,11 @@ class TranslationTask : public TrainingTask {
     for (const auto& b : group) tokens += b.tgt_tokens;
     // Gradients summed over the group's batches, normalised by all their target tokens: the
     // same step as one batch holding them all.
+    ctx.batches_drawn(tokens);
     double nll = 0;
     for (const auto& b : group) {
       BatchLoss l = batch_loss(*model_, b, device_, label_smoothing_, /*with_graph=*/true);
+      if (&b == &group.back()) ctx.last_backward();
       backward(mul(l.objective_sum, 1.0 / static_cast<double>(tokens)));
       nll += l.nll_sum;
     }
@@ -180,7 +193,8 @@ class TranslationTask : public TrainingTask {
   double label_smoothing_;
   std::int64_t update_freq_;
   data::TokenBatcher batches_;
-  std::int64_t epoch_ = 0;  // epochs started
+  std::int64_t per_rank_ = 0;  // batches each rank trains on per epoch
+  std::int64_t epoch_ = 0;     // epochs started
 };
 
 void report_skipped(const char* split, const data::ParallelData& d, std::int64_t max_len) {
@@ -214,19 +228,28 @@ TrainResult train_translation_model(Config& cfg, const std::string& run_dir, boo
   const std::int64_t update_freq = train_cfg.get_int("update_freq", 1);
   require_positive(train_cfg, "update_freq", update_freq);
 
-  RunDir run(run_dir, resume);
-  // The subword model: trained once per run, on the training split's two sides.
+  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(ts.distributed, ts.device);
+  const bool writer = comm->rank() == 0;
+  RunDir run(run_dir, resume, writer);
+  // The subword model: trained once per run, on the training split's two sides (by rank 0; the
+  // other ranks of a data-parallel run load what it wrote).
   const std::filesystem::path sw_path = subword_model_path(run.path());
-  const data::Subword sw =
-      resume && std::filesystem::exists(sw_path)
-          ? data::Subword::load(sw_path)
-          : data::Subword::train({ds.file(ds.train, ds.source), ds.file(ds.train, ds.target)}, ds.subword,
-                                 std::filesystem::path(run.path()) / "subword");
+  auto make_subword = [&] {
+    return resume && std::filesystem::exists(sw_path)
+               ? data::Subword::load(sw_path)
+               : data::Subword::train({ds.file(ds.train, ds.source), ds.file(ds.train, ds.target)}, ds.subword,
+                                      std::filesystem::path(run.path()) / "subword");
+  };
+  std::optional<data::Subword> sw_built;
+  if (writer) sw_built.emplace(make_subword());
+  comm->barrier();
+  if (!writer) sw_built.emplace(data::Subword::load(sw_path));
+  const data::Subword& sw = *sw_built;
   const data::ParallelData train = data::load_parallel(ds.file(ds.train, ds.source), ds.file(ds.train, ds.target), sw, ds.max_len);
   // Evaluation keeps every pair (no length limit): its loss covers the whole split.
   data::ParallelData valid = data::load_parallel(ds.file(ds.valid, ds.source), ds.file(ds.valid, ds.target), sw, 0);
   data::ParallelData test = data::load_parallel(ds.file(ds.test, ds.source), ds.file(ds.test, ds.target), sw, 0);
-  report_skipped("train", train, ds.max_len);
+  if (writer) report_skipped("train", train, ds.max_len);
 
   Generator model_gen(static_cast<std::uint64_t>(ts.seed));
   models::BuiltModel built = models::build_model(cfg.section("model"), sw.size(), model_gen);
@@ -239,10 +262,10 @@ TrainResult train_translation_model(Config& cfg, const std::string& run_dir, boo
   cfg.require_all_used();
   model->to(ts.device);
 
-  if (!resume || !std::filesystem::exists(run.file("config.json"))) run.write_config(cfg.resolved());
+  if (writer && (!resume || !std::filesystem::exists(run.file("config.json")))) run.write_config(cfg.resolved());
   TranslationTask task(model, built.parts, sw.fingerprint(), train, std::move(valid), std::move(test), ds, ts.device,
-                       static_cast<std::uint64_t>(ts.seed), label_smoothing, update_freq);
-  return run_training(task, ts, run, resume, model_gen);
+                       static_cast<std::uint64_t>(ts.seed), label_smoothing, update_freq, *comm);
+  return run_training(task, ts, run, resume, model_gen, comm.get());
 }
 
 }  // namespace define::cli

@@ -31,8 +31,9 @@ std::int64_t peak_tensor_bytes() {
   return static_cast<std::int64_t>(CpuCachingAllocator::instance().stats().peak_active_bytes);
 }
 
-RunDir::RunDir(std::string path, bool resume) : path_(std::move(path)) {
+RunDir::RunDir(std::string path, bool resume, bool writer) : path_(std::move(path)), writer_(writer) {
   namespace fs = std::filesystem;
+  if (!writer_) return;
   std::error_code ec;
   if (!resume && fs::exists(fs::path(path_) / "metrics.jsonl"))
     fail("train", "run folder '{}' already holds a run; pass --resume to continue it or choose another --run-dir", path_);
@@ -42,11 +43,13 @@ RunDir::RunDir(std::string path, bool resume) : path_(std::move(path)) {
 }
 
 void RunDir::write_config(const std::string& resolved_json) const {
+  if (!writer_) return;
   write_file_atomically(file("config.json"), resolved_json + "\n");
 }
 
 void RunDir::log_metrics(const std::string& event, const std::map<std::string, double>& numbers,
                          const std::map<std::string, std::string>& strings) const {
+  if (!writer_) return;
   nlohmann::json j;
   j["event"] = event;
   for (const auto& [k, v] : numbers) j[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(fmt::format("{}", v));
@@ -65,6 +68,7 @@ std::uint64_t RunDir::metrics_size() const {
 }
 
 void RunDir::truncate_metrics(std::uint64_t size) const {
+  if (!writer_) return;
   const std::uint64_t now = metrics_size();
   if (now == size) return;
   if (now < size) {

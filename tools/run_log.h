@@ -22,8 +22,10 @@ class RunDir {
  public:
   // Creates the folder (and parents). Refuses an existing folder holding a run unless
   // `resume` (so a new run never overwrites another's checkpoints). On resume, removes the
-  // temporaries of checkpoint writes that a killed process left behind.
-  RunDir(std::string path, bool resume);
+  // temporaries of checkpoint writes that a killed process left behind. A reader (`writer`
+  // false: the ranks other than 0 of a data-parallel run) only reads the folder rank 0 writes:
+  // it creates, checks, logs and truncates nothing.
+  RunDir(std::string path, bool resume, bool writer = true);
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
   void write_config(const std::string& resolved_json) const;
@@ -40,6 +42,7 @@ class RunDir {
 
  private:
   std::string path_;
+  bool writer_ = true;
 };
 
 class ProgressLine {

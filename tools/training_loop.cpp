@@ -13,8 +13,12 @@
 
 #include <fmt/format.h>
 
+#include <zlib.h>
+
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/gradient_reducer.h"
 #include "kernels/devices.h"
 #include "nn/optim/optim.h"
 
@@ -154,6 +158,50 @@ std::string nonfinite_reason(double loss, double norm, const optim::NamedParamet
 
 constexpr std::int64_t kMaxSkippedInARow = 20;  // beyond this, skipping is not helping
 
+// A fingerprint of every parameter's bytes: data-parallel ranks must hold the same weights.
+std::uint64_t parameter_checksum(const optim::NamedParameters& params) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& [name, t] : params) {
+    const Tensor host = contiguous(to_device(detach(t), Device::cpu()));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(host.raw_data()),
+                static_cast<uInt>(static_cast<std::size_t>(host.numel()) * dtype_size(host.dtype())));
+  }
+  return crc;
+}
+
+// Rank r's dropout stream in a data-parallel run: rank 0 keeps the run's seed (so one process and
+// rank 0 draw alike), the others a seed derived from it and the rank.
+std::uint64_t rank_seed(std::uint64_t seed, int rank) {
+  return rank == 0 ? seed : seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(rank));
+}
+
+// The loop's side of a data-parallel step: the reducer learns this rank's tokens and when the
+// last backward starts.
+class ReducingContext final : public TrainingTask::StepContext {
+ public:
+  explicit ReducingContext(dist::GradientReducer& reducer) : reducer_(reducer) {}
+  void batches_drawn(std::int64_t tokens) override {
+    global_tokens_ = reducer_.begin_step(tokens);
+    drawn_ = true;
+  }
+  void last_backward() override {
+    if (!drawn_) fail(kOp, "internal: a task started its last backward before reporting its batches");
+    reducer_.watch_backward();
+  }
+  // After the task's step: the reduced gradients in place; the step's tokens over all ranks.
+  std::int64_t finish() {
+    if (!drawn_) fail(kOp, "internal: the task did not report its batches to the data-parallel step");
+    reducer_.finish();
+    drawn_ = false;
+    return global_tokens_;
+  }
+
+ private:
+  dist::GradientReducer& reducer_;
+  std::int64_t global_tokens_ = 0;
+  bool drawn_ = false;
+};
+
 }  // namespace
 
 Device training_device(const std::string& name, const std::string& key) {
@@ -178,7 +226,13 @@ Device training_device(const std::string& name, const std::string& key) {
 LoopSettings read_loop_settings(const Config& c) {
   LoopSettings t;
   t.optimizer = c.get_string("optimizer", t.optimizer);
-  t.device = training_device(c.get_string("device", "cpu"), c.path("device"));
+  t.distributed = c.get_string("distributed", t.distributed);
+  if (t.distributed != "none" && t.distributed != "mpi" && t.distributed != "nccl")
+    fail(kOp, "{} must be none, mpi or nccl, got '{}'", c.path("distributed"), t.distributed);
+  // Under mpirun each rank of a machine takes its own GPU: "cuda" means cuda:<local rank>.
+  std::string device = c.get_string("device", "cpu");
+  if (t.distributed != "none" && device == "cuda") device = fmt::format("cuda:{}", dist::launcher_local_rank());
+  t.device = training_device(device, c.path("device"));
   t.lr = c.get_double("lr", t.lr);
   t.weight_decay = c.get_double("weight_decay", t.weight_decay);
   t.momentum = c.get_double("momentum", t.momentum);
@@ -208,6 +262,11 @@ LoopSettings read_loop_settings(const Config& c) {
   if (on_error != "stop" && on_error != "continue")
     fail(kOp, "{} must be 'stop' or 'continue', got '{}'", c.path("on_checkpoint_error"), on_error);
   t.stop_on_checkpoint_error = on_error == "stop";
+  t.bucket_mb = c.get_double("bucket_mb", t.bucket_mb);
+  if (!(t.bucket_mb > 0)) fail(kOp, "{} must be positive, got {}", c.path("bucket_mb"), t.bucket_mb);
+  t.distributed_timeout = c.get_double("distributed_timeout", t.distributed_timeout);
+  if (!(t.distributed_timeout >= 0))
+    fail(kOp, "{} must be >= 0 (0: wait forever), got {}", c.path("distributed_timeout"), t.distributed_timeout);
   require_positive(c, "epochs", t.epochs);
   require_positive(c, "log_interval", t.log_interval);
   require_positive(c, "threads", t.threads);
@@ -227,8 +286,17 @@ const std::string& checkpoint_field(const nn::Checkpoint& ck, const std::string&
   return it->second;
 }
 
-TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run, bool resume, Generator& model_gen) {
+TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run, bool resume, Generator& model_gen,
+                         dist::Communicator* comm) {
   omp_set_num_threads(static_cast<int>(ts.threads));
+  std::unique_ptr<dist::Communicator> own_comm;
+  if (!comm) {
+    own_comm = dist::make_communicator("none", ts.device);
+    comm = own_comm.get();
+  }
+  dist::set_collective_timeout_s(ts.distributed_timeout);
+  const int rank = comm->rank(), world = comm->world_size();
+  const bool writer = rank == 0;  // rank 0 alone writes metrics and checkpoints and prints
   nn::Module& model = task.model();
   const auto params = model.named_parameters();
   // Gradient norms per part (DeFINE unit, context model, input-output) go into the metrics log:
@@ -245,17 +313,23 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
   const LrFactor lr_factor(ts, ts.schedule_steps > 0 ? ts.schedule_steps : total_steps);
 
   Progress p;
-  if (resume && !std::filesystem::exists(run.file(kLatest))) {
+  if (resume && comm->sum(std::int64_t{std::filesystem::exists(run.file(kLatest)) ? 1 : 0}) < world) {
     // Killed before its first checkpoint: nothing was saved, so the run starts again.
-    fmt::print("no checkpoint in {} yet: starting the run from the beginning\n", run.path());
-    std::fflush(stdout);
-    run.truncate_metrics(0);
+    if (writer) {
+      fmt::print("no checkpoint in {} yet: starting the run from the beginning\n", run.path());
+      std::fflush(stdout);
+      run.truncate_metrics(0);
+    }
     resume = false;
   }
   if (resume) {
     const nn::Checkpoint ck = nn::load_checkpoint(run.file(kLatest));
     nn::restore_checkpoint(ck, model, optimizer.get());
-    model_gen.set_state(parse_state(checkpoint_field(ck, "model_generator"), "model_generator"));
+    const std::string gen_key = rank == 0 ? "model_generator" : fmt::format("model_generator_rank{}", rank);
+    if (world > 1 && !ck.run.count(gen_key))
+      fail(kOp, "{} was not written by a run of {} processes (it lacks '{}'): resume it with the number of "
+                "processes that wrote it", run.file(kLatest), world, gen_key);
+    model_gen.set_state(parse_state(checkpoint_field(ck, gen_key), gen_key.c_str()));
     task.restore(ck);
     p.epoch = number_field<std::int64_t>(ck, "epoch");
     p.step = number_field<std::int64_t>(ck, "step");
@@ -269,13 +343,53 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     p.window_tokens = number_field_or<std::int64_t>(ck, "window_tokens", 0);
     // Lines logged after this checkpoint (the resumed run logs them again) and a line cut short
     // by a kill go; checkpoints of older versions did not record the size and keep the log.
-    if (ck.run.count("metrics_bytes")) run.truncate_metrics(number_field<std::uint64_t>(ck, "metrics_bytes"));
-    fmt::print("resuming {} at epoch {}, step {}\n", run.path(), p.epoch, p.step);
-    std::fflush(stdout);  // a log file is block-buffered: this line must survive a later kill
+    if (writer && ck.run.count("metrics_bytes")) run.truncate_metrics(number_field<std::uint64_t>(ck, "metrics_bytes"));
+    const std::int64_t saved_world = number_field_or<std::int64_t>(ck, "world_size", 1);
+    if (saved_world != world)
+      fail(kOp, "{} was written by a run of {} process(es); resume it with {} (this run has {})", run.file(kLatest),
+           saved_world, saved_world, world);
+    if (writer) {
+      fmt::print("resuming {} at epoch {}, step {}\n", run.path(), p.epoch, p.step);
+      std::fflush(stdout);  // a log file is block-buffered: this line must survive a later kill
+    }
+  } else if (rank > 0) {
+    model_gen.set_state({rank_seed(model_gen.state().seed, rank), model_gen.state().offset});
+  }
+
+  // Data parallel: every rank starts from rank 0's weights (a resume loaded the same file, a new
+  // run initialised with the same seed: the broadcast changes nothing unless something is wrong,
+  // and the checksum says so), then reduces its gradients each step.
+  std::unique_ptr<dist::GradientReducer> reducer;
+  if (world > 1) {
+    for (auto& [name, t] : named) {
+      Tensor data = detach(t);
+      comm->broadcast(data, 0);
+    }
+    comm->require_equal(parameter_checksum(named), "the parameters after the broadcast from rank 0");
+    reducer = std::make_unique<dist::GradientReducer>(*comm, named,
+                                                      static_cast<std::size_t>(ts.bucket_mb * 1024 * 1024));
+    if (writer) {
+      fmt::print("data parallel: {} processes ({}), {} gradient buckets of up to {} MB\n", world, comm->backend(),
+                 reducer->num_buckets(), ts.bucket_mb);
+      std::fflush(stdout);
+    }
   }
 
   // `resume_epoch`: the epoch a resumed run starts in (the next one once an epoch has ended).
+  // Collective in a data-parallel run (every rank's random stream and carried state are gathered),
+  // written by rank 0.
   auto save_latest = [&](std::int64_t resume_epoch) {
+    std::map<std::string, std::string> rank_fields;
+    if (world > 1) {
+      const GeneratorState mine = model_gen.state();
+      const Tensor all = comm->all_gather(from_vector(std::vector<std::int64_t>{
+          static_cast<std::int64_t>(mine.seed), static_cast<std::int64_t>(mine.offset)}));
+      const std::int64_t* v = all.data<std::int64_t>();
+      for (int r = 1; r < world; ++r)
+        rank_fields[fmt::format("model_generator_rank{}", r)] =
+            state_string({static_cast<std::uint64_t>(v[2 * r]), static_cast<std::uint64_t>(v[2 * r + 1])});
+      comm->require_equal(parameter_checksum(named), "the parameters (the ranks have drifted apart)");
+    }
     nn::Checkpoint ck = nn::make_checkpoint(model, optimizer.get(),
                                             {{"model_generator", state_string(model_gen.state())},
                                              {"epoch", std::to_string(resume_epoch)},
@@ -290,8 +404,10 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
                                             {"window_tokens", std::to_string(p.window_tokens)},
                                             {"metrics_bytes", std::to_string(run.metrics_size())}});
     for (auto& [k, v] : task.checkpoint_labels()) ck.run[k] = v;
+    ck.run.insert(rank_fields.begin(), rank_fields.end());
+    if (world > 1) ck.run["world_size"] = std::to_string(world);
     task.save(ck);
-    nn::save_checkpoint(run.file(kLatest), ck);
+    if (writer) nn::save_checkpoint(run.file(kLatest), ck);
   };
   // A checkpoint that cannot be written (full disk, file-size limit, permissions) never passes
   // silently: it stops the run, or with train.on_checkpoint_error = continue is reported on
@@ -328,12 +444,28 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     for (;;) {
       // The budget is checked before drawing a batch, so the saved data position is the next
       // batch to train on.
-      if ((ts.max_steps > 0 && p.step >= ts.max_steps) || elapsed() >= budget_s) {
+      // Ranks decide together (their clocks differ): rank 0's clock counts.
+      bool over_time = elapsed() >= budget_s;
+      if (world > 1 && std::isfinite(budget_s)) over_time = comm->sum(std::int64_t{writer && over_time}) > 0;
+      if ((ts.max_steps > 0 && p.step >= ts.max_steps) || over_time) {
         out_of_budget = true;
         break;
       }
       optimizer->zero_grad();
-      const std::optional<TrainingTask::Step> batch = task.train_step();
+      std::optional<TrainingTask::Step> batch;
+      if (reducer) {
+        ReducingContext ctx(*reducer);
+        batch = task.train_step(ctx);
+        if (batch) {
+          // The global batch's mean loss and token count; the gradients are now its mean gradient.
+          const std::int64_t tokens = ctx.finish();
+          batch->loss = comm->sum(batch->loss * static_cast<double>(batch->tokens)) / static_cast<double>(tokens);
+          batch->tokens = tokens;
+        }
+      } else {
+        TrainingTask::StepContext ctx;
+        batch = task.train_step(ctx);
+      }
       if (!batch) break;
       // The norm before clipping; the gradients are left as they are when it is not finite.
       const double norm =
@@ -347,8 +479,8 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         if (++skipped_in_a_row >= kMaxSkippedInARow)
           fail(kOp, "{} steps in a row had a non-finite loss or gradient (the last at epoch {}, after step {}: {}); "
                     "skipping does not help, lower train.lr or check the data", skipped_in_a_row, p.epoch, p.step, why);
-        fmt::print(stderr, "skipping a step at epoch {}, after step {}: {}\n", p.epoch, p.step, why);
-        run.log_metrics("skipped", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
+        if (writer) fmt::print(stderr, "skipping a step at epoch {}, after step {}: {}\n", p.epoch, p.step, why);
+        if (writer) run.log_metrics("skipped", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
                                     {"skipped_steps", static_cast<double>(p.skipped)}}, {{"reason", why}});
         task.discard_carried_state();
         continue;
@@ -369,7 +501,7 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
         const double mean_loss = p.window_loss / static_cast<double>(p.window_steps);
         const double tok_s = static_cast<double>(p.window_tokens) / dt;
-        progress.update(p.epoch, p.step, total_steps, mean_loss, tok_s, lr, elapsed(), budget_s);
+        if (writer) progress.update(p.epoch, p.step, total_steps, mean_loss, tok_s, lr, elapsed(), budget_s);
         std::map<std::string, double> metrics = {
             {"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
             {"loss", mean_loss}, {"perplexity", std::exp(mean_loss)}, {"tokens_per_s", tok_s}, {"lr", lr},
@@ -379,7 +511,18 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
             {"peak_tensor_bytes", static_cast<double>(peak_tensor_bytes())}};
         metrics.insert(part_norms.begin(), part_norms.end());
         if (ts.skip_nonfinite) metrics["skipped_steps"] = static_cast<double>(p.skipped);
-        run.log_metrics("train", metrics);
+        if (reducer) {
+          // Communication per step: its span from the first bucket's start to the last one's end,
+          // and the part backward did not hide (waited for after it).
+          const dist::GradientReducer::Timing c = reducer->timing();
+          const auto n = static_cast<double>(p.window_steps);
+          metrics["comm_ms_per_step"] = 1e3 * c.comm_window_s / n;
+          metrics["comm_wait_ms_per_step"] = 1e3 * c.wait_s / n;
+          metrics["buckets_started_in_backward"] =
+              c.buckets > 0 ? static_cast<double>(c.buckets_started_in_backward) / static_cast<double>(c.buckets) : 0;
+          reducer->reset_timing();
+        }
+        if (writer) run.log_metrics("train", metrics);
         p.window_loss = p.window_grad_norm = 0;
         p.window_steps = p.window_tokens = 0;
         window_start = std::chrono::steady_clock::now();
@@ -394,14 +537,22 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     p.mid_epoch = false;
 
     // End of an epoch: validate (on the averaged weights once NT-ASGD averages), keep the best.
+    // Data parallel: rank 0 validates (every rank holds the same weights) and tells the others.
     std::optional<optim::AveragedWeights> averaged;
     if (ntasgd && ntasgd->averaging()) averaged.emplace(*ntasgd);
-    const double val = task.validate();
-    fmt::print("epoch {} | valid loss {:.4f} | valid ppl {:.2f} | {:.0f} s\n", p.epoch, val, std::exp(val), elapsed());
-    std::fflush(stdout);  // interleaves correctly with the progress line on stderr when logged
-    run.log_metrics("valid", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
-                              {"loss", val}, {"perplexity", std::exp(val)}});
-    if (val < p.best_valid) {
+    double val = writer ? task.validate() : 0.0;
+    if (world > 1) {
+      Tensor v = scalar_tensor(val, {.dtype = DType::Float64});
+      comm->broadcast(v, 0);
+      val = v.item_double();
+    }
+    if (writer) {
+      fmt::print("epoch {} | valid loss {:.4f} | valid ppl {:.2f} | {:.0f} s\n", p.epoch, val, std::exp(val), elapsed());
+      std::fflush(stdout);  // interleaves correctly with the progress line on stderr when logged
+      run.log_metrics("valid", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
+                                {"loss", val}, {"perplexity", std::exp(val)}});
+    }
+    if (val < p.best_valid && writer) {
       p.best_valid = val;
       checkpoint("best", [&] {
         std::map<std::string, std::string> labels = task.checkpoint_labels();
@@ -409,7 +560,8 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         nn::save_checkpoint(run.file(kBest), nn::make_checkpoint(model, nullptr, std::move(labels)));
       });
     }
-    if (ts.keep_epoch_checkpoints > 0) {
+    if (val < p.best_valid) p.best_valid = val;  // the other ranks keep the same record
+    if (ts.keep_epoch_checkpoints > 0 && writer) {
       // The weights after this epoch, for `define average` (the last N averaged, as fairseq's
       // average_checkpoints); the oldest beyond N is removed once the new one is safely written.
       checkpoint("epoch", [&] {
@@ -422,7 +574,7 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
       });
     }
     averaged.reset();
-    if (ntasgd && !ntasgd->averaging() && ntasgd->observe(val))
+    if (ntasgd && !ntasgd->averaging() && ntasgd->observe(val) && writer)
       fmt::print("switching to averaged SGD (no improvement over the last {} evaluations)\n", ts.nonmono);
     p.seconds = elapsed();
     checkpoint("latest", [&] { save_latest(p.epoch + 1); });
@@ -431,10 +583,11 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
   if (p.mid_epoch) checkpoint("latest", [&] { save_latest(p.epoch); });
 
   // Final numbers from the best validated checkpoint; before any epoch completed, from the
-  // current weights (averaged ones under NT-ASGD), which latest.ckpt holds.
+  // current weights (averaged ones under NT-ASGD), which latest.ckpt holds. Rank 0 evaluates.
   TrainResult result;
   result.steps = p.step;
   result.seconds = p.seconds;
+  if (!writer) return result;
   std::optional<optim::AveragedWeights> averaged;
   if (std::filesystem::exists(run.file(kBest))) {
     nn::restore_checkpoint(nn::load_checkpoint(run.file(kBest)), model, nullptr);

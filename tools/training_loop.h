@@ -19,7 +19,18 @@
 //   whose loss or gradient is NaN or inf is skipped and counted, as loss-scaling trainers do,
 //   instead of stopping the run; 20 such steps in a row stop it), on_checkpoint_error [stop]
 //   (stop | continue: a checkpoint that cannot be written, e.g. on a full disk, ends the run with
-//   an error naming the file, or is reported and retried at the next checkpoint).
+//   an error naming the file, or is reported and retried at the next checkpoint),
+//   distributed [none] (none | mpi | nccl: data-parallel training over the processes mpirun
+//   started, see dist/communicator.h), bucket_mb [25] (gradient bucket size), distributed_timeout
+//   [1800] (seconds a collective waits for the other ranks before the run fails).
+//
+// Data-parallel runs: every rank builds the same model, rank 0's parameters are broadcast and
+// checked equal on every rank; each step every rank trains on its shard of the global batch and
+// the gradients are reduced in buckets while backward runs (dist/gradient_reducer.h), so N ranks
+// take the step one process takes on the whole batch. Clipping sees the global gradient, logged
+// losses and token counts are over all ranks, dropout streams differ by rank, and rank 0 alone
+// writes metrics and checkpoints (which hold every rank's random stream and carried state, so a
+// resume with the same number of processes continues exactly). Evaluation runs on rank 0.
 //
 // Crash safety: checkpoints are written atomically, and each records how far metrics.jsonl had
 // got, so a run killed at any moment and resumed with --resume logs exactly what an
@@ -39,6 +50,10 @@
 #include "nn/module.h"
 #include "tools/run_log.h"
 
+namespace define::dist {
+class Communicator;
+}
+
 namespace define::cli {
 
 struct LoopSettings {
@@ -55,6 +70,8 @@ struct LoopSettings {
   std::int64_t keep_epoch_checkpoints = 0;  // epoch<E>.ckpt of the last N epochs (for `define average`)
   bool skip_nonfinite = false;
   bool stop_on_checkpoint_error = true;  // train.on_checkpoint_error: stop (true) | continue
+  std::string distributed = "none";
+  double bucket_mb = 25, distributed_timeout = 1800;
 };
 
 // Reads the keys above from the `train` section; errors name the key.
@@ -67,6 +84,17 @@ Device training_device(const std::string& name, const std::string& key);
 // One model with its data, as the loop drives it.
 class TrainingTask {
  public:
+  // What a task tells the loop in the middle of a step (what data-parallel gradient reduction
+  // needs to know); the defaults ignore it.
+  class StepContext {
+   public:
+    virtual ~StepContext() = default;
+    // The step's batches are drawn, before any backward pass: this process's target tokens.
+    virtual void batches_drawn(std::int64_t /*tokens*/) {}
+    // Right before the step's last backward pass (the one after which the gradients are final).
+    virtual void last_backward() {}
+  };
+
   virtual ~TrainingTask() = default;
 
   virtual nn::Module& model() = 0;
@@ -81,8 +109,9 @@ class TrainingTask {
     double lr_scale = 1;      // this batch's learning-rate multiplier (AWD-LSTM's window length)
   };
   // Draws the next batch and runs forward and backward into the parameters' gradients (zeroed by
-  // the loop before); nullopt when the epoch's data is used up.
-  virtual std::optional<Step> train_step() = 0;
+  // the loop before), telling `ctx` as it goes; nullopt when the epoch's data is used up (which
+  // must happen at the same step on every rank of a data-parallel run).
+  virtual std::optional<Step> train_step(StepContext& ctx) = 0;
   // The loop skipped the last step (its loss or gradient was not finite): forget whatever it
   // carried forward (e.g. a recurrent state that may now hold NaN).
   virtual void discard_carried_state() = 0;
@@ -106,8 +135,10 @@ struct TrainResult {
 };
 
 // Runs (or, with resume, continues from run/latest.ckpt) the training `s` describes. The model
-// must be on s.device. model_gen is the model's random stream (saved in checkpoints).
-TrainResult run_training(TrainingTask& task, const LoopSettings& s, RunDir& run, bool resume, Generator& model_gen);
+// must be on s.device. model_gen is the model's random stream (saved in checkpoints). `comm`:
+// the data-parallel group (null: one process); the task must already train on its rank's shard.
+TrainResult run_training(TrainingTask& task, const LoopSettings& s, RunDir& run, bool resume, Generator& model_gen,
+                         dist::Communicator* comm = nullptr);
 
 // "epoch<E>.ckpt": the weights kept after epoch E (train.keep_epoch_checkpoints).
 std::string epoch_checkpoint_name(std::int64_t epoch);

@@ -39,7 +39,7 @@ class ScriptedTask : public cli::TrainingTask {
   const models::PartRules& parts() const override { return parts_; }
   std::int64_t approx_steps_per_epoch() const override { return 1000; }
   void start_epoch() override {}
-  std::optional<Step> train_step() override {
+  std::optional<Step> train_step(StepContext&) override {
     ++draws;
     const Tensor x = from_vector<float>({1.0f, 2.0f}, Shape{1, 2});
     const Tensor diff = sub(linear_.forward(x), 1.0);

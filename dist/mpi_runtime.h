@@ -1,0 +1,24 @@
+// The MPI process runtime shared by the mpi and nccl backends: initialised once per process on
+// first use, finalised at exit; MPI calls come from the main thread only (MPI_THREAD_FUNNELED).
+#pragma once
+
+#include <string>
+
+namespace define::dist {
+
+void mpi_initialize();
+bool mpi_initialized();
+int mpi_world_rank();
+int mpi_world_size();
+int mpi_local_rank();  // rank among the processes sharing this machine
+
+// How long a collective waits for the other ranks before it fails (train.distributed_timeout);
+// 0: forever.
+double mpi_collective_timeout_s();
+void set_mpi_collective_timeout_s(double seconds);
+
+// Ends every rank of the job (MPI_Abort) after printing `why` with this rank's number: what a rank
+// does on an error, so the others exit instead of waiting in a collective for a rank that left.
+[[noreturn]] void abort_job(const std::string& why);
+
+}  // namespace define::dist
