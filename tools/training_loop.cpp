@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "autograd/ops.h"
+#include "core/crash_point.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/gradient_reducer.h"
@@ -451,6 +452,7 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         out_of_budget = true;
         break;
       }
+      crash_point("train_step");  // tests: a rank that dies mid-run (tools/check-distributed.sh)
       optimizer->zero_grad();
       std::optional<TrainingTask::Step> batch;
       if (reducer) {
