@@ -93,14 +93,21 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend, Devi
   if (backend == "none") return std::make_unique<SingleProcess>();
   if (backend == "mpi" || backend == "nccl") {
     if (!built_with_mpi())
-      fail(kOp, "train.distributed = '{}' needs a define built with MPI (install libopenmpi-dev and "
-                "configure with -DDEFINE_MPI=ON); this build runs one process only", backend);
+      fail(kOp,
+           "train.distributed = '{}' needs a define built with MPI (install libopenmpi-dev and "
+           "configure with -DDEFINE_MPI=ON); this build runs one process only",
+           backend);
     if (backend == "mpi") return make_mpi_communicator();
-    if (!built_with_nccl())
-      fail(kOp, "train.distributed = 'nccl' needs a define built with the CUDA backend and NCCL "
-                "(DEFINE_CUDA=ON with NCCL found); use 'mpi' for CPU and emulated-device runs");
+    // nccl: the real library on GPUs, its MPI-backed emulation on the emulated GPU.
+    if (device.is_emu()) return make_nccl_emulated_communicator(device);
     if (!device.is_cuda())
-      fail(kOp, "train.distributed = 'nccl' runs on GPUs; train.device is {} (use 'mpi' for it)", device.str());
+      fail(kOp, "train.distributed = 'nccl' runs on GPUs (or the emulated GPU); train.device is {} (use 'mpi' for it)",
+           device.str());
+    if (!built_with_nccl())
+      fail(kOp,
+           "train.distributed = 'nccl' on {} needs a define built with the CUDA backend and NCCL "
+           "(DEFINE_CUDA=ON with NCCL found); use 'mpi' for CPU and emulated-device runs",
+           device.str());
     return make_nccl_communicator(device);
   }
   fail(kOp, "unknown train.distributed '{}' (expected none, mpi or nccl)", backend);

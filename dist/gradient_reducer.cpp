@@ -1,7 +1,7 @@
 #include "dist/gradient_reducer.h"
 
-#include <chrono>
 #include <zlib.h>
+#include <chrono>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -14,9 +14,7 @@ namespace {
 
 constexpr const char* kOp = "distributed";
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // The flat buffer's elements [offset, offset + numel) viewed as `like`'s shape.
 Tensor slice_as(const Tensor& flat, std::int64_t offset, const Tensor& like) {

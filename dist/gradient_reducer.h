@@ -55,7 +55,7 @@ class GradientReducer final : public LeafGradientObserver {
 
  private:
   struct Bucket {
-    std::vector<std::size_t> members;  // indices into params_
+    std::vector<std::size_t> members;   // indices into params_
     std::vector<std::int64_t> offsets;  // element offset of each member in `flat`
     Tensor flat;
     std::size_t ready = 0;
@@ -69,9 +69,9 @@ class GradientReducer final : public LeafGradientObserver {
   optim::NamedParameters params_;
   std::vector<Bucket> buckets_;
   std::unordered_map<const TensorImpl*, std::size_t> param_of_;  // leaf -> index into params_
-  std::vector<std::size_t> bucket_of_;                            // param index -> bucket
-  std::vector<char> seen_;                                        // param got its gradient this pass
-  Tensor used_;                                                   // int64 [params]: ranks that used each
+  std::vector<std::size_t> bucket_of_;                           // param index -> bucket
+  std::vector<char> seen_;                                       // param got its gradient this pass
+  Tensor used_;                                                  // int64 [params]: ranks that used each
   double weight_ = 1;
   bool watching_ = false;
   std::unique_ptr<LeafGradientObserverGuard> guard_;

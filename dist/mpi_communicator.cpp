@@ -1,13 +1,10 @@
 // The MPI transport (OpenMPI): host tensors in place, device tensors (the emulated GPU's, or a
 // GPU's when NCCL is not used) staged through host memory, so no CUDA-aware MPI is needed.
 #include <mpi.h>
-#include <sched.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,19 +22,15 @@ constexpr const char* kOp = "distributed";
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::Float32: return MPI_FLOAT;
-    case DType::Float64: return MPI_DOUBLE;
-    case DType::Int64: return MPI_INT64_T;
-    default: fail(kOp, "dtype {} has no MPI type here", dtype_name(t));
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
+    case DType::Int64:
+      return MPI_INT64_T;
+    default:
+      fail(kOp, "dtype {} has no MPI type here", dtype_name(t));
   }
-}
-
-void check_mpi(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  fail(kOp, "{} failed: {}", call, std::string(text, static_cast<std::size_t>(len)));
 }
 
 std::size_t nbytes(const Tensor& t) { return static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()); }
@@ -65,26 +58,6 @@ class HostView {
   std::vector<unsigned char> staging_;
 };
 
-// Waits on an MPI request without spinning a core: on 2 cores the rank we wait for needs it.
-// Gives up after the runtime's timeout, so a rank that hangs does not hang the others forever.
-void wait_request(MPI_Request& req, const char* what) {
-  const auto start = std::chrono::steady_clock::now();
-  const double timeout = mpi_collective_timeout_s();
-  for (int spins = 0;; ++spins) {
-    int done = 0;
-    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
-    if (spins < 64) {
-      sched_yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-      if (timeout > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout)
-        fail(kOp, "rank {}: the {} waited {:.0f} s for the other ranks (train.distributed_timeout): one of them "
-                  "died or hangs", mpi_world_rank(), what, timeout);
-    }
-  }
-}
-
 class MpiReduce final : public PendingReduce {
  public:
   explicit MpiReduce(Tensor& t) : t_(t), host_(t, /*copy_in=*/true) {
@@ -108,7 +81,7 @@ class MpiReduce final : public PendingReduce {
   }
   void wait() override {
     if (!active_ || done_) return;
-    wait_request(req_, "all-reduce");
+    mpi_wait(req_, "all-reduce");
     complete();
   }
 
@@ -154,7 +127,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request req;
     check_mpi(MPI_Ibcast(host.data(), static_cast<int>(t.numel()), mpi_type(t.dtype()), root, MPI_COMM_WORLD, &req),
               "MPI_Ibcast");
-    wait_request(req, "broadcast");
+    mpi_wait(req, "broadcast");
     host.finish();
   }
 
@@ -172,7 +145,7 @@ class MpiCommunicator final : public Communicator {
       check_mpi(MPI_Iallgather(in.data(), static_cast<int>(t.numel()), mpi_type(t.dtype()), out.raw_data(),
                                static_cast<int>(t.numel()), mpi_type(t.dtype()), MPI_COMM_WORLD, &req),
                 "MPI_Iallgather");
-      wait_request(req, "all-gather");
+      mpi_wait(req, "all-gather");
     }
     return t.device().is_cpu() ? out : copy_to_device(out, t.device());
   }
@@ -180,7 +153,7 @@ class MpiCommunicator final : public Communicator {
   void barrier() override {
     MPI_Request req;
     check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
-    wait_request(req, "barrier");
+    mpi_wait(req, "barrier");
   }
 
  private:
@@ -190,9 +163,8 @@ class MpiCommunicator final : public Communicator {
     std::int64_t mine[2] = {static_cast<std::int64_t>(t.dtype()), t.numel()};
     std::vector<std::int64_t> all(2 * static_cast<std::size_t>(world_size()));
     MPI_Request req;
-    check_mpi(MPI_Iallgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, MPI_COMM_WORLD, &req),
-              "MPI_Iallgather");
-    wait_request(req, what);
+    check_mpi(MPI_Iallgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, MPI_COMM_WORLD, &req), "MPI_Iallgather");
+    mpi_wait(req, what);
     for (int r = 0; r < world_size(); ++r)
       if (all[2 * r] != mine[0] || all[2 * r + 1] != mine[1])
         fail(kOp, "{}: rank {} passes {} elements of {}, rank {} passes {} of {}", what, rank(), mine[1],

@@ -2,8 +2,12 @@
 
 #include <mpi.h>
 
+#include <sched.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -59,6 +63,34 @@ int mpi_local_rank() { return g_local_rank; }
 double mpi_collective_timeout_s() { return g_timeout_s; }
 void set_mpi_collective_timeout_s(double seconds) { g_timeout_s = seconds; }
 void set_collective_timeout_s(double seconds) { set_mpi_collective_timeout_s(seconds); }
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fail("distributed", "{} failed: {}", call, std::string(text, static_cast<std::size_t>(len)));
+}
+
+void mpi_wait(MPI_Request& req, const char* what) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    if (spins < 64) {
+      sched_yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (g_timeout_s > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > g_timeout_s)
+      fail("distributed",
+           "rank {}: the {} waited {:.0f} s for the other ranks (train.distributed_timeout): one of "
+           "them died or hangs",
+           mpi_world_rank(), what, g_timeout_s);
+  }
+}
 
 void abort_job(const std::string& why) {
   std::fprintf(stderr, "rank %d of %d ends the job: %s\n", mpi_world_rank(), mpi_world_size(), why.c_str());

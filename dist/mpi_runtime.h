@@ -2,6 +2,8 @@
 // first use, finalised at exit; MPI calls come from the main thread only (MPI_THREAD_FUNNELED).
 #pragma once
 
+#include <mpi.h>
+
 #include <string>
 
 namespace define::dist {
@@ -16,6 +18,12 @@ int mpi_local_rank();  // rank among the processes sharing this machine
 // 0: forever.
 double mpi_collective_timeout_s();
 void set_mpi_collective_timeout_s(double seconds);
+
+// Waits for `req` without spinning a core (on 2 cores the rank we wait for needs it), failing
+// with an error naming this rank and `what` after the collective timeout.
+void mpi_wait(MPI_Request& req, const char* what);
+// Throws naming `call` with MPI's text unless rc is MPI_SUCCESS.
+void check_mpi(int rc, const char* call);
 
 // Ends every rank of the job (MPI_Abort) after printing `why` with this rank's number: what a rank
 // does on an error, so the others exit instead of waiting in a collective for a rank that left.

@@ -10,5 +10,8 @@ void set_collective_timeout_s(double /*seconds*/) {}
 std::unique_ptr<Communicator> make_mpi_communicator() {
   fail("distributed", "this define was built without MPI (configure with -DDEFINE_MPI=ON)");
 }
+std::unique_ptr<Communicator> make_nccl_emulated_communicator(Device /*device*/) {
+  fail("distributed", "this define was built without MPI, which the emulated NCCL runs over");
+}
 
 }  // namespace define::dist

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Data-parallel `define train` against one process (a ctest; see tests/CMakeLists.txt):
 #   1. LSTM LM (AWD-LSTM regularisers, random window lengths), Transformer-XL (memory, adaptive
-#      input) and the LSTM LM on the emulated GPU: 6 steps with 2 ranks x 4 streams equal 6 steps of
-#      one process x 8 streams (weights, optimizer state, carried state, every logged loss);
+#      input), the LSTM LM on the emulated GPU over MPI and Transformer-XL on it over the NCCL
+#      communicator (dist/nccl_emu.h): 6 steps with 2 ranks x 4 streams equal 6 steps of one
+#      process x 8 streams (weights, optimizer state, carried state, every logged loss);
 #   2. a 2-rank run stopped after 3 steps and resumed equals the uninterrupted 2-rank run bit for bit;
 #   3. a rank killed mid-run ends the job with an error naming it, within a minute, not a hang;
 #   4. configuration errors: streams not divisible by the ranks, resuming with another rank count.
@@ -46,12 +47,13 @@ same_losses() {  # same_losses RUN_A RUN_B: every logged loss within 2e-5 relati
 }
 fails() { echo "FAIL: $*" >&2; exit 1; }
 
-run_pair() {  # run_pair NAME MODEL OPTIMIZER DEVICE VARIABLE_LENGTH
+run_pair() {  # run_pair NAME MODEL OPTIMIZER DEVICE VARIABLE_LENGTH [TRANSPORT]
+  local transport="${6:-mpi}"
   config "$2" "$3" "$4" "$5" > "$work/$1.json"
   "$define" train --config "$work/$1.json" --run-dir "$work/$1-1" > "$work/$1-1.log" 2>&1 || { cat "$work/$1-1.log"; fails "$1: one process"; }
-  "${mpi[@]}" "$define" train --config "$work/$1.json" --run-dir "$work/$1-2" --set train.distributed='"mpi"' \
+  "${mpi[@]}" "$define" train --config "$work/$1.json" --run-dir "$work/$1-2" --set train.distributed="\"$transport\"" \
     > "$work/$1-2.log" 2>&1 || { cat "$work/$1-2.log"; fails "$1: 2 ranks"; }
-  grep -q "data parallel: 2 processes (mpi)" "$work/$1-2.log" || fails "$1: the 2-rank run did not say it is data parallel"
+  grep -q "data parallel: 2 processes ($transport)" "$work/$1-2.log" || fails "$1: the 2-rank run did not say it is data parallel over $transport"
   same_losses "$work/$1-1" "$work/$1-2" || fails "$1: logged losses"
   echo "$1: $("$diff_ckpt" "$work/$1-1/latest.ckpt" "$work/$1-2/latest.ckpt" 2e-5)" || fails "$1: checkpoints"
 }
@@ -60,6 +62,8 @@ adam='"optimizer": "adam", "lr": 0.003, "weight_decay": 0'
 run_pair lstm "$lstm" "$sgd" cpu true
 run_pair txl "$txl" "$adam" cpu false
 run_pair lstm-emu "$lstm" "$sgd" emu true
+# The NCCL communicator's code on the emulated GPU (NCCL's entry points emulated over MPI).
+run_pair txl-emu-nccl "$txl" "$adam" emu false nccl
 
 # Resume: 3 steps, then on to 6, with 2 ranks: bit for bit the uninterrupted 2-rank run.
 "${mpi[@]}" "$define" train --config "$work/lstm.json" --run-dir "$work/resumed" --set train.distributed='"mpi"' \

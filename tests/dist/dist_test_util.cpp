@@ -10,4 +10,13 @@ dist::Communicator& comm() {
   return *c;
 }
 
+std::vector<dist::Communicator*> transports() {
+  std::vector<dist::Communicator*> all{&comm()};
+  if (comm().world_size() > 1) {
+    static const std::unique_ptr<dist::Communicator> nccl = dist::make_communicator("nccl", Device::parse("emu:0"));
+    all.push_back(nccl.get());
+  }
+  return all;
+}
+
 }  // namespace define::test

@@ -1,10 +1,15 @@
 #pragma once
 
+#include <vector>
+
 #include "dist/communicator.h"
 
 namespace define::test {
 
 // The process group of this test run: mpi under mpirun, else one process.
 dist::Communicator& comm();
+// Every transport to test: comm(), and under mpirun also the NCCL communicator on the emulated GPU
+// (dist/nccl_emu.h), which serves emu tensors through the NCCL calls and host tensors through MPI.
+std::vector<dist::Communicator*> transports();
 
 }  // namespace define::test
