@@ -1,6 +1,7 @@
 #include "dist/gradient_reducer.h"
 
 #include <zlib.h>
+#include <algorithm>
 #include <chrono>
 
 #include "autograd/grad_mode.h"
@@ -13,6 +14,8 @@ namespace define::dist {
 namespace {
 
 constexpr const char* kOp = "distributed";
+
+constexpr std::size_t kFirstBucketBytes = std::size_t{1} << 20;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -65,7 +68,9 @@ GradientReducer::GradientReducer(Communicator& comm, const optim::NamedParameter
     current.push_back(k);
     param_of_[t.impl()] = k;
     bytes += static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype());
-    if (bytes >= bucket_bytes) close();
+    // The first bucket is small (as DDP's 1 MB one): the last layers' gradients are ready first,
+    // and a small bucket starts communicating while most of backward is still to come.
+    if (bytes >= (buckets_.empty() ? std::min(bucket_bytes, kFirstBucketBytes) : bucket_bytes)) close();
   }
   close();
   seen_.assign(params_.size(), 0);

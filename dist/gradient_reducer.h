@@ -1,6 +1,6 @@
 // Data-parallel gradient reduction in buckets, overlapped with backward (as PyTorch DDP): the
 // parameters are laid out in buckets of about `bucket_bytes`, in reverse registration order
-// (roughly the order backward finishes their gradients). Once every gradient of a bucket is final
+// (roughly the order backward finishes their gradients), the first one at most 1 MB. Once every gradient of a bucket is final
 // (autograd/grad_hooks.h), the bucket is packed, scaled by this rank's weight and its all-reduce
 // started, while backward goes on with the layers below; finish() starts whatever has not started
 // (a parameter that got no gradient this pass), waits, and writes the sums back into .grad.

@@ -4,9 +4,10 @@
 #      input), the LSTM LM on the emulated GPU over MPI and Transformer-XL on it over the NCCL
 #      communicator (dist/nccl_emu.h): 6 steps with 2 ranks x 4 streams equal 6 steps of one
 #      process x 8 streams (weights, optimizer state, carried state, every logged loss);
-#   2. a 2-rank run stopped after 3 steps and resumed equals the uninterrupted 2-rank run bit for bit;
-#   3. a rank killed mid-run ends the job with an error naming it, within a minute, not a hang;
-#   4. configuration errors: streams not divisible by the ranks, resuming with another rank count.
+#   2. translation: 2 ranks equal one process with train.update_freq = 2;
+#   3. a 2-rank run stopped after 3 steps and resumed equals the uninterrupted 2-rank run bit for bit;
+#   4. a rank killed mid-run ends the job with an error naming it, within a minute, not a hang;
+#   5. configuration errors: streams not divisible by the ranks, resuming with another rank count.
 # Dropout is off in the equality runs: with it on, ranks draw their own masks (by design).
 # Tolerance: 2e-5 relative to each tensor's largest value (float32 sums in another order; 6 steps).
 # Usage: tools/check-distributed.sh DEFINE_BINARY CHECKPOINT_DIFF_BINARY MPIRUN
@@ -46,6 +47,11 @@ same_losses() {  # same_losses RUN_A RUN_B: every logged loss within 2e-5 relati
     END { if (bad || n != 6) { print "logged losses differ (or are not 6)"; exit 1 } }'
 }
 fails() { echo "FAIL: $*" >&2; exit 1; }
+compare() {  # compare NAME A.ckpt B.ckpt TOLERANCE
+  local out
+  out=$("$diff_ckpt" "$2" "$3" "$4") || { echo "$1: $out" >&2; fails "$1: checkpoints differ beyond $4"; }
+  echo "$1: $out"
+}
 
 run_pair() {  # run_pair NAME MODEL OPTIMIZER DEVICE VARIABLE_LENGTH [TRANSPORT]
   local transport="${6:-mpi}"
@@ -55,7 +61,7 @@ run_pair() {  # run_pair NAME MODEL OPTIMIZER DEVICE VARIABLE_LENGTH [TRANSPORT]
     > "$work/$1-2.log" 2>&1 || { cat "$work/$1-2.log"; fails "$1: 2 ranks"; }
   grep -q "data parallel: 2 processes ($transport)" "$work/$1-2.log" || fails "$1: the 2-rank run did not say it is data parallel over $transport"
   same_losses "$work/$1-1" "$work/$1-2" || fails "$1: logged losses"
-  echo "$1: $("$diff_ckpt" "$work/$1-1/latest.ckpt" "$work/$1-2/latest.ckpt" 2e-5)" || fails "$1: checkpoints"
+  compare "$1" "$work/$1-1/latest.ckpt" "$work/$1-2/latest.ckpt" 2e-5
 }
 sgd='"optimizer": "sgd", "lr": 5, "alpha": 2, "beta": 1'
 adam='"optimizer": "adam", "lr": 0.003, "weight_decay": 0'
@@ -65,12 +71,36 @@ run_pair lstm-emu "$lstm" "$sgd" emu true
 # The NCCL communicator's code on the emulated GPU (NCCL's entry points emulated over MPI).
 run_pair txl-emu-nccl "$txl" "$adam" emu false nccl
 
+# Translation: rank r takes batches r, r + 2, ... of the shared order, so 2 ranks take the step one
+# process takes with train.update_freq = 2 (the same two batches, gradients summed over their tokens).
+# SGD, not Adam: the attention key biases get a gradient of rounding noise only (softmax ignores
+# them), which Adam's normalisation would turn into full-size steps of either sign.
+awk -v seed=5 'BEGIN { srand(seed);
+  for (f = 0; f < 3; f++) { split_name = f == 0 ? "train" : (f == 1 ? "val" : "test"); n = f == 0 ? 400 : 40;
+    for (l = 0; l < n; l++) { len = 2 + int(rand() * 8); src = ""; tgt = "";
+      for (w = 0; w < len; w++) { word = "w" int(30 * rand() * rand()); src = src " " word; tgt = toupper(word) " " tgt }
+      print substr(src, 2) > ("'"$work"'/data/" split_name ".src"); sub(/ $/, "", tgt); print tgt > ("'"$work"'/data/" split_name ".tgt") } } }'
+cat > "$work/nmt.json" <<JSON
+{"data": {"dir": "$work/data", "source": "src", "target": "tgt", "max_tokens": 128, "subword": {"vocab_size": 36}},
+ "model": {"type": "transformer_nmt", "input": {"type": "embedding", "dim": 32, "scale": true}, "d_model": 32,
+           "heads": 4, "ffn_dim": 48, "encoder_layers": 1, "decoder_layers": 1, "pre_norm": true,
+           "dropout": {"residual": 0}},
+ "train": {"optimizer": "sgd", "lr": 0.5, "clip": 1.0, "epochs": 100, "max_steps": 6,
+           "log_interval": 1, "checkpoint_interval": 3, "seed": 3, "threads": 1}}
+JSON
+"$define" train --config "$work/nmt.json" --run-dir "$work/nmt-1" --set train.update_freq=2 > "$work/nmt-1.log" 2>&1 \
+  || { cat "$work/nmt-1.log"; fails "translation: one process"; }
+"${mpi[@]}" "$define" train --config "$work/nmt.json" --run-dir "$work/nmt-2" --set train.distributed='"mpi"' \
+  > "$work/nmt-2.log" 2>&1 || { cat "$work/nmt-2.log"; fails "translation: 2 ranks"; }
+same_losses "$work/nmt-1" "$work/nmt-2" || fails "translation: logged losses"
+compare translation "$work/nmt-1/latest.ckpt" "$work/nmt-2/latest.ckpt" 2e-5
+
 # Resume: 3 steps, then on to 6, with 2 ranks: bit for bit the uninterrupted 2-rank run.
 "${mpi[@]}" "$define" train --config "$work/lstm.json" --run-dir "$work/resumed" --set train.distributed='"mpi"' \
   --set train.max_steps=3 > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fails "resume: first half"; }
 "${mpi[@]}" "$define" train --config "$work/lstm.json" --run-dir "$work/resumed" --set train.distributed='"mpi"' \
   --resume > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fails "resume: second half"; }
-echo "resume: $("$diff_ckpt" "$work/lstm-2/latest.ckpt" "$work/resumed/latest.ckpt" 0)" || fails "resume: checkpoints"
+compare resume "$work/lstm-2/latest.ckpt" "$work/resumed/latest.ckpt" 0
 diff <(losses "$work/lstm-2") <(losses "$work/resumed") > /dev/null || fails "resume: logged losses"
 
 # Resuming a 2-rank run with one process is refused by name.
