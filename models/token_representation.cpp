@@ -1,6 +1,7 @@
 #include "models/token_representation.h"
 
 #include <algorithm>
+#include <vector>
 #include <cmath>
 
 #include "autograd/ops.h"
@@ -77,6 +78,7 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
   // Adaptive input scales each band by sqrt(its width) unless told not to (fairseq's default).
   cfg.scale = c.get_bool("scale", released || projected || cfg.kind == TokenInputKind::Adaptive);
   if (c.has("init_range")) cfg.init_range = c.get_double("init_range");
+  if (has_unit) cfg.distinct_tokens = c.get_bool("distinct_tokens", true);
   const auto unit_options = [&] {
     cfg.norm = nn::parse_grouped_linear_norm(c.get_string("norm", "chunk"));
     cfg.activation = nn::parse_activation(c.get_string("activation", "swish"));
@@ -206,6 +208,17 @@ Tensor TokenInput::forward(const Tensor& tokens) const {
     check_cache_current();
     return embedding(cache_, tokens);
   }
+  if (has_unit() && cfg_.distinct_tokens && tokens.numel() > 0 && !(is_training() && cfg_.unit_dropout > 0)) {
+    const DistinctIds d = distinct_ids(tokens);
+    // As a [U, 1] batch: DExTra's embedding reads time-major [T, B] ids.
+    const std::int64_t U = d.ids.size(0);
+    const Tensor rows = reshape(forward_per_position(reshape(d.ids, {U, 1})), {U, cfg_.out_dim});
+    return embedding(rows, d.positions);
+  }
+  return forward_per_position(tokens);
+}
+
+Tensor TokenInput::forward_per_position(const Tensor& tokens) const {
   switch (cfg_.kind) {
     case TokenInputKind::Embedding: {
       Tensor e = map_->forward(tokens);
@@ -223,6 +236,24 @@ Tensor TokenInput::forward(const Tensor& tokens) const {
     case TokenInputKind::Projected: return projected_->forward(tokens);
   }
   fail(kInput, "unreachable input kind");
+}
+
+DistinctIds distinct_ids(const Tensor& tokens) {
+  if (tokens.dtype() != DType::Int64 && tokens.dtype() != DType::Int32)
+    fail(kInput, "token ids must be int32 or int64, got {}", dtype_name(tokens.dtype()));
+  // On the host: a batch's ids are a few thousand at most, and sorting them costs nothing next to
+  // the unit. (For device tensors this is one small copy each way per batch.)
+  const Tensor host = to_dtype(contiguous(to_device(tokens, Device::cpu())), DType::Int64);
+  const std::int64_t* p = host.data<std::int64_t>();
+  std::vector<std::int64_t> ids(p, p + host.numel());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(host.numel()));
+  for (std::size_t i = 0; i < positions.size(); ++i)
+    positions[i] = std::lower_bound(ids.begin(), ids.end(), p[i]) - ids.begin();
+  const auto n = static_cast<std::int64_t>(ids.size());
+  return {to_device(from_vector(ids, {n}), tokens.device()),
+          to_device(from_vector(positions, tokens.shape()), tokens.device())};
 }
 
 const Tensor& TokenInput::table() const {

@@ -3,12 +3,15 @@
 // stale.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "core/config.h"
+#include "kernels/devices.h"
 #include "models/token_representation.h"
 #include "nn/optim/sgd.h"
 #include "test_util.h"
@@ -92,4 +95,65 @@ TEST_CASE("token input: a cached table is refused once a parameter changed", "[m
     copy_(input.parameter("unit.reduce.weight"), zeros_like(input.parameter("unit.reduce.weight")));
     CHECK_THROWS_WITH(input.forward(ids), Contains("parameter 'unit.reduce.weight' changed after use_cache()"));
   }
+}
+
+TEST_CASE("token input: distinct_ids lists each id once, in order, with every position's index", "[models]") {
+  const Tensor tokens = from_vector(std::vector<std::int64_t>{7, 3, 7, 7, 0, 3}, {3, 2});
+  const models::DistinctIds d = models::distinct_ids(tokens);
+  CHECK(d.ids.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 3, 7});
+  CHECK(d.positions.shape() == Shape{3, 2});
+  CHECK(d.positions.to_vector<std::int64_t>() == std::vector<std::int64_t>{2, 1, 2, 2, 0, 1});
+  CHECK_THROWS_WITH(models::distinct_ids(zeros({2})), Contains("int32 or int64"));
+}
+
+TEST_CASE("token input: the unit once per distinct token equals once per position, forward and backward",
+          "[models][family:embedding]") {
+  REQUIRE(kernels::register_devices().emu);
+  const std::int64_t V = 40;
+  const std::vector<std::string> inputs = {
+      R"("type": "projective", "dim": 8, "out_dim": 12)",
+      R"("type": "define", "dim": 8, "out_dim": 12, "k": 16, "depth": 3, "g_max": 4)",
+      R"("type": "define", "map": "projected", "dim": 8, "proj_dim": 12, "out_dim": 12, "k": 24, "depth": 3, "g_max": 4, "cutoffs": [20])",
+      R"("type": "define-iclr", "dim": 8, "out_dim": 12, "k": 16, "depth": 3, "max_groups": 2)",
+      R"("type": "dextra", "dim": 8, "out_dim": 32, "depth": 3)"};
+  // A skewed batch of 9 x 6 ids: many repeats, as in text.
+  Generator draw(3);
+  const Tensor u = rand_uniform({9, 6}, 0.0, 1.0, {.dtype = DType::Float64}, draw);
+  std::vector<std::int64_t> ids;
+  for (double x : u.to_vector<double>()) ids.push_back(static_cast<std::int64_t>(V * x * x * x));
+  const Tensor tokens = from_vector(ids, {9, 6});
+  for (const std::string& body : inputs)
+    for (const char* device : {"cpu", "emu:0"}) {
+      CAPTURE(body, device);
+      const Device dev = Device::parse(device);
+      auto build = [&](bool distinct) {
+        Generator gen(21);
+        auto input = std::make_unique<models::TokenInput>(
+            input_config("{" + body + R"(, "distinct_tokens": )" + (distinct ? "true" : "false") + "}", V), gen);
+        input->to(dev);
+        return input;
+      };
+      const auto distinct = build(true), per_position = build(false);
+      const Tensor x = to_device(tokens, dev);
+      const Tensor a = distinct->forward(x), b = per_position->forward(x);
+      REQUIRE(a.shape() == b.shape());
+      CHECK(test::max_diff(test::values(a), test::values(b)) < 1e-5);
+      // A loss that weighs every output element differently, so each position's gradient differs.
+      Generator wgen(4);
+      const Tensor w = to_device(rand_uniform(a.shape(), -1.0, 1.0, {}, wgen), dev);
+      backward(sum(mul(a, w)));
+      backward(sum(mul(b, w)));
+      const auto da = distinct->named_parameters(), db = per_position->named_parameters();
+      const std::vector<std::pair<std::string, Tensor>> pa(da.begin(), da.end()), pb(db.begin(), db.end());
+      REQUIRE(pa.size() == pb.size());
+      for (std::size_t i = 0; i < pa.size(); ++i) {
+        CAPTURE(pa[i].first);
+        REQUIRE(pa[i].second.grad().defined() == pb[i].second.grad().defined());
+        if (!pa[i].second.grad().defined()) continue;
+        const std::vector<double> ga = test::values(pa[i].second.grad()), gb = test::values(pb[i].second.grad());
+        double scale = 1e-3;
+        for (double g : gb) scale = std::max(scale, std::abs(g));
+        CHECK(test::max_diff(ga, gb) < 2e-5 * scale);
+      }
+    }
 }
