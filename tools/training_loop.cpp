@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -164,8 +165,12 @@ std::uint64_t parameter_checksum(const optim::NamedParameters& params) {
   uLong crc = crc32(0L, Z_NULL, 0);
   for (const auto& [name, t] : params) {
     const Tensor host = contiguous(to_device(detach(t), Device::cpu()));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(host.raw_data()),
-                static_cast<uInt>(static_cast<std::size_t>(host.numel()) * dtype_size(host.dtype())));
+    const auto* bytes = static_cast<const Bytef*>(host.raw_data());
+    std::size_t left = static_cast<std::size_t>(host.numel()) * dtype_size(host.dtype());
+    for (std::size_t chunk; left > 0; bytes += chunk, left -= chunk) {  // crc32 takes 32-bit lengths
+      chunk = std::min<std::size_t>(left, std::size_t{1} << 30);
+      crc = crc32(crc, bytes, static_cast<uInt>(chunk));
+    }
   }
   return crc;
 }
@@ -325,11 +330,12 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
   }
   if (resume) {
     const nn::Checkpoint ck = nn::load_checkpoint(run.file(kLatest));
+    const std::int64_t saved_world = number_field_or<std::int64_t>(ck, "world_size", 1);
+    if (saved_world != world)
+      fail(kOp, "{} was written by a run of {} process(es); resume it with {} (this run has {})", run.file(kLatest),
+           saved_world, saved_world, world);
     nn::restore_checkpoint(ck, model, optimizer.get());
     const std::string gen_key = rank == 0 ? "model_generator" : fmt::format("model_generator_rank{}", rank);
-    if (world > 1 && !ck.run.count(gen_key))
-      fail(kOp, "{} was not written by a run of {} processes (it lacks '{}'): resume it with the number of "
-                "processes that wrote it", run.file(kLatest), world, gen_key);
     model_gen.set_state(parse_state(checkpoint_field(ck, gen_key), gen_key.c_str()));
     task.restore(ck);
     p.epoch = number_field<std::int64_t>(ck, "epoch");
@@ -345,10 +351,6 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     // Lines logged after this checkpoint (the resumed run logs them again) and a line cut short
     // by a kill go; checkpoints of older versions did not record the size and keep the log.
     if (writer && ck.run.count("metrics_bytes")) run.truncate_metrics(number_field<std::uint64_t>(ck, "metrics_bytes"));
-    const std::int64_t saved_world = number_field_or<std::int64_t>(ck, "world_size", 1);
-    if (saved_world != world)
-      fail(kOp, "{} was written by a run of {} process(es); resume it with {} (this run has {})", run.file(kLatest),
-           saved_world, saved_world, world);
     if (writer) {
       fmt::print("resuming {} at epoch {}, step {}\n", run.path(), p.epoch, p.step);
       std::fflush(stdout);  // a log file is block-buffered: this line must survive a later kill
