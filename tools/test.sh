@@ -17,7 +17,17 @@ which="${1:-all}"
 # The CUDA toolkit's usual home, for machines where nvcc is not on PATH.
 if ! command -v nvcc > /dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 
+# Each phase says how long it took, so a slow CI run shows where its time went.
+phase_start=$(date +%s)
+phase_done() {
+  local now
+  now=$(date +%s)
+  echo "== $1 took $((now - phase_start)) s"
+  phase_start=$now
+}
+
 ./tools/install-deps.sh
+phase_done "install-deps"
 
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere (CI) reuses what an
 # earlier build of the same sources compiled.
@@ -28,13 +38,16 @@ run_preset() {
   echo "== preset $p: configure and build"
   cmake --preset "$p" > /dev/null
   cmake --build --preset "$p" -j "$(nproc)"
+  phase_done "preset $p: build"
   echo "== preset $p: tests"
   ctest --preset "$p"
+  phase_done "preset $p: tests"
   if [ "$p" = release ] && command -v nvcc > /dev/null; then
     echo "== ptxas report: registers and spills of every kernel (sm_75, sm_80, sm_90; sm_61 with CUDA 12's ptxas)"
     PTXAS12="$(./tools/get-ptxas12.sh)" ./tools/check-ptxas.sh
     echo "== link safety: no symbol defined by both the nvcc and the emulator build"
     ./tools/check-symbols.sh build/release
+    phase_done "ptxas report and link safety"
   fi
 }
 
@@ -42,6 +55,6 @@ case "$which" in
   release) run_preset release ;;
   asan) run_preset asan ;;
   fuzz) ./tools/fuzz.sh ;;
-  all) run_preset release; run_preset asan; ./tools/fuzz.sh ;;
+  all) run_preset release; run_preset asan; ./tools/fuzz.sh; phase_done "fuzz" ;;
   *) echo "usage: tools/test.sh [release|asan|fuzz|all]" >&2; exit 2 ;;
 esac

@@ -188,10 +188,11 @@ TEST_CASE("delight models: float64 gradient check of a tiny NMT model's loss", "
       if (pre) names.insert(names.end(), {"encoder.layer_norm.weight", "decoder.layer_norm.bias"});
       std::vector<std::pair<std::string, Tensor>> wrt;
       for (const std::string& n : names) wrt.emplace_back(n, model.parameter(n));
+      // 16 elements of each (the blocks have exhaustive checks in tests/nn/delight_block_test.cpp).
       check_gradients([&] {
         dg.set_state({9, 0});
         return model.loss(model.forward(src, Tensor(), tgt), target, 0.1);
-      }, wrt);
+      }, wrt, 1e-6, 1e-7, 1e-5, /*sample=*/16);
     }
   }
 }
