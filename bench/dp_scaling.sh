@@ -20,26 +20,7 @@ trap 'rm -rf "$work"' EXIT
 tools/get-data ptb > /dev/null
 tools/get-data wikitext-2 > /dev/null
 
-# Runs `define train` (or mpirun ... define train) until metrics.jsonl holds its second training
-# line, then stops it: the final evaluation is not what this measures.
-measure() {  # measure RUN_DIR COMMAND...
-  local run="$1"
-  shift
-  "$@" > "$run.log" 2>&1 &
-  local pid=$!
-  local lines=0
-  while kill -0 "$pid" 2> /dev/null; do
-    lines=$(grep -c '"event":"train"' "$run/metrics.jsonl" 2> /dev/null) || lines=0
-    [ "$lines" -ge 2 ] && break
-    sleep 1
-  done
-  kill "$pid" 2> /dev/null || true
-  wait "$pid" 2> /dev/null || true
-  if ! grep -s '"event":"train"' "$run/metrics.jsonl" | sed -n 2p | grep .; then
-    echo "no measurement from $*:" >&2
-    tail -5 "$run.log" >&2
-  fi
-}
+source bench/scripts/second_window.sh
 field() { echo "$1" | sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p"; }
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
@@ -51,9 +32,9 @@ for config in configs/ptb-define-lstm.json configs/wt2-transformer-xl-define.jso
           --set train.checkpoint_interval=0)
   # A cosine schedule keeps the length of a full run (its 1,500 steps): max_steps only cuts it short.
   if grep -q '"schedule": "cosine"' "$config"; then common+=(--set train.schedule_steps=1500); fi
-  one=$(measure "$work/$name-1" "$bin" train --config "$config" --run-dir "$work/$name-1" "${common[@]}" \
+  one=$(second_window "$work/$name-1" "$bin" train --config "$config" --run-dir "$work/$name-1" "${common[@]}" \
         --set train.threads=2)
-  two=$(measure "$work/$name-2" mpirun --oversubscribe --allow-run-as-root -np 2 --bind-to core \
+  two=$(second_window "$work/$name-2" mpirun --oversubscribe --allow-run-as-root -np 2 --bind-to core \
         "$bin" train --config "$config" --run-dir "$work/$name-2" "${common[@]}" --set train.threads=1 \
         --set train.distributed='"mpi"')
   t1=$(field "$one" tokens_per_s) t2=$(field "$two" tokens_per_s)

@@ -16,19 +16,10 @@ run="$(mktemp -d)/run"
 trap 'rm -rf "$(dirname "$run")"' EXIT
 extra=()
 grep -q '"schedule": "cosine"' "$config" && extra+=(--set train.schedule_steps=100000)
-"$bin" train --config "$config" --run-dir "$run" --set "train.max_steps=$steps" --set "train.log_interval=$(( steps / 2 ))" \
-  --set train.max_minutes=0 --set train.checkpoint_interval=0 "${extra[@]}" "$@" > "$run.log" 2>&1 &
-pid=$!
-lines=0
-while kill -0 "$pid" 2> /dev/null; do
-  lines=$(grep -c '"event":"train"' "$run/metrics.jsonl" 2> /dev/null) || lines=0
-  [ "$lines" -ge 2 ] && break
-  sleep 1
-done
-kill "$pid" 2> /dev/null || true
-wait "$pid" 2> /dev/null || true
-line=$(grep -s '"event":"train"' "$run/metrics.jsonl" | sed -n 2p) || true
-[ -n "$line" ] || { echo "no measurement:" >&2; tail -5 "$run.log" >&2; exit 1; }
+source bench/scripts/second_window.sh
+line=$(second_window "$run" "$bin" train --config "$config" --run-dir "$run" --set "train.max_steps=$steps" \
+  --set "train.log_interval=$(( steps / 2 ))" --set train.max_minutes=0 --set train.checkpoint_interval=0 \
+  "${extra[@]}" "$@")
 tok=$(echo "$line" | sed -n 's/.*"tokens_per_s":\([^,}]*\).*/\1/p')
 printf '%s %s: %.0f tokens/s (steps %d-%d, %s)\n' "$config" "$*" "$tok" $(( steps / 2 + 1 )) "$steps" \
   "$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
