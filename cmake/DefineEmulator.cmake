@@ -6,7 +6,11 @@
 #   * .cu files get LANGUAGE CXX (CMake then passes -x c++ to g++);
 #   * -Wno-unknown-pragmas: `#pragma unroll` means nothing to g++;
 #   * at least -O1 -g, even in Debug: the emulator runtime is compiled into each kernel file, and -O0
-#     makes it 5-10x slower.
+#     makes it 5-10x slower;
+#   * ThreadSanitizer's instrumentation without its run-time library (-fsanitize=thread at compile
+#     time only): the emulator's race schedule is that library (kernels/emu/emu_race.hpp). Not in
+#     the sanitizer and fuzz builds, whose AddressSanitizer cannot be combined with it; the race
+#     schedule there switches threads only at barriers.
 # Keep the emulator and all emulated kernels in one executable or shared library: the runner and
 # threadIdx are inline globals that must resolve to a single copy.
 include_guard(GLOBAL)
@@ -21,8 +25,16 @@ function(define_add_emulated_kernels target)
   if(_cu)
     set_source_files_properties(${_cu} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX)
   endif()
-  set_source_files_properties(${_files} TARGET_DIRECTORY ${target} PROPERTIES
-    COMPILE_OPTIONS "-Wno-unknown-pragmas;-g;$<$<CONFIG:Debug>:-O1>")
+  set(_options -Wno-unknown-pragmas -g $<$<CONFIG:Debug>:-O1>)
+  if(NOT DEFINE_SANITIZE AND NOT DEFINE_FUZZ)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      # -Wno-tsan: GCC notes that it does not instrument fences (__threadfence); nothing to switch at.
+      list(APPEND _options -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -Wno-tsan)
+    elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+      list(APPEND _options -fsanitize=thread -mllvm -tsan-instrument-func-entry-exit=0)
+    endif()
+  endif()
+  set_source_files_properties(${_files} TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${_options}")
   target_sources(${target} PRIVATE ${_files})
   target_link_libraries(${target} PRIVATE Boost::context Threads::Threads)
 endfunction()

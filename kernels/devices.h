@@ -25,10 +25,11 @@ bool built_with_cuda();
 
 namespace define::kernels {
 
-// The emulated device's thread schedule between barriers: "forward", "reverse" or
-// "random:<seed>" (CUDA_EMU_SCHEDULE sets the initial one). A kernel with a missing
-// __syncthreads gives a different result under one of them. Throws define::Error for anything
-// else. Not thread-safe: change it only while no kernel runs.
+// The emulated device's order of threads between barriers and of blocks: "forward", "reverse",
+// "random:<seed>" or "race:<seed>" (random, plus thread switches at memory accesses;
+// CUDA_EMU_SCHEDULE sets the initial one). A kernel with a missing __syncthreads, a race between
+// blocks or a non-atomic update raced by several threads gives a different result under one of
+// them. Throws define::Error for anything else. Not thread-safe: change it only while no kernel runs.
 void set_emu_schedule(const std::string& schedule);
 std::string emu_schedule();
 

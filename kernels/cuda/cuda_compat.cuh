@@ -6,7 +6,8 @@
 // What a kernel file may use in both builds:
 //   launch(kernel, grid, block, smem_bytes, stream, args...)   instead of kernel<<<...>>>(args...)
 //   EMU_DYNAMIC_SHARED(T, name);                                instead of extern __shared__ T name[];
-// plus ordinary CUDA device code: __global__/__device__/__shared__, threadIdx etc., __syncthreads*,
+//   EMU_STATIC_SHARED(name, T[N]);                              instead of __shared__ T name[N];
+// plus ordinary CUDA device code: __global__/__device__, threadIdx etc., __syncthreads*,
 // *_sync warp intrinsics, atomics, __ldg, fences, the usual math intrinsics.
 //
 // Host-only C++ that just needs the runtime API (cudaMalloc, cudaError_t, ...) may include it too. In
@@ -17,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 
 #if defined(__CUDACC__)
@@ -48,6 +50,10 @@ using define::nvcc::launch;
 #define EMU_DYNAMIC_SHARED(T, name)                                 \
   extern __shared__ __align__(16) unsigned char name##_emu_raw_[]; \
   T* name = reinterpret_cast<T*>(name##_emu_raw_)
+
+// The type comes last (variadic) so template arguments with commas need no parentheses.
+// (The emulator's version places the array in a per-block arena that it counts, poisons and checks.)
+#define EMU_STATIC_SHARED(name, ...) __shared__ ::std::type_identity_t<__VA_ARGS__> name
 
 #else
 

@@ -230,9 +230,10 @@ namespace define::kernels {
 
 void set_emu_schedule(const std::string& schedule) {
   ::cuda_emu::Config& c = ::cuda_emu::config();
-  if (schedule == "random") fail("emu", "give the random schedule a seed (random:<seed>) so runs repeat");
+  if (schedule == "random" || schedule == "race")
+    fail("emu", "give the {} schedule a seed ({}:<seed>) so runs repeat", schedule, schedule);
   if (!::cuda_emu::parse_schedule(schedule, c.schedule, c.seed))
-    fail("emu", "unknown schedule '{}' (expected forward, reverse or random:<seed>)", schedule);
+    fail("emu", "unknown schedule '{}' (expected forward, reverse, random:<seed> or race:<seed>)", schedule);
 }
 
 std::string emu_schedule() {
@@ -241,6 +242,7 @@ std::string emu_schedule() {
     case ::cuda_emu::Schedule::forward: return "forward";
     case ::cuda_emu::Schedule::reverse: return "reverse";
     case ::cuda_emu::Schedule::random: return "random:" + std::to_string(c.seed);
+    case ::cuda_emu::Schedule::race: return "race:" + std::to_string(c.seed);
   }
   return "forward";
 }

@@ -3,11 +3,15 @@
 // Design, measurements and limits: docs/cuda-emulator.md (shared docs). In short:
 //   * every CUDA thread is a fiber; blocks run in parallel on a small pool of OS threads;
 //   * __syncthreads() is a barrier; warp intrinsics are barriers among the lanes of one warp;
-//   * __shared__ is thread_local; dynamic shared memory goes through EMU_DYNAMIC_SHARED(T, name);
+//   * static shared memory goes through EMU_STATIC_SHARED(name, T[N]) (a counted, checked per-block
+//     arena; a plain __shared__ still compiles, as thread_local, unchecked); dynamic shared memory
+//     through EMU_DYNAMIC_SHARED(T, name);
 //   * kernels are launched with launch(kernel, grid, block, smem_bytes, stream, args...);
-//   * debug aids: CUDA_EMU_SCHEDULE=forward|reverse|random[:seed], CUDA_EMU_DEBUG=1 (NaN-filled
-//     dynamic shared memory), CUDA_EMU_STRICT=1, divergent-barrier and warp-deadlock detection,
-//     guard pages; kernel failures come back from launch() as cuda_emu::kernel_error.
+//   * debug aids: CUDA_EMU_SCHEDULE=forward|reverse|random[:seed]|race[:seed] (thread and block
+//     order; race also switches threads at memory accesses, emu_race.hpp), CUDA_EMU_DEBUG=1
+//     (NaN-filled shared memory), CUDA_EMU_STRICT=1, CUDA_EMU_ARCH (per-block limits of sm_61 by
+//     default), divergent-barrier, divergent-warp-collective and warp-deadlock detection, guard
+//     pages and canaries; kernel failures come back from launch() as cuda_emu::kernel_error.
 //
 // Kernel files include their standard headers first and then kernels/cuda/cuda_compat.cuh, which
 // includes this header in the emulator build.
@@ -23,6 +27,7 @@
 #include "kernels/emu/emu_launch.hpp"
 #include "kernels/emu/emu_device.hpp"
 #include "kernels/emu/emu_runtime.hpp"
+#include "kernels/emu/emu_race.hpp"
 
 // Tells kernel code (rarely needed) that it runs in the emulator. __CUDACC__ and __CUDA_ARCH__
 // stay undefined.

@@ -54,6 +54,23 @@ inline void check_width(Runner& r, const char* op, int width) {
 // launch's smem_bytes (nullptr for 0 bytes). The buffer ends at a PROT_NONE page.
 #define EMU_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::cuda_emu::detail::dynamic_shared_memory())
 
+namespace cuda_emu::detail {
+template <typename T>
+T& static_shared(const SharedSite* site) {
+  static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_destructible_v<T>,
+                "shared memory holds trivial types only (a GPU never constructs it)");
+  return *static_cast<T*>(current_runner("EMU_STATIC_SHARED").static_shared(site, sizeof(T), alignof(T)));
+}
+}  // namespace cuda_emu::detail
+
+// Static shared memory: `EMU_STATIC_SHARED(tile, float[32][33]);` in a kernel declares `tile` as the
+// block's shared array (nvcc: `__shared__ float tile[32][33]`). Here it is a reference into the
+// block's arena, counted against the per-block limit, NaN-filled in debug mode, overflow-checked.
+#define EMU_STATIC_SHARED(name, ...)                                                                    \
+  static constexpr ::cuda_emu::detail::SharedSite name##_emu_site_{#name, __FILE__, __LINE__};          \
+  ::std::type_identity_t<__VA_ARGS__>& name =                                                           \
+      ::cuda_emu::detail::static_shared<::std::type_identity_t<__VA_ARGS__>>(&name##_emu_site_)
+
 // ---------------------------------------------------------------------------------------------
 // Block barriers. The default arguments capture the call site, used to report divergent barriers.
 
@@ -77,42 +94,47 @@ inline int __syncthreads_or(int predicate, const char* file = __builtin_FILE(), 
 // ---------------------------------------------------------------------------------------------
 // Warp intrinsics: barriers among the lanes named in `mask` that exchange values.
 
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  cuda_emu::detail::current_runner("__syncwarp").warp_op("__syncwarp", mask, 0, -1, false, nullptr, nullptr);
+inline void __syncwarp(unsigned mask = 0xffffffffu, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  cuda_emu::detail::current_runner("__syncwarp")
+      .warp_op("__syncwarp", mask, 0, -1, false, nullptr, nullptr, file, line);
 }
 
 template <typename T>
-T __shfl_sync(unsigned mask, T var, int srcLane, int width = warpSize) {
+T __shfl_sync(unsigned mask, T var, int srcLane, int width = warpSize, const char* file = __builtin_FILE(),
+       int line = __builtin_LINE()) {
   auto& r = cuda_emu::detail::current_runner("__shfl_sync");
   cuda_emu::detail::check_width(r, "__shfl_sync", width);
   const int lane = r.lane();
   const int src = (lane & ~(width - 1)) + (srcLane & (width - 1));
   return cuda_emu::detail::from_bits<T>(
-      r.warp_op("__shfl_sync", mask, cuda_emu::detail::to_bits(var), src, false, nullptr, nullptr));
+      r.warp_op("__shfl_sync", mask, cuda_emu::detail::to_bits(var), src, false, nullptr, nullptr, file, line));
 }
 
 template <typename T>
-T __shfl_up_sync(unsigned mask, T var, unsigned int delta, int width = warpSize) {
+T __shfl_up_sync(unsigned mask, T var, unsigned int delta, int width = warpSize, const char* file = __builtin_FILE(),
+       int line = __builtin_LINE()) {
   auto& r = cuda_emu::detail::current_runner("__shfl_up_sync");
   cuda_emu::detail::check_width(r, "__shfl_up_sync", width);
   const int lane = r.lane();
   const int src = unsigned(lane & (width - 1)) >= delta ? lane - int(delta) : lane;
   return cuda_emu::detail::from_bits<T>(
-      r.warp_op("__shfl_up_sync", mask, cuda_emu::detail::to_bits(var), src, false, nullptr, nullptr));
+      r.warp_op("__shfl_up_sync", mask, cuda_emu::detail::to_bits(var), src, false, nullptr, nullptr, file, line));
 }
 
 template <typename T>
-T __shfl_down_sync(unsigned mask, T var, unsigned int delta, int width = warpSize) {
+T __shfl_down_sync(unsigned mask, T var, unsigned int delta, int width = warpSize, const char* file = __builtin_FILE(),
+       int line = __builtin_LINE()) {
   auto& r = cuda_emu::detail::current_runner("__shfl_down_sync");
   cuda_emu::detail::check_width(r, "__shfl_down_sync", width);
   const int lane = r.lane();
   const int src = unsigned(lane & (width - 1)) + delta < unsigned(width) ? lane + int(delta) : lane;
   return cuda_emu::detail::from_bits<T>(
-      r.warp_op("__shfl_down_sync", mask, cuda_emu::detail::to_bits(var), src, false, nullptr, nullptr));
+      r.warp_op("__shfl_down_sync", mask, cuda_emu::detail::to_bits(var), src, false, nullptr, nullptr, file, line));
 }
 
 template <typename T>
-T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = warpSize) {
+T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = warpSize, const char* file = __builtin_FILE(),
+       int line = __builtin_LINE()) {
   auto& r = cuda_emu::detail::current_runner("__shfl_xor_sync");
   cuda_emu::detail::check_width(r, "__shfl_xor_sync", width);
   const int lane = r.lane();
@@ -120,23 +142,26 @@ T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = warpSize) {
   int src = lane ^ (laneMask & 31);
   if (src >= (lane & ~(width - 1)) + width) src = lane;
   return cuda_emu::detail::from_bits<T>(
-      r.warp_op("__shfl_xor_sync", mask, cuda_emu::detail::to_bits(var), src, false, nullptr, nullptr));
+      r.warp_op("__shfl_xor_sync", mask, cuda_emu::detail::to_bits(var), src, false, nullptr, nullptr, file, line));
 }
 
-inline unsigned __ballot_sync(unsigned mask, int predicate) {
+inline unsigned __ballot_sync(unsigned mask, int predicate, const char* file = __builtin_FILE(),
+                              int line = __builtin_LINE()) {
   std::uint32_t ballot = 0;
   cuda_emu::detail::current_runner("__ballot_sync")
-      .warp_op("__ballot_sync", mask, 0, -1, predicate != 0, &ballot, nullptr);
+      .warp_op("__ballot_sync", mask, 0, -1, predicate != 0, &ballot, nullptr, file, line);
   return ballot;
 }
-inline int __any_sync(unsigned mask, int predicate) {
+inline int __any_sync(unsigned mask, int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   std::uint32_t ballot = 0;
-  cuda_emu::detail::current_runner("__any_sync").warp_op("__any_sync", mask, 0, -1, predicate != 0, &ballot, nullptr);
+  cuda_emu::detail::current_runner("__any_sync")
+      .warp_op("__any_sync", mask, 0, -1, predicate != 0, &ballot, nullptr, file, line);
   return ballot != 0;
 }
-inline int __all_sync(unsigned mask, int predicate) {
+inline int __all_sync(unsigned mask, int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   std::uint32_t ballot = 0, group = 0;
-  cuda_emu::detail::current_runner("__all_sync").warp_op("__all_sync", mask, 0, -1, predicate != 0, &ballot, &group);
+  cuda_emu::detail::current_runner("__all_sync")
+      .warp_op("__all_sync", mask, 0, -1, predicate != 0, &ballot, &group, file, line);
   return ballot == group;
 }
 // Approximation: the lanes of this warp that exist and have not returned (the emulator cannot see

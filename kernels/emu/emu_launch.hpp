@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <bit>
+#include <map>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +38,60 @@ inline Runner& this_thread_runner() {
   if (!runner) runner = std::make_unique<Runner>();
   return *runner;
 }
+
+// Blocks of a grid may run in any order on a GPU, so the schedule that reorders threads reorders
+// blocks too: which block the claim-th claim of a launch runs. forward: index order; reverse:
+// backwards; random and race: a seeded permutation computed without a table (grids reach 2^63
+// blocks): a bijection on [0, 2^k) made of odd multiplications and xor-shifts, restricted to
+// [0, n) by cycle walking (apply it again until the value is below n; fewer than 2 steps on average).
+inline std::uint64_t block_for_claim(std::uint64_t claim, std::uint64_t n, Schedule schedule, std::uint64_t seed) {
+  if (schedule == Schedule::forward || n < 2) return claim;
+  if (schedule == Schedule::reverse) return n - 1 - claim;
+  const int bits = std::bit_width(n - 1);
+  const std::uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+  std::uint64_t keys[3];
+  std::uint64_t z = seed;
+  for (std::uint64_t& k : keys) {  // splitmix64 of the seed
+    z += 0x9e3779b97f4a7c15ull;
+    std::uint64_t m = z;
+    m = (m ^ (m >> 30)) * 0xbf58476d1ce4e5b9ull;
+    m = (m ^ (m >> 27)) * 0x94d049bb133111ebull;
+    k = m ^ (m >> 31);
+  }
+  const int shift = bits / 2 + 1;
+  std::uint64_t x = claim;
+  do {
+    for (const std::uint64_t k : keys) {
+      x = (x * (k | 1u) + (k >> 17)) & mask;  // odd multiplier: a bijection modulo 2^bits
+      x ^= x >> shift;                        // so is a right xor-shift within `bits` bits
+    }
+  } while (x >= n);
+  return x;
+}
+
+// Dynamic shared memory opt-ins (cudaFuncSetAttribute(kernel,
+// cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)) by kernel, as the CUDA runtime keeps them.
+class SmemOptins {
+ public:
+  static SmemOptins& instance() {
+    static SmemOptins* table = new SmemOptins();  // leaked: launches may run during static destruction
+    return *table;
+  }
+  void set(const void* kernel, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    bytes_[kernel] = bytes;
+  }
+  // 0 when the kernel has not opted in.
+  std::size_t get(const void* kernel) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = bytes_.find(kernel);
+    return it == bytes_.end() ? 0 : it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<const void*, std::size_t> bytes_;
+};
 
 class Pool {
  public:
@@ -97,8 +153,9 @@ class Pool {
     std::string error;
     for (;;) {
       if (failed_.load(std::memory_order_relaxed)) return;
-      const std::uint64_t b = next_.fetch_add(1, std::memory_order_relaxed);
-      if (b >= nblocks_) return;
+      const std::uint64_t claim = next_.fetch_add(1, std::memory_order_relaxed);
+      if (claim >= nblocks_) return;
+      const std::uint64_t b = block_for_claim(claim, nblocks_, job_->config.schedule, job_->config.seed);
       const std::uint64_t gx = job_->grid.x, gy = job_->grid.y;
       const uint3 index{unsigned(b % gx), unsigned(b / gx % gy), unsigned(b / (gx * gy))};
       bool ok = false;
@@ -152,8 +209,11 @@ class Pool {
   Failure* failure_ = nullptr;
 };
 
-// Checks the launch configuration against CUDA's limits; returns an error message or "".
-inline std::string check_launch(dim3 grid, dim3 block, std::size_t smem) {
+// Checks the launch configuration against CUDA's limits for the configured architecture and sets
+// the block's shared-memory budget (static + dynamic) in the job; returns an error message or "".
+inline std::string check_launch(LaunchJob& job) {
+  const dim3 grid = job.grid, block = job.block;
+  const std::size_t smem = job.smem;
   const auto dims = [](dim3 d) { return format_index(uint3(d)); };
   const std::uint64_t threads = std::uint64_t(block.x) * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cat("invalid configuration: empty grid ", dims(grid));
@@ -162,8 +222,20 @@ inline std::string check_launch(dim3 grid, dim3 block, std::size_t smem) {
     return cat("invalid configuration: block ", dims(block), " (at most 1024 threads, z at most 64)");
   if (grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
     return cat("invalid configuration: grid ", dims(grid), " (y and z at most 65535)");
-  if (smem > kMaxDynamicSmem)
-    return cat("invalid configuration: ", smem, " bytes of dynamic shared memory (at most 227 KiB)");
+  ArchLimits arch;
+  arch_limits(job.config.arch, arch);
+  const std::size_t optin = SmemOptins::instance().get(job.kernel);
+  const std::size_t dynamic_limit = optin ? optin : arch.smem_default;
+  if (smem > dynamic_limit && optin) {
+    return cat("invalid configuration: ", smem, " bytes of dynamic shared memory, more than the ", optin,
+               " this kernel opted in to");
+  }
+  if (smem > dynamic_limit) {
+    return cat("invalid configuration: ", smem, " bytes of dynamic shared memory, more than the ", dynamic_limit,
+               " a block may use on sm_", job.config.arch, " without opting in (cudaFuncSetAttribute(kernel, ",
+               "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))");
+  }
+  job.smem_block_limit = optin ? arch.smem_optin : arch.smem_default;
   return {};
 }
 
@@ -192,11 +264,11 @@ inline void run_launch(LaunchJob& job) {
   if (tls_runner) {
     throw std::logic_error("launch() inside a kernel: dynamic parallelism is not supported by the emulator");
   }
-  if (std::string bad = check_launch(job.grid, job.block, job.smem); !bad.empty()) {
+  job.config = config();
+  if (std::string bad = check_launch(job); !bad.empty()) {
     set_last_error(cudaErrorInvalidConfiguration);
     throw kernel_error(bad, uint3{0, 0, 0}, -1);
   }
-  job.config = config();
   Pool::Failure failure;
   Pool::instance().run(job, failure);
   if (failure.failed) {
@@ -224,12 +296,23 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem_bytes,
     cuda_emu::detail::set_last_error(cudaErrorIllegalAddress);
     throw cuda_emu::kernel_error(foreign, uint3{0, 0, 0}, -1);
   }
+  if constexpr (!cuda_emu::detail::kRaceHooks) {
+    if (cuda_emu::config().schedule == cuda_emu::Schedule::race) {
+      static bool said = false;  // once per kernel is enough
+      if (!said) {
+        said = true;
+        std::fprintf(stderr, "cuda_emu: this build's kernels have no race instrumentation (sanitizer build): the race "
+                             "schedule switches threads only at barriers\n");
+      }
+    }
+  }
   cuda_emu::detail::LaunchJob job;
   job.invoke = [](const void* b) {
     const Bound& self = *static_cast<const Bound*>(b);
     std::apply(self.kernel, self.params);
   };
   job.bound = &bound;
+  job.kernel = reinterpret_cast<const void*>(kernel);
   job.grid = grid;
   job.block = block;
   job.smem = smem_bytes;

@@ -14,6 +14,14 @@
 //    last lane of the mask to arrive (lanes that do not exist or have returned are not waited for)
 //    computes every lane's result at once and puts the lanes at the front of the run queue, so the
 //    warp continues while its stacks are hot.
+//    Every lane of a group must call from the same place (sm_6x executes a warp collective only
+//    in convergence), and a shuffle may read only lanes of its mask.
+//  * Static shared memory (EMU_STATIC_SHARED) lives in a per-block arena: counted against the
+//    architecture's per-block limit together with the dynamic shared memory, NaN-filled in debug
+//    mode, and followed by canary bytes checked when the block ends (an overflow is an error).
+//  * The race schedule (emu_race.hpp) makes a thread give way at its global and shared memory
+//    accesses (seeded coin flips): it goes to the back of the run queue, or an unstarted thread
+//    starts, so interleavings that a GPU produces between barriers happen here too.
 //  * Errors abort the block: suspended fibers are abandoned (their stacks are recycled) and the
 //    message goes back to launch(), which throws kernel_error on the host.
 #pragma once
@@ -32,6 +40,7 @@
 #include <vector>
 
 #include "kernels/emu/emu_fiber.hpp"
+#include "kernels/emu/emu_memory.hpp"
 #include "kernels/emu/emu_types.hpp"
 
 namespace cuda_emu::detail {
@@ -53,8 +62,10 @@ struct Slot {
   int bline = 0;
   BarrierKind bkind = BarrierKind::plain;
   bool bpred = false;
-  // warp intrinsic: what this lane offers and asks for, and its result
+  // warp intrinsic: its call site, what this lane offers and asks for, and its result
   const char* wop = nullptr;
+  const char* wfile = nullptr;
+  int wline = 0;
   std::uint32_t wmask = 0;
   std::uint64_t win = 0, wout = 0;
   int wsrc = 0;
@@ -66,6 +77,14 @@ struct Slot {
 struct WarpGroup {
   std::uint32_t mask = 0, arrived = 0;
   const char* op = nullptr;
+  const Slot* first = nullptr;  // the first lane to arrive: its call site is the group's
+};
+
+// Where a kernel declares a static shared array (EMU_STATIC_SHARED): one per declaration.
+struct SharedSite {
+  const char* name;
+  const char* file;
+  int line;
 };
 
 struct WarpState {
@@ -78,8 +97,10 @@ struct WarpState {
 struct LaunchJob {
   void (*invoke)(const void* bound) = nullptr;  // calls the kernel with the bound arguments
   const void* bound = nullptr;
+  const void* kernel = nullptr;  // the kernel function, identifying its shared-memory opt-in
   dim3 grid, block;
   std::size_t smem = 0;
+  std::size_t smem_block_limit = 0;  // static + dynamic shared memory a block may use (set by check_launch)
   Config config;
 };
 
@@ -113,7 +134,18 @@ class Runner {
   // Device-side operations of the current CUDA thread.
   int barrier(const char* file, int line, BarrierKind kind, bool pred);
   std::uint64_t warp_op(const char* op, std::uint32_t mask, std::uint64_t value, int src_lane, bool pred,
-                        std::uint32_t* ballot, std::uint32_t* group);
+                        std::uint32_t* ballot, std::uint32_t* group, const char* file, int line);
+  // The block's copy of a static shared array: the same address for every thread of the block.
+  void* static_shared(const SharedSite* site, std::size_t bytes, std::size_t align);
+  // Race schedule (emu_race.hpp calls it at every instrumented memory access of this OS thread):
+  // maybe let another thread run before this access to `address`. Not instrumented itself, or its
+  // own reads would call it again before the guard is set.
+  __attribute__((no_sanitize_thread)) void race_hook(const void* address) {
+    if (!racing_ || in_race_hook_ || !cur_ || cur_->state != ThreadState::running) return;
+    in_race_hook_ = true;  // owner_of's own (instrumented) accesses come back here
+    if ((next_random() & 3u) == 0 && (is_shared(address) || owner_of(address) >= 0)) yield_current();
+    in_race_hook_ = false;
+  }
   std::uint32_t active_mask() const {
     const WarpState& w = warps_[cur_->warp];
     return w.exists & ~w.exited;
@@ -145,6 +177,9 @@ class Runner {
   int find_group(WarpState& w, std::uint32_t mask, const char* op);
   void complete_group(WarpState& w, int warp, int group, const Slot* caller);
   void setup_dynamic_smem(const LaunchJob& job);
+  std::string static_smem_overflow() const;
+  bool is_shared(const void* p) const;
+  void yield_current();
   std::string deadlock_message() const;
 
   [[noreturn]] void abort_block() {
@@ -157,6 +192,7 @@ class Runner {
     cur_ = s;
     s->state = ThreadState::running;
     threadIdx = s->tid;
+    in_race_hook_ = false;  // a thread that gave way inside race_hook resumes here, or a new one starts
   }
   static void bind(Fiber* f, Slot* s) {
     f->slot = s;
@@ -250,6 +286,22 @@ class Runner {
   std::size_t smem_map_bytes_ = 0;
   unsigned char* smem_end_ = nullptr;
   unsigned char* dyn_ptr_ = nullptr;
+
+  // Static shared memory: the arena, and what this block placed in it (each entry is followed by
+  // kCanaryBytes of kCanary).
+  static constexpr std::size_t kCanaryBytes = 16;
+  static constexpr unsigned char kCanary = 0xA5;
+  struct StaticEntry {
+    const SharedSite* site;
+    std::size_t offset, bytes;
+  };
+  std::unique_ptr<unsigned char[]> static_arena_;
+  std::size_t static_arena_bytes_ = 0;
+  std::vector<StaticEntry> static_entries_;
+  std::size_t static_used_ = 0;     // arena bytes taken, canaries included
+  std::size_t static_counted_ = 0;  // bytes counted against the block's limit (as the GPU lays them out)
+  bool racing_ = false;             // the race schedule is on for this block
+  bool in_race_hook_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -294,6 +346,9 @@ inline bool Runner::run_block(const LaunchJob& job, uint3 block_index, std::uint
   qhead_ = qtail_ = 0;
   aborted_ = false;
   setup_dynamic_smem(job);
+  static_entries_.clear();
+  static_used_ = static_counted_ = 0;
+  racing_ = job.config.schedule == Schedule::race;
 
   Fiber* first = acquire_fiber();
   bind(first, take_unstarted());
@@ -308,7 +363,83 @@ inline bool Runner::run_block(const LaunchJob& job, uint3 block_index, std::uint
     error_.clear();
     return false;
   }
+  if (std::string overflow = static_smem_overflow(); !overflow.empty()) {
+    error = std::move(overflow);
+    return false;
+  }
   return true;
+}
+
+inline void* Runner::static_shared(const SharedSite* site, std::size_t bytes, std::size_t align) {
+  for (const StaticEntry& e : static_entries_)
+    if (e.site == site) return static_arena_.get() + e.offset;
+  if (!static_arena_) {  // room for the largest block budget plus a canary per declaration
+    static_arena_bytes_ = kMaxDynamicSmem + 64 * (kCanaryBytes + 16);
+    static_arena_ = std::make_unique<unsigned char[]>(static_arena_bytes_);
+  }
+  align = std::max<std::size_t>(align, 16);
+  const std::size_t offset = (static_used_ + align - 1) / align * align;
+  const std::size_t counted = (static_counted_ + align - 1) / align * align + bytes;
+  if (counted + job_->smem > job_->smem_block_limit) {
+    std::string message = cat("static shared memory: ", site->name, " (", call_site(site->file, site->line), ", ",
+                              bytes, " bytes) brings the block to ", counted, " bytes of static and ", job_->smem,
+                              " of dynamic shared memory, more than the ", job_->smem_block_limit, " a block may use on sm_",
+                              job_->config.arch);
+    fail(std::move(message));
+  }
+  if (offset + bytes + kCanaryBytes > static_arena_bytes_ || static_entries_.size() >= 64) {
+    std::string message = cat("static shared memory: ", site->name, " (", call_site(site->file, site->line),
+                              "): more than 64 declarations in one kernel");
+    fail(std::move(message));
+  }
+  unsigned char* p = static_arena_.get() + offset;
+  // A GPU leaves whatever the previous block wrote; debug mode makes reads of unwritten memory NaN.
+  if (job_->config.debug) std::memset(p, 0xFF, bytes);
+  std::memset(p + bytes, kCanary, kCanaryBytes);
+  static_entries_.push_back(StaticEntry{site, offset, bytes});
+  static_used_ = offset + bytes + kCanaryBytes;
+  static_counted_ = counted;
+  return p;
+}
+
+// Checked when the block ends: a write past a static shared array changed the canary behind it.
+inline std::string Runner::static_smem_overflow() const {
+  for (const StaticEntry& e : static_entries_) {
+    const unsigned char* c = static_arena_.get() + e.offset + e.bytes;
+    for (std::size_t i = 0; i < kCanaryBytes; ++i) {
+      if (c[i] != kCanary) {
+        return cat("static shared memory: ", e.site->name, " (", call_site(e.site->file, e.site->line), ", ", e.bytes,
+                   " bytes) was written past its end (byte ", e.bytes + i, ")");
+      }
+    }
+  }
+  return {};
+}
+
+inline bool Runner::is_shared(const void* p) const {
+  const auto* b = static_cast<const unsigned char*>(p);
+  if (dyn_ptr_ && b >= dyn_ptr_ && b < smem_end_) return true;
+  return static_arena_ && b >= static_arena_.get() && b < static_arena_.get() + static_used_;
+}
+
+// The running thread gives way: it becomes runnable at the back of the queue, and either an
+// unstarted thread starts (coin flip, or when nothing else is queued) or the queue's front runs.
+inline void Runner::yield_current() {
+  Slot* s = cur_;
+  const bool can_start = next_unstarted_ < n_;
+  if (queue_empty() && !can_start) return;  // nobody else can run now
+  s->state = ThreadState::runnable;
+  const bool start_new = can_start && (queue_empty() || (next_random() & 1u));
+  push_back(s->linear);
+  if (start_new) {
+    Fiber* f = acquire_fiber();
+    bind(f, take_unstarted());
+    start(s->fiber, f, true);
+  } else {
+    Slot* next = &slots_[pop_front()];
+    if (next != s) switch_to(s->fiber, next->fiber, true);
+  }
+  enter(s);
 }
 
 inline void Runner::setup_dynamic_smem(const LaunchJob& job) {
@@ -491,7 +622,8 @@ inline std::string Runner::deadlock_message() const {
 }
 
 inline std::uint64_t Runner::warp_op(const char* op, std::uint32_t mask, std::uint64_t value, int src_lane,
-                                     bool pred, std::uint32_t* ballot, std::uint32_t* group) {
+                                     bool pred, std::uint32_t* ballot, std::uint32_t* group, const char* file,
+                                     int line) {
   Slot* s = cur_;
   WarpState& w = warps_[s->warp];
   const std::uint32_t bit = 1u << s->lane;
@@ -500,6 +632,15 @@ inline std::uint64_t Runner::warp_op(const char* op, std::uint32_t mask, std::ui
                               ") is not in its own mask ", hex32(mask));
     fail(std::move(message));
   }
+  // On a GPU the value read from a lane outside the mask is undefined.
+  if (src_lane >= 0 && !((mask >> (src_lane & 31)) & 1u)) {
+    std::string message = cat(op, ": thread ", format_index(s->tid), " (warp ", s->warp, " lane ", s->lane,
+                              ") reads lane ", src_lane, ", which is not in the mask ", hex32(mask), " (at ",
+                              call_site(file, line), ")");
+    fail(std::move(message));
+  }
+  s->wfile = file;
+  s->wline = line;
   const int g = find_group(w, mask, op);
   s->wop = op;
   s->wmask = mask;
@@ -531,9 +672,17 @@ inline int Runner::find_group(WarpState& w, std::uint32_t mask, const char* op) 
                                 " while other lanes of mask ", hex32(mask), " wait in ", wg.op);
       fail(std::move(message));
     }
+    const Slot* first = wg.first;
+    if (first->wline != cur_->wline || (first->wfile != cur_->wfile && std::strcmp(first->wfile, cur_->wfile) != 0)) {
+      std::string message = cat("divergent ", op, " in warp ", cur_->warp, " (mask ", hex32(mask), "): thread ",
+                                format_index(first->tid), " calls it at ", call_site(first->wfile, first->wline),
+                                ", thread ", format_index(cur_->tid), " at ", call_site(cur_->wfile, cur_->wline),
+                                " (sm_6x runs a warp collective only when every lane of the mask executes the same one)");
+      fail(std::move(message));
+    }
     return g;
   }
-  w.groups[w.ngroups] = WarpGroup{mask, 0, op};
+  w.groups[w.ngroups] = WarpGroup{mask, 0, op, cur_};
   return w.ngroups++;
 }
 

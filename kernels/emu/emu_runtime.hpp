@@ -249,13 +249,15 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[2] = 65535;
   prop->clockRate = 1000000;
   prop->totalConstMem = 64 * 1024;
-  prop->major = 9;
-  prop->minor = 0;
+  cuda_emu::ArchLimits arch;
+  cuda_emu::arch_limits(cuda_emu::config().arch, arch);
+  prop->major = arch.major;
+  prop->minor = arch.minor;
   prop->multiProcessorCount = int(cuda_emu::config().threads);
   prop->maxThreadsPerMultiProcessor = 2048;
   prop->l2CacheSize = 50 * 1024 * 1024;
   prop->memoryBusWidth = 5120;
-  prop->sharedMemPerBlockOptin = cuda_emu::detail::kMaxDynamicSmem;
+  prop->sharedMemPerBlockOptin = arch.smem_optin;
   prop->sharedMemPerMultiprocessor = 228 * 1024;
   prop->regsPerMultiprocessor = 65536;
   prop->concurrentKernels = 1;
@@ -279,9 +281,17 @@ inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int d
   return cudaSuccess;
 }
 
-// Accepted and ignored: the emulator allows up to 227 KiB of dynamic shared memory anyway.
+// The dynamic shared memory opt-in is recorded per kernel and bounded by the configured
+// architecture (CUDA_EMU_ARCH), as on the GPU: launches above 48 KiB need it. The carveout
+// preference is accepted and has no effect.
 template <typename F>
-inline cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) {
+inline cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+  cuda_emu::ArchLimits arch;
+  cuda_emu::arch_limits(cuda_emu::config().arch, arch);
+  if (!kernel || value < 0 || std::size_t(value) > arch.smem_optin)
+    return cuda_emu::detail::status(cudaErrorInvalidValue);
+  cuda_emu::detail::SmemOptins::instance().set(reinterpret_cast<const void*>(kernel), std::size_t(value));
   return cudaSuccess;
 }
 

@@ -119,24 +119,73 @@ typedef struct CUstream_st* cudaStream_t;
 struct CUevent_st;
 typedef struct CUevent_st* cudaEvent_t;
 
+// Whether this translation unit was compiled with the memory-access instrumentation the race
+// schedule feeds on (emu_race.hpp).
+#if defined(__SANITIZE_THREAD__)
+#define CUDA_EMU_RACE_HOOKS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CUDA_EMU_RACE_HOOKS 1
+#endif
+#endif
+
 namespace cuda_emu {
+
+namespace detail {
+inline constexpr bool kRaceHooks =
+#if defined(CUDA_EMU_RACE_HOOKS)
+    true;
+#else
+    false;
+#endif
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // Configuration: read from the environment on first use, then changeable by tests between launches
 // (each launch takes a snapshot).
-//   CUDA_EMU_SCHEDULE = forward | reverse | random[:seed]   thread order between barriers
-//   CUDA_EMU_DEBUG    = 1   fill dynamic shared memory with 0xFF (NaN) before each block
+//   CUDA_EMU_SCHEDULE = forward | reverse | random[:seed] | race[:seed]
+//                       the order of threads between barriers and of blocks in the grid:
+//                       forward runs both in index order; reverse runs both backwards; random
+//                       shuffles both (seeded); race is random and also switches threads at global
+//                       and shared memory accesses (see emu_race.hpp), so a read-modify-write race
+//                       between threads gives a wrong answer instead of the right one
+//   CUDA_EMU_DEBUG    = 1   fill shared memory (static and dynamic) with 0xFF (NaN) before each block
 //   CUDA_EMU_STRICT   = 1   threads that returned before a __syncthreads() are an error
+//   CUDA_EMU_ARCH     = 61 | 70 | 75 | 80 | 86 | 89 | 90 (or sm_61 ...): the GPU whose per-block
+//                       limits launches must respect (default 61, the users' oldest: GTX 1080 Ti)
 //   CUDA_EMU_THREADS  = N   OS threads running blocks (default: hardware concurrency)
 //   CUDA_EMU_STACK_KB = N   fiber stack size (default 64, 256 under AddressSanitizer)
 
-enum class Schedule { forward, reverse, random };
+enum class Schedule { forward, reverse, random, race };
+
+// Per-block limits of a GPU architecture that the emulator enforces.
+struct ArchLimits {
+  int major = 6, minor = 1;
+  std::size_t smem_default = 48 * 1024;  // static + dynamic shared memory without an opt-in
+  std::size_t smem_optin = 48 * 1024;    // the most cudaFuncAttributeMaxDynamicSharedMemorySize allows
+};
+
+// Limits by compute capability (CUDA programming guide, table "Technical Specifications per
+// Compute Capability"); false for an architecture the table here does not know.
+inline bool arch_limits(int arch, ArchLimits& out) {
+  switch (arch) {
+    case 61: out = {6, 1, 48 * 1024, 48 * 1024}; return true;
+    case 70: out = {7, 0, 48 * 1024, 96 * 1024}; return true;
+    case 75: out = {7, 5, 48 * 1024, 64 * 1024}; return true;
+    case 80: out = {8, 0, 48 * 1024, 163 * 1024}; return true;
+    case 86: out = {8, 6, 48 * 1024, 99 * 1024}; return true;
+    case 89: out = {8, 9, 48 * 1024, 99 * 1024}; return true;
+    case 90: out = {9, 0, 48 * 1024, 227 * 1024}; return true;
+    default: return false;
+  }
+}
 
 struct Config {
   Schedule schedule = Schedule::forward;
-  std::uint64_t seed = 0;  // random schedule: blocks are shuffled by (seed, block index)
+  std::uint64_t seed = 0;  // random and race schedules: the seed of every shuffle and switch
   bool debug = false;
   bool strict = false;
+  int arch = 61;
   unsigned threads = 1;
 #if defined(__SANITIZE_ADDRESS__)
   std::size_t stack_kb = 256;
@@ -152,15 +201,17 @@ inline bool parse_schedule(std::string_view text, Schedule& schedule, std::uint6
     schedule = Schedule::forward;
   } else if (text == "reverse") {
     schedule = Schedule::reverse;
-  } else if (text.substr(0, 6) == "random" && (text.size() == 6 || text[6] == ':')) {
-    schedule = Schedule::random;
-    if (text.size() > 7) {
-      seed = std::strtoull(std::string(text.substr(7)).c_str(), nullptr, 10);
+  } else if (const std::string_view name = text.substr(0, text.find(':'));
+             (name == "random" || name == "race") && (text.size() == name.size() || text.size() > name.size() + 1)) {
+    schedule = name == "random" ? Schedule::random : Schedule::race;
+    if (text.size() > name.size()) {
+      seed = std::strtoull(std::string(text.substr(name.size() + 1)).c_str(), nullptr, 10);
     } else {
       seed = std::uint64_t(std::chrono::system_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
       seed ^= seed >> 29;
-      std::fprintf(stderr, "cuda_emu: random schedule, seed %llu (repeat with CUDA_EMU_SCHEDULE=random:%llu)\n",
-                   static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+      const std::string n(name);
+      std::fprintf(stderr, "cuda_emu: %s schedule, seed %llu (repeat with CUDA_EMU_SCHEDULE=%s:%llu)\n", n.c_str(),
+                   static_cast<unsigned long long>(seed), n.c_str(), static_cast<unsigned long long>(seed));
     }
   } else {
     return false;
@@ -178,7 +229,17 @@ inline Config config_from_env() {
   };
   if (const char* s = std::getenv("CUDA_EMU_SCHEDULE"); s && *s) {
     if (!parse_schedule(s, c.schedule, c.seed))
-      std::fprintf(stderr, "cuda_emu: ignoring CUDA_EMU_SCHEDULE=%s (want forward, reverse, random[:seed])\n", s);
+      std::fprintf(stderr, "cuda_emu: ignoring CUDA_EMU_SCHEDULE=%s (want forward, reverse, random[:seed], race[:seed])\n",
+                   s);
+  }
+  if (const char* a = std::getenv("CUDA_EMU_ARCH"); a && *a) {
+    const int arch = std::atoi(a + (std::string_view(a).substr(0, 3) == "sm_" ? 3 : 0));
+    ArchLimits limits;
+    if (arch_limits(arch, limits)) {
+      c.arch = arch;
+    } else {
+      std::fprintf(stderr, "cuda_emu: ignoring CUDA_EMU_ARCH=%s (want 61, 70, 75, 80, 86, 89 or 90)\n", a);
+    }
   }
   c.debug = flag("CUDA_EMU_DEBUG");
   c.strict = flag("CUDA_EMU_STRICT");

@@ -50,9 +50,11 @@ inline void check_identical(const Tensor& a_in, const Tensor& b_in, const std::s
 }
 
 // Runs f (an op on emulated tensors) under each emulator schedule; every result must be
-// bit-identical to the first (a missing __syncthreads shows up as a difference). Returns it.
+// bit-identical to the first (a missing __syncthreads, a race between blocks or a raced
+// non-atomic update shows up as a difference). Returns it.
 inline Tensor run_all_schedules(const std::function<Tensor()>& f, const std::string& what,
-                                const std::vector<std::string>& schedules = {"forward", "reverse", "random:4242"}) {
+                                const std::vector<std::string>& schedules = {"forward", "reverse", "random:4242",
+                                                                             "race:4242"}) {
   Tensor first;
   for (const std::string& s : schedules) {
     kernels::EmuScheduleGuard guard(s);

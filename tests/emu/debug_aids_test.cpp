@@ -91,7 +91,8 @@ TEST_CASE("emu debug: correct kernels are bit-identical under every schedule", "
     Schedule schedule;
     std::uint64_t seed;
   };
-  for (Variant v : {Variant{Schedule::reverse, 0}, Variant{Schedule::random, 1}, Variant{Schedule::random, 99}}) {
+  for (Variant v : {Variant{Schedule::reverse, 0}, Variant{Schedule::random, 1}, Variant{Schedule::random, 99},
+                    Variant{Schedule::race, 1}, Variant{Schedule::race, 99}}) {
     CAPTURE(int(v.schedule), v.seed);
     ConfigGuard g(v.schedule, v.seed);
     const auto got = run_all();

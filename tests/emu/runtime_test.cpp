@@ -78,9 +78,21 @@ TEST_CASE("emu runtime: two devices with plausible properties, current per threa
   CHECK(p.maxThreadsDim[2] == 64);
   CHECK(p.maxGridSize[1] == 65535);
   CHECK(p.sharedMemPerBlock == 48 * 1024);
-  CHECK(p.sharedMemPerBlockOptin == 227 * 1024);
   CHECK(p.multiProcessorCount >= 1);
-  CHECK(p.major >= 7);
+  {  // the properties follow CUDA_EMU_ARCH: sm_61 (GTX 1080 Ti) unless set
+    emu_test::ConfigGuard g;
+    cuda_emu::config().arch = 61;
+    REQUIRE(cudaGetDeviceProperties(&p, 0) == cudaSuccess);
+    CHECK((p.major == 6 && p.minor == 1));
+    CHECK(p.sharedMemPerBlockOptin == 48 * 1024);
+    cuda_emu::config().arch = 75;
+    REQUIRE(cudaGetDeviceProperties(&p, 0) == cudaSuccess);
+    CHECK((p.major == 7 && p.minor == 5));
+    CHECK(p.sharedMemPerBlockOptin == 64 * 1024);
+    int optin = 0;
+    CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == cudaSuccess);
+    CHECK(optin == 64 * 1024);
+  }
   CHECK(p.totalGlobalMem > 0);
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
