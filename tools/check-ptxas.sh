@@ -55,36 +55,58 @@ check_spills() {
   done < "$rows"
 }
 
-printf '%-32s %-5s %5s %8s %8s %6s  %s\n' file arch regs spill_st spill_ld smem kernel
-for f in "${files[@]}"; do
+# Everything for one file: its table rows on stdout, messages on stderr, a failing exit status
+# for spills or a compiler error. Files are checked in parallel (one per core: nvcc's front end
+# is single-threaded), each into its own folder, and reported in order.
+check_file() {
+  local f="$1" work="$2" a log ptx
+  status=0
   for a in $archs; do
-    log="$tmp/$(basename "$f").$a.log"
-    if ! "$nvcc" "${flags[@]}" -arch="sm_$a" -Xptxas -v -c "$f" -o "$tmp/out.o" > "$log" 2>&1; then
+    log="$work/$a.log"
+    if ! "$nvcc" "${flags[@]}" -arch="sm_$a" -Xptxas -v -c "$f" -o "$work/out.o" > "$log" 2>&1; then
       echo "check-ptxas: nvcc failed on $f for sm_$a:" >&2
       cat "$log" >&2
-      exit 1
+      return 1
     fi
-    table_rows "$f" "$a" "$log" > "$tmp/rows"
-    cat "$tmp/rows"
-    check_spills "$tmp/rows"
+    table_rows "$f" "$a" "$log" > "$work/rows"
+    cat "$work/rows"
+    check_spills "$work/rows"
   done
   if [ -n "$ptxas12" ]; then
-    ptx="$tmp/$(basename "$f").ptx"
-    log="$tmp/$(basename "$f").61.log"
+    ptx="$work/kernels.ptx"
+    log="$work/61.log"
     if ! "$nvcc" "${flags[@]}" -arch=compute_75 -ptx "$f" -o "$ptx" > "$log" 2>&1; then
       echo "check-ptxas: nvcc failed on $f for compute_75 PTX:" >&2
       cat "$log" >&2
-      exit 1
+      return 1
     fi
     sed -i -E 's/^\.version [0-9]+\.[0-9]+$/.version 8.8/; s/^\.target sm_75$/.target sm_61/' "$ptx"
-    if ! "$ptxas12" -arch=sm_61 -v "$ptx" -o "$tmp/out61.o" > "$log" 2>&1; then
+    if ! "$ptxas12" -arch=sm_61 -v "$ptx" -o "$work/out61.o" > "$log" 2>&1; then
       echo "check-ptxas: ptxas 12 cannot assemble $f for sm_61:" >&2
       cat "$log" >&2
-      exit 1
+      return 1
     fi
-    table_rows "$f" 61 "$log" > "$tmp/rows"
-    cat "$tmp/rows"
-    check_spills "$tmp/rows"
+    table_rows "$f" 61 "$log" > "$work/rows"
+    cat "$work/rows"
+    check_spills "$work/rows"
   fi
+  return $status
+}
+
+jobs_max="$(nproc 2> /dev/null || echo 1)"
+i=0
+for f in "${files[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  mkdir -p "$tmp/$i"
+  ( check_file "$f" "$tmp/$i" > "$tmp/$i/table" 2> "$tmp/$i/messages"; echo $? > "$tmp/$i/status" ) &
+  i=$((i + 1))
+done
+wait
+
+printf '%-32s %-5s %5s %8s %8s %6s  %s\n' file arch regs spill_st spill_ld smem kernel
+for ((j = 0; j < i; ++j)); do
+  cat "$tmp/$j/table"
+  cat "$tmp/$j/messages" >&2
+  [ "$(cat "$tmp/$j/status")" = 0 ] || status=1
 done
 exit $status
