@@ -60,4 +60,22 @@ class EmuMemoryCapacityGuard {
   EmuMemoryCapacityGuard& operator=(const EmuMemoryCapacityGuard&) = delete;
 };
 
+// The emulated device's per-element kernels (elementwise, copy, gather) index in 32 bits when a
+// launch's tensors allow it and in 64 bits otherwise (kernels/cuda/common.cuh); forcing 64 bits
+// runs that path on tensors small enough for a test. Change it only while no kernel runs.
+void set_emu_index64(bool force);
+bool emu_index64();
+
+// Forces 64-bit index math for the guard's lifetime (tests).
+class EmuIndex64Guard {
+ public:
+  EmuIndex64Guard() : previous_(emu_index64()) { set_emu_index64(true); }
+  ~EmuIndex64Guard() { set_emu_index64(previous_); }
+  EmuIndex64Guard(const EmuIndex64Guard&) = delete;
+  EmuIndex64Guard& operator=(const EmuIndex64Guard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace define::kernels

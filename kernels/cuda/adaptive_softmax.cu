@@ -173,14 +173,15 @@ struct TailLogProbBackwardOp {
   std::int64_t width;  // c_{i+1} - c_i
 
   __device__ void accumulate(State& st, std::int64_t r, int first, int step) const {
-    for (std::int64_t j = first; j < width; j += step) st.value += grad_out[r * vocab + first_word + j];
+    for (std::int64_t j = first; j < width; j += step) st.add(grad_out[r * vocab + first_word + j]);
   }
   __device__ void finish(const State& st, std::int64_t r, int first, int step) const {
     const T cluster_lp = head_lp[r * head_width + slot];
     const std::int64_t base = r * vocab + first_word;
+    const T total = st.value();
     for (std::int64_t j = first; j < width; j += step)
-      grad_tail[r * width + j] = grad_out[base + j] - dev_exp(out[base + j] - cluster_lp) * st.value;
-    if (first == 0) grad_head_lp[r * head_width + slot] = st.value;
+      grad_tail[r * width + j] = grad_out[base + j] - dev_exp(out[base + j] - cluster_lp) * total;
+    if (first == 0) grad_head_lp[r * head_width + slot] = total;
   }
 };
 

@@ -91,7 +91,7 @@ struct SoftmaxForward {
     const std::int64_t n = geo.horizon(row);
     // No valid key: every probability is 0 (inv is never used).
     const bool any = st.max != -infinity<T>();
-    const T inv = any ? T(1) / st.sum : T(0);
+    const T inv = any ? T(1) / st.sum.value() : T(0);
     const auto prob = [&](std::int64_t j) {
       return any && (pad == nullptr || pad[j] == 0) ? dev_exp(scores[base + j] - st.max) * inv : T(0);
     };
@@ -127,7 +127,7 @@ struct SoftmaxBackward {
     const std::int64_t base = row * geo.keys;
     const std::int64_t n = geo.horizon(row);  // P is zero past the horizon
     if (dropped == nullptr) {
-      for (std::int64_t j = first; j < n; j += step) st.value += grad_dropped[base + j] * probs[base + j];
+      for (std::int64_t j = first; j < n; j += step) st.add(grad_dropped[base + j] * probs[base + j]);
       return;
     }
     const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
@@ -135,14 +135,14 @@ struct SoftmaxBackward {
       const std::int64_t k = base + j;
       const bool keep = stream.keeps(word);
       dropped[k] = keep ? static_cast<T>(probs[k] * drop_scale) : T(0);
-      if (keep) st.value += grad_dropped[k] * drop_scale * probs[k];
+      if (keep) st.add(grad_dropped[k] * drop_scale * probs[k]);
     });
   }
 
   __device__ void finish(const State& st, std::int64_t row, int first, int step) const {
     const std::int64_t base = row * geo.keys;
     const std::int64_t n = geo.horizon(row);
-    const T dot = st.value;
+    const T dot = st.value();
     if (dropped == nullptr) {
       for (std::int64_t j = first; j < n; j += step) {
         const std::int64_t k = base + j;

@@ -19,8 +19,14 @@ CachingDeviceAllocator::CachingDeviceAllocator(RawDeviceMemory& raw, std::string
     : raw_(raw), device_(std::move(device)) {}
 
 CachingDeviceAllocator::~CachingDeviceAllocator() {
+  for (const PendingEvent& e : pending_events_) raw_.event_destroy(e.event);
   for (Block* head : segments_) {
-    raw_.raw_free(head->ptr);
+    // A destructor must not throw (it may run while an exception unwinds, and it is noexcept):
+    // a raw source in a sticky-error state keeps its segment.
+    try {
+      raw_.raw_free(head->ptr);
+    } catch (...) {
+    }
     for (Block* b = head; b;) {
       Block* next = b->next;
       delete b;
@@ -44,6 +50,7 @@ void* CachingDeviceAllocator::allocate(std::size_t nbytes, StreamId stream) {
   const std::size_t size = round_size(nbytes);
   const bool small = size <= kSmallRequest;
   std::lock_guard<std::mutex> lock(mu_);
+  process_events();
   FreePool& pool = pool_for(small);
   Block* block = find_free_block(pool, stream, size);
   if (block) {
@@ -72,22 +79,85 @@ void CachingDeviceAllocator::deallocate(void* ptr) {
   if (it == active_.end())
     fail("cuda allocator", "free of pointer {} that is not an allocated block (double free?)", ptr);
   Block* block = it->second;
+  // Every event first: if one fails, nothing has changed and the block is still allocated.
+  std::vector<PendingEvent> events;
+  events.reserve(block->stream_uses.size());
+  try {
+    for (StreamId s : block->stream_uses) {
+      events.push_back({raw_.event_create(), block});
+      raw_.event_record(events.back().event, s);
+    }
+  } catch (...) {
+    for (const PendingEvent& e : events) raw_.event_destroy(e.event);
+    throw;
+  }
   active_.erase(it);
   block->allocated = false;
+  block->stream_uses.clear();
   stats_.active_bytes -= block->size;
   note_active_change();
+  if (!events.empty()) {
+    block->pending = true;
+    block->pending_events = static_cast<int>(events.size());
+    pending_events_.insert(pending_events_.end(), events.begin(), events.end());
+    return;
+  }
+  free_block(block);
+}
 
+void CachingDeviceAllocator::record_stream(void* ptr, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = active_.find(ptr);
+  if (it == active_.end()) fail("cuda allocator", "record_stream of pointer {} that is not an allocated block", ptr);
+  Block* block = it->second;
+  if (stream == block->stream) return;
+  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) == block->stream_uses.end())
+    block->stream_uses.push_back(stream);
+}
+
+// Polls the pending events; a block whose last event has completed goes back to its pool. Called
+// with mu_ held. A failing query propagates and leaves that event pending.
+void CachingDeviceAllocator::process_events() {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_events_.size(); ++i) {
+    const PendingEvent e = pending_events_[i];
+    bool done = false;
+    try {
+      done = raw_.event_query(e.event);
+    } catch (...) {
+      // Keep the unvisited events: close the gap before propagating.
+      std::move(pending_events_.begin() + static_cast<std::ptrdiff_t>(i), pending_events_.end(),
+                pending_events_.begin() + static_cast<std::ptrdiff_t>(kept));
+      pending_events_.resize(kept + pending_events_.size() - i);
+      throw;
+    }
+    if (!done) {
+      pending_events_[kept++] = e;
+      continue;
+    }
+    raw_.event_destroy(e.event);
+    if (--e.block->pending_events == 0) {
+      e.block->pending = false;
+      free_block(e.block);
+    }
+  }
+  pending_events_.resize(kept);
+}
+
+// Merges a block that is no longer allocated nor pending with its free neighbours and puts it in
+// its pool.
+void CachingDeviceAllocator::free_block(Block* block) {
   FreePool& pool = pool_for(block->small_pool);
   // Merge with free neighbours: the lower block absorbs the upper one, so a segment's head
   // block stays its head.
-  if (Block* next = block->next; next && !next->allocated) {
+  if (Block* next = block->next; next && next->is_free()) {
     pool.erase(next);
     block->size += next->size;
     block->next = next->next;
     if (block->next) block->next->prev = block;
     delete next;
   }
-  if (Block* prev = block->prev; prev && !prev->allocated) {
+  if (Block* prev = block->prev; prev && prev->is_free()) {
     pool.erase(prev);
     prev->size += block->size;
     prev->next = block->next;
@@ -159,7 +229,7 @@ void CachingDeviceAllocator::split_block(Block* block, std::size_t size) {
 void CachingDeviceAllocator::release_free_segments() {
   // A segment is fully free when its head block is free and has no neighbour (coalescing on
   // free guarantees a free segment is always one block).
-  auto fully_free = [](const Block* head) { return !head->allocated && !head->next; };
+  auto fully_free = [](const Block* head) { return head->is_free() && !head->next; };
   for (Block*& head : segments_) {
     if (!fully_free(head)) continue;
     pool_for(head->small_pool).erase(head);
@@ -191,6 +261,7 @@ void CachingDeviceAllocator::reset_peak() {
 
 void CachingDeviceAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
+  process_events();
   release_free_segments();
 }
 
@@ -204,7 +275,7 @@ std::vector<SegmentInfo> CachingDeviceAllocator::snapshot() const {
     seg.stream = head->stream;
     seg.small_pool = head->small_pool;
     for (const Block* b = head; b; b = b->next) {
-      seg.blocks.push_back({static_cast<std::size_t>(b->ptr - head->ptr), b->size, b->allocated});
+      seg.blocks.push_back({static_cast<std::size_t>(b->ptr - head->ptr), b->size, b->allocated, b->pending});
       seg.size += b->size;
     }
     out.push_back(std::move(seg));

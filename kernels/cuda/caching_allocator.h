@@ -27,6 +27,12 @@
 //    for requests on that stream. Work on one stream runs in order, so a block freed by the
 //    host while a kernel on that stream may still be using it is safe to hand to the next
 //    request on the same stream, but not to another stream.
+//  * A block used on other streams as well says so with record_stream() (PyTorch's
+//    Tensor.record_stream). Its free then records an event on each of those streams and parks
+//    the block: it is neither reused nor merged nor released until every event has completed,
+//    i.e. until the work queued on those streams at the time of the free has finished. Pending
+//    events are polled (never waited for) whenever a request looks for a cached block and on
+//    empty_cache(); the block then returns to its own stream's pool.
 //  * When the raw source is out of memory, every fully free cached segment is released and
 //    the raw allocation retried once; if it fails again define::Error is thrown, naming the
 //    device, the request, what tensors hold and what stays cached (as PyTorch does):
@@ -48,16 +54,27 @@
 
 namespace define::cuda {
 
-// Where segments come from: cudaMalloc/cudaFree in the real backend, host memory in tests.
+// Opaque stream identity (a cudaStream_t converts implicitly); nullptr = the default stream.
+using StreamId = void*;
+// Opaque event identity (a cudaEvent_t).
+using EventId = void*;
+
+// Where segments come from, and the events that tell when other streams are done with a block:
+// the CUDA runtime in the real backend and on the emulated device, fakes in tests.
 struct RawDeviceMemory {
   virtual ~RawDeviceMemory() = default;
   // Returns nullptr when out of memory (any other failure may throw).
   virtual void* raw_malloc(std::size_t nbytes) = 0;
+  // May throw (a sticky CUDA error); the allocator's destructor swallows it.
   virtual void raw_free(void* ptr) = 0;
+  // An event marking the work queued on `stream` so far (create, then record). Both may throw.
+  virtual EventId event_create() = 0;
+  virtual void event_record(EventId event, StreamId stream) = 0;
+  // True once the work the event marks has finished; never blocks. May throw.
+  virtual bool event_query(EventId event) = 0;
+  // Must not throw: it runs on error and destructor paths.
+  virtual void event_destroy(EventId event) noexcept = 0;
 };
-
-// Opaque stream identity (a cudaStream_t converts implicitly); nullptr = the default stream.
-using StreamId = void*;
 
 struct DeviceAllocatorStats {
   std::size_t active_bytes = 0;       // bytes in blocks handed out and not yet freed
@@ -76,6 +93,7 @@ struct BlockInfo {
   std::size_t offset = 0;  // from the segment's base
   std::size_t size = 0;
   bool allocated = false;
+  bool pending = false;  // freed, waiting for the events of its recorded streams
 };
 struct SegmentInfo {
   const void* base = nullptr;
@@ -98,16 +116,23 @@ class CachingDeviceAllocator {
   // `raw` must outlive the allocator. `device` names it in errors ("cuda:0", "emu:0").
   explicit CachingDeviceAllocator(RawDeviceMemory& raw, std::string device = "device");
   // Returns every segment to the raw source, including segments with blocks still in use
-  // (nobody can free those blocks through this allocator any more).
+  // (nobody can free those blocks through this allocator any more), and destroys pending events.
+  // Never throws: a raw_free that fails leaks its segment.
   ~CachingDeviceAllocator();
   CachingDeviceAllocator(const CachingDeviceAllocator&) = delete;
   CachingDeviceAllocator& operator=(const CachingDeviceAllocator&) = delete;
 
   // A block of at least `nbytes` usable on `stream`; throws define::Error when out of memory.
   void* allocate(std::size_t nbytes, StreamId stream = nullptr);
-  // Returns a block from allocate() to the cache (nullptr is ignored). Throws define::Error
-  // for a pointer this allocator did not hand out (double free, foreign pointer).
+  // Returns a block from allocate() to the cache (nullptr is ignored), or parks it until the
+  // streams recorded for it are done. Throws define::Error for a pointer this allocator did not
+  // hand out (double free, foreign pointer); when recording an event fails, the error propagates
+  // and the block stays allocated.
   void deallocate(void* ptr);
+  // Notes that work on `stream` uses the block at `ptr` (from allocate(), not yet freed), so that
+  // its free waits for that work. Its own stream needs no record and is ignored. Throws
+  // define::Error for a pointer that is not an allocated block.
+  void record_stream(void* ptr, StreamId stream);
 
   DeviceAllocatorStats stats() const;
   void reset_peak();
@@ -128,8 +153,18 @@ class CachingDeviceAllocator {
     bool small_pool = false;
     bool oversize = false;  // the whole of a segment made for one request >= kMediumRequest
     bool allocated = false;
+    bool pending = false;             // freed, waiting for events on other streams
+    int pending_events = 0;           // events still to complete while pending
+    std::vector<StreamId> stream_uses;  // other streams recorded while allocated
     Block* prev = nullptr;  // neighbours inside the same segment, in address order
     Block* next = nullptr;
+
+    // Free and not waiting: may be handed out, merged or released.
+    bool is_free() const { return !allocated && !pending; }
+  };
+  struct PendingEvent {
+    EventId event;
+    Block* block;
   };
   // Free blocks ordered by (stream, size, address): lower_bound finds the best fit.
   struct BlockOrder {
@@ -141,6 +176,8 @@ class CachingDeviceAllocator {
   Block* find_free_block(FreePool& pool, StreamId stream, std::size_t size);
   Block* create_segment(std::size_t size, bool small, StreamId stream, std::size_t request);
   void split_block(Block* block, std::size_t size);
+  void free_block(Block* block);
+  void process_events();
   void release_free_segments();
   void note_active_change();
 
@@ -151,6 +188,7 @@ class CachingDeviceAllocator {
   FreePool large_free_;
   std::unordered_map<void*, Block*> active_;  // block pointer -> block handed out
   std::vector<Block*> segments_;              // first block of every segment held
+  std::vector<PendingEvent> pending_events_;  // in the order they were recorded
   DeviceAllocatorStats stats_;
 };
 

@@ -10,8 +10,11 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.h"
@@ -69,19 +72,95 @@ struct OffsetCalc {
   std::int64_t sizes[kMaxDims] = {};
   std::int64_t strides[N][kMaxDims] = {};
 
-  // Offsets of element `linear` (row-major over the iteration shape) in each operand.
-  __host__ __device__ __forceinline__ void get(std::int64_t linear, std::int64_t (&off)[N]) const {
+  // Offsets of element `linear` (row-major over the iteration shape) in each operand, computed in
+  // the linear index type L and the offset type O: 64-bit, or 32-bit where index32_fits() said so.
+  template <typename L, typename O>
+  __host__ __device__ __forceinline__ void get(L linear, O (&off)[N]) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) off[k] = 0;
     for (int d = ndim - 1; d >= 0; --d) {
-      const std::int64_t size = sizes[d];
-      const std::int64_t i = d == 0 ? linear : linear % size;
+      const L size = static_cast<L>(sizes[d]);
+      const L i = d == 0 ? linear : linear % size;
       linear = d == 0 ? 0 : linear / size;
 #pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += i * strides[k][d];
+      for (int k = 0; k < N; ++k) off[k] += static_cast<O>(i) * static_cast<O>(strides[k][d]);
     }
   }
 };
+
+// Index width of the per-element kernels. GPUs have no 64-bit integer divide: each 64-bit / or %
+// of OffsetCalc::get is a software routine of dozens of instructions, a 32-bit one a few
+// multiplies, and a strided elementwise kernel does one pair per dim per element. So the host
+// picks, per launch, 32-bit index math (an unsigned linear index, signed offsets) when the element
+// count and every offset an operand can reach fit in int32, and 64-bit otherwise.
+template <bool kIndex32>
+struct IndexWidth {
+  using linear_t = std::conditional_t<kIndex32, std::uint32_t, std::int64_t>;
+  using offset_t = std::conditional_t<kIndex32, std::int32_t, std::int64_t>;
+};
+// A grid-stride index below an int32 count plus one grid's threads must not wrap a uint32.
+static_assert(kMaxGridBlocks * kBlockSize <= (std::int64_t{1} << 31), "grid-stride step must fit in 31 bits");
+
+// Tests force the 64-bit path on small tensors (define::kernels::EmuIndex64Guard).
+inline std::atomic<bool>& index64_forced() {
+  static std::atomic<bool> forced{false};
+  return forced;
+}
+
+// Whether 32-bit index math covers an iteration of `numel` elements whose operands reach offsets
+// up to `max_offset` (in elements, by absolute value).
+inline bool index32_fits(std::int64_t numel, std::int64_t max_offset) {
+  constexpr std::int64_t kLimit = INT32_MAX;
+  return !index64_forced().load(std::memory_order_relaxed) && numel <= kLimit && max_offset <= kLimit;
+}
+
+// The same for a TensorIterator: the farthest element of each operand is the sum over the dims of
+// (size - 1) * |stride| (a reach too large for int64 does not fit either).
+inline bool index32_fits(const TensorIterator& it) {
+  std::int64_t max_offset = 0;
+  for (int k = 0; k < it.num_operands(); ++k) {
+    std::int64_t reach = 0;
+    for (int d = 0; d < it.ndim(); ++d) {
+      const std::int64_t steps = it.shape()[d] - 1, stride = std::abs(it.stride(k, d));
+      if (steps > 0 && stride > (INT64_MAX - reach) / steps) return false;
+      reach += steps * stride;
+    }
+    max_offset = std::max(max_offset, reach);
+  }
+  return index32_fits(it.numel(), max_offset);
+}
+
+// Calls fn.template operator()<kIndex32>() with the index width index32_fits(it) picked.
+template <typename Fn>
+void dispatch_index_width(const TensorIterator& it, Fn&& fn) {
+  if (index32_fits(it)) fn.template operator()<true>();
+  else fn.template operator()<false>();
+}
+
+// Calls body(offsets) for every element of the iteration, offsets[k] being operand k's element
+// offset; grid-stride, so any grid covers any size. Flat iterations skip the offset arithmetic.
+template <bool kIndex32, int N, typename Body>
+__device__ __forceinline__ void for_each_element(std::int64_t n, bool flat, const OffsetCalc<N>& calc,
+                                                 const Body& body) {
+  using L = typename IndexWidth<kIndex32>::linear_t;
+  using O = typename IndexWidth<kIndex32>::offset_t;
+  const L count = static_cast<L>(n);
+  const L step = static_cast<L>(gridDim.x) * blockDim.x;
+  const L first = static_cast<L>(blockIdx.x) * blockDim.x + threadIdx.x;
+  O off[N];
+  if (flat) {
+    for (L i = first; i < count; i += step) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] = static_cast<O>(i);
+      body(off);
+    }
+  } else {
+    for (L i = first; i < count; i += step) {
+      calc.get(i, off);
+      body(off);
+    }
+  }
+}
 
 // Builds the OffsetCalc of a TensorIterator with exactly N operands. Throws when the coalesced
 // iteration still has more than kMaxDims dims (only absurdly strided views do).

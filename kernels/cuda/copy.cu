@@ -5,56 +5,31 @@
 //
 // One grid-stride kernel per operation. The host side coalesces dims with the TensorIterator, so
 // a contiguous copy is a flat loop whatever its rank; when every operand is flat the kernel skips
-// the offset arithmetic altogether.
+// the offset arithmetic altogether, and the rest is 32-bit wherever the tensors allow it.
+#include <atomic>
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/devices.h"
 #include "kernels/cuda/common.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
-template <typename D, typename S>
+template <bool kIndex32, typename D, typename S>
 __global__ void copy_kernel(D* __restrict__ dst, const S* __restrict__ src, std::int64_t n, bool flat,
                             OffsetCalc<2> calc) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    if (flat) {
-      dst[i] = static_cast<D>(src[i]);
-    } else {
-      std::int64_t off[2];
-      calc.get(i, off);
-      dst[off[0]] = static_cast<D>(src[off[1]]);
-    }
-  }
+  for_each_element<kIndex32>(n, flat, calc, [&](const auto& off) { dst[off[0]] = static_cast<D>(src[off[1]]); });
 }
 
-template <typename T>
+template <bool kIndex32, typename T>
 __global__ void accumulate_kernel(T* dst, const T* __restrict__ src, std::int64_t n, bool flat, OffsetCalc<2> calc) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    if (flat) {
-      dst[i] += src[i];
-    } else {
-      std::int64_t off[2];
-      calc.get(i, off);
-      dst[off[0]] += src[off[1]];
-    }
-  }
+  for_each_element<kIndex32>(n, flat, calc, [&](const auto& off) { dst[off[0]] += src[off[1]]; });
 }
 
-template <typename T>
+template <bool kIndex32, typename T>
 __global__ void fill_kernel(T* dst, T value, std::int64_t n, bool flat, OffsetCalc<1> calc) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    if (flat) {
-      dst[i] = value;
-    } else {
-      std::int64_t off[1];
-      calc.get(i, off);
-      dst[off[0]] = value;
-    }
-  }
+  for_each_element<kIndex32>(n, flat, calc, [&](const auto& off) { dst[off[0]] = value; });
 }
 
 }  // namespace
@@ -67,9 +42,11 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   DEFINE_DISPATCH_ALL(dst.dtype(), "copy", [&] {
     using D = scalar_t;
     DEFINE_DISPATCH_ALL(src.dtype(), "copy", [&] {
-      launch_checked("copy", copy_kernel<D, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
-                     static_cast<D*>(dst.raw_data()), static_cast<const scalar_t*>(src.raw_data()), it.numel(),
-                     all_flat(it), calc);
+      dispatch_index_width(it, [&]<bool kIndex32>() {
+        launch_checked("copy", copy_kernel<kIndex32, D, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
+                       static_cast<D*>(dst.raw_data()), static_cast<const scalar_t*>(src.raw_data()), it.numel(),
+                       all_flat(it), calc);
+      });
     });
   });
 }
@@ -78,8 +55,10 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
   const TensorIterator it("accumulate", {dst, src});
   const auto calc = make_offset_calc<2>("accumulate", it);
   DEFINE_DISPATCH_ALL(dst.dtype(), "accumulate", [&] {
-    launch_checked("accumulate", accumulate_kernel<scalar_t>, grid_for(it.numel()), kBlockSize, 0,
-                   dst.data<scalar_t>(), src.data<scalar_t>(), it.numel(), all_flat(it), calc);
+    dispatch_index_width(it, [&]<bool kIndex32>() {
+      launch_checked("accumulate", accumulate_kernel<kIndex32, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
+                     dst.data<scalar_t>(), src.data<scalar_t>(), it.numel(), all_flat(it), calc);
+    });
   });
 }
 
@@ -87,9 +66,22 @@ void fill(const Tensor& dst, double value) {
   const TensorIterator it("fill", {dst});
   const auto calc = make_offset_calc<1>("fill", it);
   DEFINE_DISPATCH_ALL(dst.dtype(), "fill", [&] {
-    launch_checked("fill", fill_kernel<scalar_t>, grid_for(it.numel()), kBlockSize, 0, dst.data<scalar_t>(),
-                   static_cast<scalar_t>(value), it.numel(), all_flat(it), calc);
+    dispatch_index_width(it, [&]<bool kIndex32>() {
+      launch_checked("fill", fill_kernel<kIndex32, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
+                     dst.data<scalar_t>(), static_cast<scalar_t>(value), it.numel(), all_flat(it), calc);
+    });
   });
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS
+
+#if !defined(__CUDACC__)
+// The emulated device's index-width switch (kernels/devices.h), reachable from code that does not
+// include the emulator.
+namespace define::kernels {
+
+void set_emu_index64(bool force) { cuda_emu::index64_forced().store(force, std::memory_order_relaxed); }
+bool emu_index64() { return cuda_emu::index64_forced().load(std::memory_order_relaxed); }
+
+}  // namespace define::kernels
+#endif

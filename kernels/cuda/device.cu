@@ -85,6 +85,30 @@ class CudaRawMemory final : public RawDeviceMemory {
     DEFINE_CUDA_CHECK(cudaFree(ptr));
   }
 
+  // Events of this device; timing off, the allocator only asks whether they have completed.
+  ::define::cuda::EventId event_create() override {
+    DeviceGuard guard(index_);
+    cudaEvent_t event = nullptr;
+    DEFINE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+  }
+  void event_record(::define::cuda::EventId event, ::define::cuda::StreamId stream) override {
+    DeviceGuard guard(index_);
+    DEFINE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+  }
+  bool event_query(::define::cuda::EventId event) override {
+    const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // "not yet" is an answer, not a pending error
+      return false;
+    }
+    DEFINE_CUDA_CHECK(err);
+    return true;
+  }
+  void event_destroy(::define::cuda::EventId event) noexcept override {
+    (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));  // nothing to do about a failure here
+  }
+
  private:
   int index_;
 };
@@ -209,6 +233,11 @@ DeviceScope::~DeviceScope() {
 CachingDeviceAllocator& allocator(int index) {
   check_index(index);
   return *device_states()[static_cast<std::size_t>(index)].allocator;
+}
+
+void record_stream(void* data, ::define::cuda::StreamId stream, int index) {
+  // Without the cache every free is a cudaFree, which waits for the device anyway.
+  if (caching_enabled()) allocator(index).record_stream(data, stream);
 }
 
 bool register_backend() {

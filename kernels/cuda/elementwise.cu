@@ -7,7 +7,8 @@
 // Each op is a small functor; four grid-stride kernel templates (one, two or three inputs, and
 // masked_fill) apply it to every element. The host side coalesces dims with the TensorIterator,
 // so broadcasting and arbitrary strides reach the kernel as an OffsetCalc, and when every operand
-// is flat the kernel indexes with the linear position directly. Every element is read and
+// is flat the kernel indexes with the linear position directly. Index math is 32-bit wherever the
+// tensors allow it (kIndex32, common.cuh's index32_fits), 64-bit otherwise. Every element is read and
 // written by the same thread, so out may alias an input (in-place ops): no pointer here is
 // __restrict__.
 #include <cmath>
@@ -147,52 +148,32 @@ struct PowScalarBackward {
 
 // ---- Kernels ----
 
-// Calls body(offsets) for every element of the iteration, offsets[k] being operand k's element
-// offset; grid-stride, so any grid covers any size. Flat iterations skip the offset arithmetic.
-template <int N, typename Body>
-__device__ __forceinline__ void for_each_element(std::int64_t n, bool flat, const OffsetCalc<N>& calc,
-                                                 const Body& body) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  std::int64_t off[N];
-  if (flat) {
-    for (std::int64_t i = first; i < n; i += step) {
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] = i;
-      body(off);
-    }
-  } else {
-    for (std::int64_t i = first; i < n; i += step) {
-      calc.get(i, off);
-      body(off);
-    }
-  }
-}
+// for_each_element (common.cuh) walks the elements.
 
-template <typename T, typename F>
+template <bool kIndex32, typename T, typename F>
 __global__ void __launch_bounds__(kBlockSize)
     unary_kernel(T* out, const T* x, std::int64_t n, bool flat, OffsetCalc<2> calc, F f) {
-  for_each_element<2>(n, flat, calc, [&](const std::int64_t (&off)[2]) { out[off[0]] = f(x[off[1]]); });
+  for_each_element<kIndex32, 2>(n, flat, calc, [&](const auto& off) { out[off[0]] = f(x[off[1]]); });
 }
 
-template <typename T, typename F>
+template <bool kIndex32, typename T, typename F>
 __global__ void __launch_bounds__(kBlockSize)
     binary_kernel(T* out, const T* a, const T* b, std::int64_t n, bool flat, OffsetCalc<3> calc, F f) {
-  for_each_element<3>(n, flat, calc, [&](const std::int64_t (&off)[3]) { out[off[0]] = f(a[off[1]], b[off[2]]); });
+  for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) { out[off[0]] = f(a[off[1]], b[off[2]]); });
 }
 
-template <typename C, typename T>
+template <bool kIndex32, typename C, typename T>
 __global__ void __launch_bounds__(kBlockSize)
     where_kernel(T* out, const C* cond, const T* a, const T* b, std::int64_t n, bool flat, OffsetCalc<4> calc) {
-  for_each_element<4>(n, flat, calc, [&](const std::int64_t (&off)[4]) {
+  for_each_element<kIndex32, 4>(n, flat, calc, [&](const auto& off) {
     out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
   });
 }
 
-template <typename M, typename T>
+template <bool kIndex32, typename M, typename T>
 __global__ void __launch_bounds__(kBlockSize)
     masked_fill_kernel(T* out, const T* x, const M* mask, T value, std::int64_t n, bool flat, OffsetCalc<3> calc) {
-  for_each_element<3>(n, flat, calc, [&](const std::int64_t (&off)[3]) {
+  for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) {
     out[off[0]] = mask[off[2]] != M(0) ? value : x[off[1]];
   });
 }
@@ -202,15 +183,19 @@ __global__ void __launch_bounds__(kBlockSize)
 template <typename T, typename F>
 void launch_unary(const char* name, const Tensor& x, const Tensor& out, F f) {
   const TensorIterator it(name, {out, x});
-  launch_checked(name, unary_kernel<T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(), x.data<T>(),
-                 it.numel(), all_flat(it), make_offset_calc<2>(name, it), f);
+  dispatch_index_width(it, [&]<bool kIndex32>() {
+    launch_checked(name, unary_kernel<kIndex32, T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(),
+                   x.data<T>(), it.numel(), all_flat(it), make_offset_calc<2>(name, it), f);
+  });
 }
 
 template <typename T, typename F>
 void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   const TensorIterator it(name, {out, a, b});
-  launch_checked(name, binary_kernel<T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(), a.data<T>(),
-                 b.data<T>(), it.numel(), all_flat(it), make_offset_calc<3>(name, it), f);
+  dispatch_index_width(it, [&]<bool kIndex32>() {
+    launch_checked(name, binary_kernel<kIndex32, T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(),
+                   a.data<T>(), b.data<T>(), it.numel(), all_flat(it), make_offset_calc<3>(name, it), f);
+  });
 }
 
 // The binary comparison that a scalar comparison is (x op s).
@@ -343,8 +328,11 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
   DEFINE_DISPATCH_ALL(cond.dtype(), "where", [&] {
     using C = scalar_t;
     DEFINE_DISPATCH_ALL(a.dtype(), "where", [&] {
-      launch_checked("where", where_kernel<C, scalar_t>, grid_for(it.numel()), kBlockSize, 0, out.data<scalar_t>(),
-                     cond.data<C>(), a.data<scalar_t>(), b.data<scalar_t>(), it.numel(), all_flat(it), calc);
+      dispatch_index_width(it, [&]<bool kIndex32>() {
+        launch_checked("where", where_kernel<kIndex32, C, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
+                       out.data<scalar_t>(), cond.data<C>(), a.data<scalar_t>(), b.data<scalar_t>(), it.numel(),
+                       all_flat(it), calc);
+      });
     });
   });
 }
@@ -355,9 +343,11 @@ void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double 
   DEFINE_DISPATCH_ALL(mask.dtype(), "masked_fill", [&] {
     using M = scalar_t;
     DEFINE_DISPATCH_ALL(x.dtype(), "masked_fill", [&] {
-      launch_checked("masked_fill", masked_fill_kernel<M, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
-                     out.data<scalar_t>(), x.data<scalar_t>(), mask.data<M>(), static_cast<scalar_t>(value),
-                     it.numel(), all_flat(it), calc);
+      dispatch_index_width(it, [&]<bool kIndex32>() {
+        launch_checked("masked_fill", masked_fill_kernel<kIndex32, M, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
+                       out.data<scalar_t>(), x.data<scalar_t>(), mask.data<M>(), static_cast<scalar_t>(value),
+                       it.numel(), all_flat(it), calc);
+      });
     });
   });
 }

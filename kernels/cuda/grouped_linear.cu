@@ -19,7 +19,8 @@
 //     any block order or thread schedule; dweight in particular reduces over all T rows inside
 //     the kernel, without atomics or partial buffers.
 //   * column_sum_kernel (dbias): 32 columns per block, 8 threads striding down the rows of each
-//     column, their sums added in a fixed order through shared memory. No atomics.
+//     column, their sums (SumAcc, float_sum.cuh) added in a fixed order through shared memory.
+//     No atomics.
 // Whether an operand's slices load "depth fastest" or "tile index fastest" is a template
 // parameter chosen so that a warp's loads are contiguous in memory for every operand.
 //
@@ -34,6 +35,7 @@
 #include "kernels/cuda/matmul_config.h"
 #include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/float_sum.cuh"
 #include "kernels/cuda/tile_gemm.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -136,20 +138,20 @@ __global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GroupedGe
 template <typename T>
 __global__ void column_sum_kernel(const T* __restrict__ x, T* __restrict__ out, std::int64_t rows,
                                   std::int64_t cols) {
-  __shared__ T partial[kColRowThreads][kColTile];
+  __shared__ SumAcc<T> partial[kColRowThreads][kColTile];
   for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kColTile; col0 < cols;
        col0 += static_cast<std::int64_t>(gridDim.x) * kColTile) {
     const std::int64_t col = col0 + threadIdx.x;
-    T s = T(0);
+    SumAcc<T> s = SumAcc<T>::zero();
     if (col < cols)
-      for (std::int64_t r = threadIdx.y; r < rows; r += kColRowThreads) s += x[r * cols + col];
+      for (std::int64_t r = threadIdx.y; r < rows; r += kColRowThreads) s.add(x[r * cols + col]);
     partial[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && col < cols) {
-      T total = T(0);
+      SumAcc<T> total = SumAcc<T>::zero();
 #pragma unroll
-      for (int y = 0; y < kColRowThreads; ++y) total += partial[y][threadIdx.x];
-      out[col] = total;
+      for (int y = 0; y < kColRowThreads; ++y) total = total.merged(partial[y][threadIdx.x]);
+      out[col] = total.value();
     }
     __syncthreads();  // the next column tile overwrites `partial`
   }

@@ -31,12 +31,15 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // ---------------------------------------------------------------------------------------------
 // Gather-style reads: out[o0] = x[o2 + index[o1] * x_dim_stride] over a 3-operand iteration.
 
-template <typename T, typename I>
+// The iteration's offsets are 32-bit where they fit (kIndex32, common.cuh); the index term is
+// always 64-bit, since x's dim can be longer than the iteration reaches.
+template <bool kIndex32, typename T, typename I>
 __global__ void gather_kernel(T* __restrict__ out, const I* __restrict__ index, const T* __restrict__ x,
                               std::int64_t x_dim_stride, std::int64_t n, OffsetCalc<3> calc) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    std::int64_t off[3];
+  using L = typename IndexWidth<kIndex32>::linear_t;
+  const L count = static_cast<L>(n), step = static_cast<L>(gridDim.x) * blockDim.x;
+  for (L i = static_cast<L>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
+    typename IndexWidth<kIndex32>::offset_t off[3];
     calc.get(i, off);
     out[off[0]] = x[off[2] + static_cast<std::int64_t>(index[off[1]]) * x_dim_stride];
   }
@@ -393,8 +396,11 @@ void gather(const Tensor& x, const Tensor& index, const Tensor& out, std::int64_
   DEFINE_DISPATCH_ALL(x.dtype(), "gather", [&] {
     using T = scalar_t;
     DEFINE_DISPATCH_INDEX(index.dtype(), "gather", [&] {
-      launch_checked("gather", gather_kernel<T, scalar_t>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(),
-                     index.data<scalar_t>(), x.data<T>(), x_dim_stride, it.numel(), calc);
+      using I = scalar_t;
+      dispatch_index_width(it, [&]<bool kIndex32>() {
+        launch_checked("gather", gather_kernel<kIndex32, T, I>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(),
+                       index.data<I>(), x.data<T>(), x_dim_stride, it.numel(), calc);
+      });
     });
   });
 }
@@ -412,8 +418,11 @@ void index_select(const Tensor& x, const Tensor& index, const Tensor& out, std::
   DEFINE_DISPATCH_ALL(x.dtype(), "index_select", [&] {
     using T = scalar_t;
     DEFINE_DISPATCH_INDEX(index.dtype(), "index_select", [&] {
-      launch_checked("index_select", gather_kernel<T, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
-                     out.data<T>(), index.data<scalar_t>(), x.data<T>(), x_dim_stride, it.numel(), calc);
+      using I = scalar_t;
+      dispatch_index_width(it, [&]<bool kIndex32>() {
+        launch_checked("index_select", gather_kernel<kIndex32, T, I>, grid_for(it.numel()), kBlockSize, 0,
+                       out.data<T>(), index.data<I>(), x.data<T>(), x_dim_stride, it.numel(), calc);
+      });
     });
   });
 }

@@ -10,6 +10,8 @@
 // elements it cached itself, so the cache needs no barrier; rows too long for the cache are
 // re-read from global memory instead. Row sums are warp butterflies (every lane ends with the
 // same bits), then, in block mode, per-warp partials added in warp order through shared memory.
+// Every sum is a SumAcc (float_sum.cuh: compensated float for float32): a long row puts thousands
+// of elements on one thread, and a plain float sum drops those below half an ulp of its total.
 //
 // dweight/dbias are column sums over rows, done without atomics: rows are cut into chunks whose
 // number depends only on the shape, one kernel writes a partial sum per (chunk, column) into a
@@ -21,12 +23,12 @@
 #include "core/dtype.h"
 #include "core/factory.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/float_sum.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 // Rows up to this long get one warp each (at most 32 elements per lane); longer rows a block.
 constexpr std::int64_t kMaxWarpRowCols = 1024;
 constexpr int kWarpRowsPerBlock = 4;  // warp-per-row: 4 warps = 4 rows per 128-thread block
@@ -44,12 +46,12 @@ constexpr std::int64_t kMaxChunks = 256;
 __device__ __forceinline__ float square_root(float v) { return sqrtf(v); }
 __device__ __forceinline__ double square_root(double v) { return sqrt(v); }
 
-// Sum over the 32 lanes of a warp by butterfly exchange. Addition is commutative, so every lane
+// Sum over the 32 lanes of a warp by butterfly exchange. The merge is commutative, so every lane
 // computes bit-identical sums at every step and ends with the same result.
 template <typename T>
-__device__ __forceinline__ T warp_all_sum(T v) {
+__device__ __forceinline__ SumAcc<T> warp_all_sum(SumAcc<T> v) {
 #pragma unroll
-  for (int m = kWarp / 2; m > 0; m >>= 1) v += __shfl_xor_sync(kFullMask, v, m);
+  for (int m = kWarp / 2; m > 0; m >>= 1) v = v.merged(v.shfl_xor(m));
   return v;
 }
 
@@ -57,11 +59,11 @@ __device__ __forceinline__ T warp_all_sum(T v) {
 // kBlockPerRow), leaving the totals in every thread. Block mode has two barriers, so it must be
 // reached by the whole block; warp mode by the whole warp.
 template <bool kBlockPerRow, int N, typename T>
-__device__ __forceinline__ void row_all_sum(T (&v)[N]) {
+__device__ __forceinline__ void row_all_sum(SumAcc<T> (&v)[N]) {
 #pragma unroll
   for (int k = 0; k < N; ++k) v[k] = warp_all_sum(v[k]);
   if constexpr (kBlockPerRow) {
-    __shared__ T warp_sums[N][kWarp];
+    __shared__ SumAcc<T> warp_sums[N][kWarp];
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int k = 0; k < N; ++k) warp_sums[k][threadIdx.y] = v[k];
@@ -69,8 +71,8 @@ __device__ __forceinline__ void row_all_sum(T (&v)[N]) {
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      T total = T(0);
-      for (unsigned w = 0; w < blockDim.y; ++w) total += warp_sums[k][w];  // fixed warp order
+      SumAcc<T> total = SumAcc<T>::zero();
+      for (unsigned w = 0; w < blockDim.y; ++w) total = total.merged(warp_sums[k][w]);  // fixed warp order
       v[k] = total;
     }
     __syncthreads();  // the next reduction overwrites warp_sums
@@ -116,23 +118,23 @@ __global__ void layer_norm_forward_kernel(const T* __restrict__ x, const T* __re
   T* row_cache = cache ? smem + t.slot * cols : nullptr;
   for (std::int64_t row = t.first_row; row < rows; row += t.row_step) {  // uniform over the row's threads
     const T* xr = x + row * cols;
-    T sum[1] = {T(0)};
+    SumAcc<T> sum[1] = {SumAcc<T>::zero()};
     for (std::int64_t j = t.index; j < cols; j += t.count) {
       const T v = xr[j];
       if (row_cache) row_cache[j] = v;
-      sum[0] += v;
+      sum[0].add(v);
     }
     row_all_sum<kBlockPerRow>(sum);
-    const T mu = sum[0] / static_cast<T>(cols);
+    const T mu = sum[0].value() / static_cast<T>(cols);
 
     const T* src = row_cache ? row_cache : xr;  // only this thread's own elements are re-read
-    T sq[1] = {T(0)};
+    SumAcc<T> sq[1] = {SumAcc<T>::zero()};
     for (std::int64_t j = t.index; j < cols; j += t.count) {
       const T c = src[j] - mu;
-      sq[0] += c * c;
+      sq[0].add(c * c);
     }
     row_all_sum<kBlockPerRow>(sq);
-    const T rs = T(1) / square_root(sq[0] / static_cast<T>(cols) + eps);
+    const T rs = T(1) / square_root(sq[0].value() / static_cast<T>(cols) + eps);
 
     // (x - mean) first: x * rstd - mean * rstd would cancel when |mean| >> std.
     T* yr = y + row * cols;
@@ -164,7 +166,7 @@ __global__ void layer_norm_dx_kernel(const T* __restrict__ dy, const T* __restri
     const T* xr = x + row * cols;
     const T* dyr = dy + row * cols;
     const T mu = mean[row], rs = rstd[row];
-    T sums[2] = {T(0), T(0)};  // sum of g, sum of g * xhat
+    SumAcc<T> sums[2] = {SumAcc<T>::zero(), SumAcc<T>::zero()};  // sum of g, sum of g * xhat
     for (std::int64_t j = t.index; j < cols; j += t.count) {
       const T xhat = (xr[j] - mu) * rs;
       const T g = weight ? dyr[j] * weight[j] : dyr[j];
@@ -172,11 +174,11 @@ __global__ void layer_norm_dx_kernel(const T* __restrict__ dy, const T* __restri
         xhat_cache[j] = xhat;
         g_cache[j] = g;
       }
-      sums[0] += g;
-      sums[1] += g * xhat;
+      sums[0].add(g);
+      sums[1].add(g * xhat);
     }
     row_all_sum<kBlockPerRow>(sums);
-    const T mean_g = sums[0] / static_cast<T>(cols), mean_gx = sums[1] / static_cast<T>(cols);
+    const T mean_g = sums[0].value() / static_cast<T>(cols), mean_gx = sums[1].value() / static_cast<T>(cols);
 
     T* dxr = dx + row * cols;
     for (std::int64_t j = t.index; j < cols; j += t.count) {
@@ -196,32 +198,32 @@ __global__ void layer_norm_param_partials_kernel(const T* __restrict__ dy, const
                                                  const T* __restrict__ mean, const T* __restrict__ rstd,
                                                  T* __restrict__ partial_w, T* __restrict__ partial_b,
                                                  std::int64_t rows, std::int64_t cols, std::int64_t rows_per_chunk) {
-  __shared__ T tile_w[kColRowThreads][kColTile];
-  __shared__ T tile_b[kColRowThreads][kColTile];
+  __shared__ SumAcc<T> tile_w[kColRowThreads][kColTile];
+  __shared__ SumAcc<T> tile_b[kColRowThreads][kColTile];
   const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kColTile + threadIdx.x;
   const std::int64_t chunk = blockIdx.y;
   const std::int64_t row_begin = chunk * rows_per_chunk;
   const std::int64_t row_end = row_begin + rows_per_chunk < rows ? row_begin + rows_per_chunk : rows;
-  T sw = T(0), sb = T(0);
+  SumAcc<T> sw = SumAcc<T>::zero(), sb = SumAcc<T>::zero();
   if (col < cols) {
     for (std::int64_t r = row_begin + threadIdx.y; r < row_end; r += kColRowThreads) {
       const T g = dy[r * cols + col];
-      if (partial_w) sw += g * ((x[r * cols + col] - mean[r]) * rstd[r]);
-      sb += g;
+      if (partial_w) sw.add(g * ((x[r * cols + col] - mean[r]) * rstd[r]));
+      sb.add(g);
     }
   }
   tile_w[threadIdx.y][threadIdx.x] = sw;
   tile_b[threadIdx.y][threadIdx.x] = sb;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
-    T tw = T(0), tb = T(0);
+    SumAcc<T> tw = SumAcc<T>::zero(), tb = SumAcc<T>::zero();
 #pragma unroll
     for (int k = 0; k < kColRowThreads; ++k) {  // fixed order
-      tw += tile_w[k][threadIdx.x];
-      tb += tile_b[k][threadIdx.x];
+      tw = tw.merged(tile_w[k][threadIdx.x]);
+      tb = tb.merged(tile_b[k][threadIdx.x]);
     }
-    if (partial_w) partial_w[chunk * cols + col] = tw;
-    if (partial_b) partial_b[chunk * cols + col] = tb;
+    if (partial_w) partial_w[chunk * cols + col] = tw.value();
+    if (partial_b) partial_b[chunk * cols + col] = tb.value();
   }
 }
 
@@ -234,14 +236,14 @@ __global__ void layer_norm_param_finish_kernel(const T* __restrict__ partial_w, 
   for (std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < cols;
        col += step) {
     if (dweight) {
-      T s = T(0);
-      for (std::int64_t ch = 0; ch < chunks; ++ch) s += partial_w[ch * cols + col];
-      dweight[col] = s;
+      SumAcc<T> s = SumAcc<T>::zero();
+      for (std::int64_t ch = 0; ch < chunks; ++ch) s.add(partial_w[ch * cols + col]);
+      dweight[col] = s.value();
     }
     if (dbias) {
-      T s = T(0);
-      for (std::int64_t ch = 0; ch < chunks; ++ch) s += partial_b[ch * cols + col];
-      dbias[col] = s;
+      SumAcc<T> s = SumAcc<T>::zero();
+      for (std::int64_t ch = 0; ch < chunks; ++ch) s.add(partial_b[ch * cols + col]);
+      dbias[col] = s.value();
     }
   }
 }

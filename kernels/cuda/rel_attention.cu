@@ -84,7 +84,7 @@ struct RelSoftmaxForward {
     T* p_row = probs + rw.base;
     // No visible key above -inf (only infinite inputs): every probability is 0 (inv is never used).
     const bool any = st.max != -infinity<T>();
-    const T inv = any ? T(1) / st.sum : T(0);
+    const T inv = any ? T(1) / st.sum.value() : T(0);
     const auto prob = [&](std::int64_t j) { return any ? dev_exp(score(rw, j) - st.max) * inv : T(0); };
     if (dropped == nullptr) {
       for (std::int64_t j = rw.lo + first; j < rw.hi; j += step) p_row[j] = prob(j);

@@ -6,7 +6,8 @@
 //   * longer rows (vocabulary logits, long key sequences): one 512-thread block per row, warp
 //     butterflies and then one shared-memory slot per warp.
 // Partial results are always combined in an order fixed by thread indices, so results are
-// bit-identical run to run and under every emulator schedule.
+// bit-identical run to run and under every emulator schedule. Sums are SumAcc (float_sum.cuh): a
+// float row of a vocabulary's width adds thousands of terms per thread.
 //
 // Included by kernel files only, after common.cuh and device_math.cuh. Like the kernels of a
 // kernel file, everything here is in an anonymous namespace inside the backend namespace.
@@ -18,6 +19,7 @@
 #include "core/dtype.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/float_sum.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -50,56 +52,57 @@ enum class EmptyPartial {
 template <typename T, EmptyPartial kEmpty = EmptyPartial::kSumTimesZero>
 struct MaxSum {
   T max;  // -inf before the first element other than -inf; never NaN
-  T sum;
+  SumAcc<T> sum;
 
-  __device__ static MaxSum empty() { return {-infinity<T>(), T(0)}; }
+  __device__ static MaxSum empty() { return {-infinity<T>(), SumAcc<T>::zero()}; }
 
   __device__ void add(T v) {
     if (v > max) {
-      sum = sum * dev_exp(max - v) + T(1);
+      sum = sum.scaled(dev_exp(max - v));
+      sum.add(T(1));
       max = v;
     } else if (v != -infinity<T>()) {  // -inf adds exp(-inf) = 0; skipping it avoids exp(-inf - -inf)
-      sum += dev_exp(v - max);          // a NaN v lands here and poisons the sum, as it should
+      sum.add(dev_exp(v - max));        // a NaN v lands here and poisons the sum, as it should
     }
   }
 
   // The sum rescaled to a maximum m >= max.
-  __device__ T sum_at(T m) const {
+  __device__ SumAcc<T> sum_at(T m) const {
     if constexpr (kEmpty == EmptyPartial::kZero)
-      return max == -infinity<T>() ? T(0) : sum * dev_exp(max - m);
+      return max == -infinity<T>() ? SumAcc<T>::zero() : sum.scaled(dev_exp(max - m));
     else
-      return max == -infinity<T>() ? sum * T(0) : sum * dev_exp(max - m);
+      return max == -infinity<T>() ? sum.scaled(T(0)) : sum.scaled(dev_exp(max - m));
   }
 
   __device__ MaxSum merged(const MaxSum& o) const {
     const T m = o.max > max ? o.max : max;
-    return {m, sum_at(m) + o.sum_at(m)};
+    return {m, sum_at(m).merged(o.sum_at(m))};
   }
 
   __device__ MaxSum shfl_xor(int lane_mask) const {
-    return {__shfl_xor_sync(kFullMask, max, lane_mask), __shfl_xor_sync(kFullMask, sum, lane_mask)};
+    return {__shfl_xor_sync(kFullMask, max, lane_mask), sum.shfl_xor(lane_mask)};
   }
 
-  // The row's sum of exp(x - max) as the references compute it: exp(inf - inf) and
+  // The row's sum of exp(x - max), as the references compute it: exp(inf - inf) and
   // exp(-inf - -inf) make it NaN when the maximum is not finite.
   __device__ T final_sum() const {
-    return max == infinity<T>() || max == -infinity<T>() ? std::numeric_limits<T>::quiet_NaN() : sum;
+    return max == infinity<T>() || max == -infinity<T>() ? std::numeric_limits<T>::quiet_NaN() : sum.value();
   }
   // log(final_sum()).
-  __device__ T log_sum() const {
-    return max == infinity<T>() || max == -infinity<T>() ? std::numeric_limits<T>::quiet_NaN() : dev_log(sum);
-  }
+  __device__ T log_sum() const { return dev_log(final_sum()); }
   // The log-sum-exp, max + log_sum() in double.
   __device__ double lse() const { return double(max) + double(log_sum()); }
 };
 
 template <typename T>
 struct Sum {
-  T value;
+  SumAcc<T> acc;
 
-  __device__ static Sum empty() { return {T(0)}; }
-  __device__ Sum merged(const Sum& o) const { return {value + o.value}; }
-  __device__ Sum shfl_xor(int lane_mask) const { return {__shfl_xor_sync(kFullMask, value, lane_mask)}; }
+  __device__ static Sum empty() { return {SumAcc<T>::zero()}; }
+  __device__ void add(T v) { acc.add(v); }
+  __device__ T value() const { return acc.value(); }
+  __device__ Sum merged(const Sum& o) const { return {acc.merged(o.acc)}; }
+  __device__ Sum shfl_xor(int lane_mask) const { return {acc.shfl_xor(lane_mask)}; }
 };
 
 // Butterfly over a full warp: every lane ends with the warp's result. Callers keep all 32 lanes

@@ -17,13 +17,15 @@
 // The forward reduction is online (running max and sum of exp(x - max), rescaled whenever the max
 // grows), so a row is read once for its statistics and once to write the output. Every reduction
 // combines partial results in an order fixed by thread indices: results are bit-identical run to
-// run and under every emulator schedule. Loss reduction is one block (no atomics), in double.
+// run and under every emulator schedule. Every sum is a SumAcc (float_sum.cuh: compensated float
+// for float32). Loss reduction is one block (no atomics).
 #include <cstdint>
 
 #include "core/dtype.h"
 #include "kernels/softmax.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/float_sum.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -40,13 +42,13 @@ constexpr int kLossBlock = 256;    // the single block of reduce_loss_rows (a po
 template <typename T>
 struct LogitStats {
   MaxSum<T> exp_sum;
-  T total;
+  SumAcc<T> total;
 
-  __device__ static LogitStats empty() { return {MaxSum<T>::empty(), T(0)}; }
-  __device__ LogitStats merged(const LogitStats& o) const { return {exp_sum.merged(o.exp_sum), total + o.total}; }
-  __device__ LogitStats shfl_xor(int lane_mask) const {
-    return {exp_sum.shfl_xor(lane_mask), __shfl_xor_sync(kFullMask, total, lane_mask)};
+  __device__ static LogitStats empty() { return {MaxSum<T>::empty(), SumAcc<T>::zero()}; }
+  __device__ LogitStats merged(const LogitStats& o) const {
+    return {exp_sum.merged(o.exp_sum), total.merged(o.total)};
   }
+  __device__ LogitStats shfl_xor(int lane_mask) const { return {exp_sum.shfl_xor(lane_mask), total.shfl_xor(lane_mask)}; }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -92,12 +94,13 @@ struct SoftmaxBackward {
   T* dx;
 
   __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t k) const { st.value += kLog ? dy[k] : dy[k] * y[k]; }
+  __device__ void accumulate(State& st, std::int64_t k) const { st.add(kLog ? dy[k] : dy[k] * y[k]); }
   __device__ void finish(const State& st, std::int64_t, std::int64_t base, std::int64_t stride, std::int64_t n,
                          int first, int step) const {
+    const T total = st.value();
     for (std::int64_t j = first; j < n; j += step) {
       const std::int64_t k = base + j * stride;
-      dx[k] = kLog ? dy[k] - dev_exp(y[k]) * st.value : y[k] * (dy[k] - st.value);
+      dx[k] = kLog ? dy[k] - dev_exp(y[k]) * total : y[k] * (dy[k] - total);
     }
   }
 };
@@ -120,7 +123,7 @@ struct CrossEntropyRowOp {
   __device__ void accumulate(State& st, std::int64_t k) const {
     const T v = logits[k];
     st.exp_sum.add(v);
-    st.total += v;
+    st.total.add(v);
   }
   __device__ void finish(const State& st, std::int64_t row, std::int64_t base, std::int64_t, std::int64_t,
                          int first, int) const {
@@ -133,7 +136,7 @@ struct CrossEntropyRowOp {
     const double row_lse = double(st.exp_sum.max) + ::log(double(st.exp_sum.final_sum()));
     // Without smoothing the sum of the logits is not used at all (as in the CPU path), so masked
     // -inf logits cannot turn the loss into 0 * inf.
-    const double mean = label_smoothing > 0 ? double(st.total) / double(classes) : 0.0;
+    const double mean = label_smoothing > 0 ? st.total.wide() / double(classes) : 0.0;
     const double x_target = logits[base + static_cast<std::int64_t>(target[row])];
     loss[row] = static_cast<T>((1.0 - label_smoothing) * (row_lse - x_target) + label_smoothing * (row_lse - mean));
     lse[row] = static_cast<T>(row_lse);
@@ -200,20 +203,19 @@ __global__ void nll_rows_kernel(const T* __restrict__ log_probs, const I* __rest
   }
 }
 
-// One block: each thread sums a strided share of the rows in double (as the CPU path and the
-// reference do), then a fixed-shape tree in shared memory. No atomics, so the loss is the same
-// bits on every run.
+// One block: each thread sums a strided share of the rows, then a fixed-shape tree in shared
+// memory. No atomics, so the loss is the same bits on every run.
 template <typename T, typename I>
 __global__ void __launch_bounds__(kLossBlock)
     reduce_loss_kernel(const T* __restrict__ rows, const I* __restrict__ target, std::int64_t n,
                        std::int64_t ignore_index, bool mean, T* __restrict__ loss, T* __restrict__ total_weight) {
-  __shared__ double sums[kLossBlock];
+  __shared__ SumAcc<T> sums[kLossBlock];
   __shared__ std::int64_t counts[kLossBlock];
-  double sum = 0;
+  SumAcc<T> sum = SumAcc<T>::zero();
   std::int64_t count = 0;
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     if (is_ignored(target[i], ignore_index)) continue;
-    sum += double(rows[i]);
+    sum.add(rows[i]);
     ++count;
   }
   sums[threadIdx.x] = sum;
@@ -221,7 +223,7 @@ __global__ void __launch_bounds__(kLossBlock)
   __syncthreads();
   for (int half = kLossBlock / 2; half > 0; half /= 2) {
     if (static_cast<int>(threadIdx.x) < half) {
-      sums[threadIdx.x] += sums[threadIdx.x + half];
+      sums[threadIdx.x] = sums[threadIdx.x].merged(sums[threadIdx.x + half]);
       counts[threadIdx.x] += counts[threadIdx.x + half];
     }
     __syncthreads();
@@ -230,7 +232,7 @@ __global__ void __launch_bounds__(kLossBlock)
     // The weight the backward pass divides by: the non-ignored row count for a mean, 1 for a sum;
     // an empty mean is 0 (not 0 / 0).
     const double w = mean ? double(counts[0]) : 1.0;
-    loss[0] = static_cast<T>(w > 0 ? sums[0] / w : 0.0);
+    loss[0] = static_cast<T>(w > 0 ? sums[0].wide() / w : 0.0);
     total_weight[0] = static_cast<T>(w);
   }
 }

@@ -1,5 +1,6 @@
 // CachingDeviceAllocator policy, checked on the CPU: a fake raw source (host malloc) counts
-// segment traffic and can be capacity-limited to provoke the out-of-memory path.
+// segment traffic and can be capacity-limited to provoke the out-of-memory path; its events
+// complete when a test says so, which is how record_stream's waiting is checked.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 using define::cuda::CachingDeviceAllocator;
 using define::cuda::DeviceAllocatorStats;
+using define::cuda::EventId;
 using define::cuda::RawDeviceMemory;
 using define::cuda::SegmentInfo;
 using define::cuda::StreamId;
@@ -30,10 +32,48 @@ constexpr std::size_t MiB = 1024 * 1024;
 // Host memory standing in for cudaMalloc/cudaFree. Frees of unknown pointers are recorded
 // (not thrown: raw_free also runs from the allocator's destructor).
 struct FakeRawMemory final : RawDeviceMemory {
+  // An event: the stream it was recorded on, and whether the test has let it complete.
+  struct FakeEvent {
+    StreamId stream = nullptr;
+    bool recorded = false;
+    bool done = false;
+  };
+
   std::size_t capacity = SIZE_MAX;  // raw_malloc fails beyond this many live bytes
   std::size_t live_bytes = 0;
   int mallocs = 0, frees = 0, refused = 0, bad_frees = 0;
   std::map<void*, std::size_t> live;
+  bool fail_free = false;    // raw_free throws (a sticky CUDA error)
+  bool fail_record = false;  // event_record throws
+  std::map<EventId, FakeEvent*> events;  // live events
+  int events_created = 0, queries = 0;
+
+  EventId event_create() override {
+    auto* e = new FakeEvent;
+    events[e] = e;
+    ++events_created;
+    return e;
+  }
+  void event_record(EventId e, StreamId s) override {
+    if (fail_record) throw define::Error("fake: event record failed");
+    events.at(e)->stream = s;
+    events.at(e)->recorded = true;
+  }
+  bool event_query(EventId e) override {
+    ++queries;
+    return events.at(e)->done;
+  }
+  void event_destroy(EventId e) noexcept override {
+    auto it = events.find(e);
+    if (it == events.end()) return;
+    delete it->second;
+    events.erase(it);
+  }
+  // Lets every live event recorded on `s` complete (the stream's queued work has finished).
+  void finish_stream(StreamId s) {
+    for (auto& [id, e] : events)
+      if (e->recorded && e->stream == s) e->done = true;
+  }
 
   void* raw_malloc(std::size_t n) override {
     if (live_bytes + n > capacity) {
@@ -47,6 +87,7 @@ struct FakeRawMemory final : RawDeviceMemory {
     return p;
   }
   void raw_free(void* p) override {
+    if (fail_free) throw define::Error("fake: raw free failed");
     auto it = live.find(p);
     if (it == live.end()) {
       ++bad_frees;
@@ -59,6 +100,7 @@ struct FakeRawMemory final : RawDeviceMemory {
   }
   ~FakeRawMemory() override {
     for (auto& [p, n] : live) std::free(p);
+    for (auto& [id, e] : events) delete e;
   }
 };
 
@@ -497,4 +539,96 @@ TEST_CASE("cuda allocator: oversize blocks are never split and serve only near s
   check_consistent(a, raw);
   a.empty_cache();
   CHECK(a.stats().reserved_bytes == 0);
+}
+
+TEST_CASE("cuda allocator: a block recorded on other streams waits for their work", "[cuda-allocator]") {
+  FakeRawMemory raw;
+  CachingDeviceAllocator a(raw);
+  const StreamId s1 = stream(0x10), s2 = stream(0x20), s3 = stream(0x30);
+
+  // Stream-local reuse is unchanged: no record, no event, the block comes straight back.
+  void* p = a.allocate(4096, s1);
+  a.record_stream(p, s1);  // its own stream: nothing to wait for
+  a.deallocate(p);
+  CHECK(raw.events_created == 0);
+  CHECK(a.allocate(4096, s1) == p);
+
+  // Used on s2 and s3 as well: the free records one event on each and parks the block.
+  a.record_stream(p, s2);
+  a.record_stream(p, s3);
+  a.record_stream(p, s2);  // once per stream
+  a.deallocate(p);
+  REQUIRE(raw.events.size() == 2);
+  std::vector<StreamId> recorded;
+  for (const auto& [id, e] : raw.events) {
+    CHECK(e->recorded);
+    recorded.push_back(e->stream);
+  }
+  std::sort(recorded.begin(), recorded.end(), std::less<StreamId>());
+  CHECK(recorded == std::vector<StreamId>{s2, s3});
+  CHECK(a.stats().active_bytes == 0);
+  {
+    const auto snap = a.snapshot();
+    REQUIRE(snap.size() == 1);
+    CHECK(snap[0].blocks[0].pending);
+    CHECK_FALSE(snap[0].blocks[0].allocated);
+  }
+  // Not handed out while s2's and s3's work may still use it, not even to its own stream.
+  void* q = a.allocate(4096, s1);
+  CHECK(q != p);
+  a.deallocate(q);
+  raw.finish_stream(s2);
+  void* r = a.allocate(4096, s1);
+  CHECK(r != p);  // s3 is still running
+  a.deallocate(r);
+  // Nor merged with its free neighbours, nor released with the free cache.
+  a.empty_cache();
+  CHECK(a.stats().segments == 1);
+  CHECK(a.snapshot()[0].blocks.size() >= 2);
+  // Once every recorded stream is done, the next request finds it again.
+  raw.finish_stream(s3);
+  CHECK(a.allocate(4096, s1) == p);
+  CHECK(raw.events.empty());  // completed events are destroyed
+  CHECK(raw.events_created == 2);
+  a.deallocate(p);
+  check_consistent(a, raw);
+  // A free segment again: empty_cache returns it.
+  a.empty_cache();
+  CHECK(a.stats().segments == 0);
+  check_consistent(a, raw);
+}
+
+TEST_CASE("cuda allocator: record_stream errors and pending events at destruction", "[cuda-allocator]") {
+  FakeRawMemory raw;
+  const StreamId s1 = stream(0x10), s2 = stream(0x20);
+  {
+    CachingDeviceAllocator a(raw);
+    int not_ours = 0;
+    REQUIRE_THROWS_WITH(a.record_stream(&not_ours, s2), Catch::Contains("not an allocated block"));
+    void* p = a.allocate(KiB, s1);
+    a.record_stream(p, s2);
+    // A failed event leaves the block allocated: the free can be retried.
+    raw.fail_record = true;
+    REQUIRE_THROWS_WITH(a.deallocate(p), Catch::Contains("event record failed"));
+    CHECK(raw.events.empty());
+    CHECK(a.stats().active_bytes == CachingDeviceAllocator::round_size(KiB));
+    raw.fail_record = false;
+    a.deallocate(p);
+    CHECK(raw.events.size() == 1);
+    REQUIRE_THROWS_AS(a.record_stream(p, s2), define::Error);  // freed
+    // Destroyed with the event pending: the event goes too.
+  }
+  CHECK(raw.events.empty());
+  CHECK(raw.live.empty());
+}
+
+TEST_CASE("cuda allocator: the destructor does not throw when the raw source fails", "[cuda-allocator]") {
+  FakeRawMemory raw;
+  {
+    CachingDeviceAllocator a(raw);
+    a.allocate(KiB);
+    a.allocate(5 * MiB);
+    raw.fail_free = true;  // e.g. a sticky CUDA error after a kernel fault
+  }  // a throw here would terminate the test binary
+  CHECK(raw.live.size() == 2);  // leaked, and released by the fake itself
 }

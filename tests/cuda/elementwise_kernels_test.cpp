@@ -22,6 +22,7 @@
 #include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/elementwise.h"
+#include "kernels/index.h"
 
 using namespace define;
 using kernels::BinaryOp;
@@ -285,4 +286,73 @@ TEST_CASE("cuda elementwise: in place on strided views", "[cuda][elementwise][in
   check_close(view, expected, 1e-5, 1e-5, "in-place sequence");
   check_close(ebase, reference([&] { return kernels::contiguous(transpose(expected, 0, 1)); }), 1e-5, 1e-5,
               "written through to the base");
+}
+
+// The per-element kernels index in 32 bits when the tensors allow it and in 64 bits otherwise
+// (kernels/cuda/common.cuh). Both paths on the same strided, broadcast operands: the same bits.
+TEST_CASE("cuda elementwise: 32-bit and 64-bit index math give the same results",
+          "[cuda][elementwise][family:elementwise][family:copy][family:index]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(15);
+  const Tensor base = rand_uniform({3, 4, 5, 6, 7}, -2, 2, {}, gen);
+  const Tensor other = rand_uniform({6, 1, 5, 1}, -2, 2, {}, gen);
+  const Tensor index = rand_int({7, 5, 3, 6, 2}, 4, {.dtype = DType::Int64}, gen);
+  const Tensor rows = rand_int({9}, 7, {.dtype = DType::Int32}, gen);
+  const Tensor ebase = to_emu(base), eother = to_emu(other), eindex = to_emu(index), erows = to_emu(rows);
+  // Every output of the kernels that take the index-width choice, on non-mergeable dims.
+  auto outputs = [&] {
+    const Tensor x = permute(ebase, {4, 2, 0, 3, 1});  // [7, 5, 3, 6, 4]
+    const Tensor y = permute(eother, {2, 1, 0, 3});     // [5, 1, 6, 1]
+    const Tensor mask = kernels::unary(UnaryOp::LtScalar, y, 0.0);
+    std::vector<Tensor> out = {kernels::binary(BinaryOp::Mul, x, y), kernels::unary(UnaryOp::Tanh, x),
+                               kernels::where(mask, y, x), kernels::masked_fill(x, mask, -7.5),
+                               kernels::contiguous(x), kernels::gather(x, 4, eindex),
+                               kernels::index_select(x, 0, erows)};
+    Tensor acc = kernels::contiguous(x);
+    kernels::accumulate_into(permute(acc, {1, 0, 2, 3, 4}), permute(x, {1, 0, 2, 3, 4}));
+    Tensor filled = kernels::contiguous(x);
+    kernels::fill(permute(filled, {3, 1, 0, 2, 4}).as_strided({6, 5, 2, 3, 4}, {4, 72, 360, 24, 1}, 0), 0.25);
+    out.push_back(acc);
+    out.push_back(filled);
+    return out;
+  };
+  REQUIRE_FALSE(kernels::emu_index64());
+  const std::vector<Tensor> narrow = outputs();
+  std::vector<Tensor> wide;
+  {
+    kernels::EmuIndex64Guard force;
+    REQUIRE(kernels::emu_index64());
+    wide = outputs();
+  }
+  CHECK_FALSE(kernels::emu_index64());
+  REQUIRE(narrow.size() == wide.size());
+  for (std::size_t i = 0; i < narrow.size(); ++i) check_identical(narrow[i], wide[i], "output " + std::to_string(i));
+  // And both right: the product against the reference.
+  const Tensor x = permute(base, {4, 2, 0, 3, 1}), y = permute(other, {2, 1, 0, 3});
+  check_close(narrow[0], reference([&] { return kernels::binary(BinaryOp::Mul, x, y); }), 1e-6, 1e-6, "mul");
+  check_identical(narrow[5], reference([&] { return kernels::gather(x, 4, index); }), "gather");
+}
+
+// A view whose element offsets pass 2^31 needs the 64-bit path: int32 storage of 2^31 + 8 elements
+// (8 GiB of address space; only the pages written are ever touched), seen as [2, 8] with a row
+// stride of 2^31. Written and read back through that view, then read through a view at offset 2^31
+// (small offsets, the 32-bit path) to see the second row landed where it belongs.
+TEST_CASE("cuda copy: offsets beyond int32 take the 64-bit path", "[cuda][copy][family:copy]") {
+  REQUIRE(kernels::register_devices().emu);
+  const std::int64_t far = std::int64_t{1} << 31;
+  Tensor big;
+  try {
+    big = empty({far + 8}, {DType::Int32, Device::emu()});
+  } catch (const define::Error& e) {
+    WARN("skipped: no 8 GiB of address space for the emulated device (" << e.what() << ")");
+    return;
+  }
+  std::vector<std::int32_t> v(16);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int32_t>(i + 1);
+  const Tensor src = to_emu(from_vector<std::int32_t>(v, {2, 8}));
+  const Tensor view = big.as_strided({2, 8}, {far, 1}, 0);
+  kernels::copy_into(view, src);
+  CHECK(test::to_cpu(kernels::contiguous(view)).to_vector<std::int32_t>() == v);
+  const std::vector<std::int32_t> second(v.begin() + 8, v.end());
+  CHECK(test::to_cpu(kernels::contiguous(big.as_strided({8}, {1}, far))).to_vector<std::int32_t>() == second);
 }

@@ -11,6 +11,7 @@
 #include "core/factory.h"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
+#include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/layer_norm.h"
 
@@ -112,6 +113,28 @@ TEST_CASE("cuda layer_norm: statistics stay accurate when |mean| >> std", "[cuda
     check_close("rstd", got.rstd, ref.rstd, 1e-5, 1e-4);
     check_close("y", got.y, ref.y, 1e-3, 1e-4);  // x - mean itself carries float32 rounding of x ~ 1000
   }
+}
+
+// A row of 2^20 elements goes to one 256-thread block: 4096 elements per thread. Each thread's
+// first element is 2^12, the rest 2^-12, exactly half an ulp of a running sum of 2^12, so a plain
+// float sum rounds every one of them away (the mean comes out 1 instead of 1.000244) and the
+// squared deviations lose the same way; the compensated sums (kernels/cuda/float_sum.cuh) keep them.
+TEST_CASE("cuda layer_norm: a long row of mixed magnitudes keeps its statistics",
+          "[cuda][layer_norm][family:layer_norm]") {
+  REQUIRE(kernels::register_devices().emu);
+  const std::int64_t n = 1 << 20;
+  std::vector<float> v(static_cast<std::size_t>(n), 1.0f / 4096);
+  for (std::size_t j = 0; j < 256; ++j) v[j] = 4096.0f;
+  const Tensor x = from_vector<float>(v, {1, n});
+  const kernels::LayerNormOutputs got = kernels::layer_norm(on_emu(x), Tensor(), Tensor(), 1e-5);
+  kernels::CpuBackendGuard ref(kernels::Backend::Ref);
+  const kernels::LayerNormOutputs want = kernels::layer_norm(kernels::cast(x, DType::Float64), Tensor(), Tensor(), 1e-5);
+  auto rel_err = [](const Tensor& a, const Tensor& b) {
+    const double g = values(a)[0], r = values(b)[0];
+    return std::abs(g - r) / std::abs(r);
+  };
+  CHECK(rel_err(got.mean, want.mean) < 1e-6);
+  CHECK(rel_err(got.rstd, want.rstd) < 1e-6);
 }
 
 TEST_CASE("cuda layer_norm: results are bit-identical under every thread schedule",

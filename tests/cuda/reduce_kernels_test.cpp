@@ -5,6 +5,7 @@
 // random thread schedules (the kernels promise a fixed summation order and use no atomics).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -118,6 +119,42 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce][fami
   for (std::int64_t dim : {0, 1})
     check_close("float64 sum dim " + std::to_string(dim), kernels::sum(to_emu(xd), {dim}, false),
                 reference([&] { return kernels::sum(xd, {dim}, false); }), 1e-12);
+}
+
+// float32 sums accumulate in float with compensation (kernels/cuda/float_sum.cuh), not in double.
+// Adversarial input: 1% of the elements are +-2^26 (cancelling exactly), the rest in [0, 1). A
+// running float sum that holds a 2^26 has an ulp of 8, so a plain float accumulator rounds away
+// most of every small term it adds while it holds one; the compensated sum keeps them. The bound is
+// relative to the float64 sum of the same float32 values.
+TEST_CASE("reduce kernels: float32 sums of mixed magnitudes stay accurate", "[cuda][reduce][family:reduce]") {
+  kernels::register_devices();
+  const std::int64_t n = 1048583;  // 2^20 + 7
+  Generator gen(24);
+  std::vector<float> v = rand_uniform({n}, 0, 1, {}, gen).to_vector<float>();
+  const float big = 67108864.0f;  // 2^26
+  std::int64_t bigs = 0;
+  for (std::int64_t i = 17; i + 100 < n; i += 100) v[i] = (bigs++ % 2 == 0) ? big : -big;
+  if (bigs % 2 == 1) v[17] = 0.5f;  // an even count: the bigs cancel
+  const Tensor x = from_vector<float>(v, {n});
+  const Tensor xe = to_emu(x);
+  // Relative error of the emulated device's float32 sum against the float64 sum of the same values.
+  auto rel_err = [](const Tensor& got, const Tensor& x64, const std::vector<std::int64_t>& dims) {
+    const std::vector<double> g = values(got);
+    const std::vector<double> r = values(reference([&] { return kernels::sum(x64, dims, false); }));
+    double worst = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - r[i]) / std::abs(r[i]));
+    return worst;
+  };
+  const Tensor x64 = kernels::cast(x, DType::Float64);
+  // One output (rows layout, split across blocks), rows of 2^17 elements, and columns.
+  const double all = rel_err(kernels::sum(xe, {}, false), x64, {});
+  CHECK(all < 1e-6);
+  const Tensor rows = xe.as_strided({8, 131072}, {131072, 1}, 0);
+  const double row = rel_err(kernels::sum(rows, {1}, false), x64.as_strided({8, 131072}, {131072, 1}, 0), {1});
+  CHECK(row < 1e-6);
+  const Tensor cols = xe.as_strided({131072, 8}, {8, 1}, 0);
+  const double col = rel_err(kernels::sum(cols, {0}, false), x64.as_strided({131072, 8}, {8, 1}, 0), {0});
+  CHECK(col < 1e-6);
 }
 
 TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce][family:reduce]") {

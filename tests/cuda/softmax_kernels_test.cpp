@@ -4,6 +4,7 @@
 // barriers), the reference's inf/NaN semantics, and losses whose every target is ignored.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -123,6 +124,31 @@ TEST_CASE("cuda softmax: [64, 10007] log_softmax and cross entropy match the ref
   const std::vector<double> lse = values(ce.lse);
   for (std::int64_t i = 0; i < rows; ++i)
     if (t[i] == -100) CHECK(lse[i] == 0.0);
+}
+
+// A row of 2^20 logits goes to one 512-thread block: 2048 elements per thread. Each thread's first
+// element is the row's maximum 0, the rest are -17 (exp = 4.1e-8, below half an ulp of 1), so a
+// plain float sum of exp(x - max) rounds every one of them away (8.5e-5 of the sum); the
+// compensated sum (kernels/cuda/float_sum.cuh) keeps them.
+TEST_CASE("cuda softmax: a long row of small terms keeps its sum", "[cuda][softmax][family:softmax]") {
+  register_emu();
+  const std::int64_t n = 1 << 20;
+  std::vector<float> v(static_cast<std::size_t>(n), -17.0f);
+  for (std::size_t j = 0; j < 512; ++j) v[j] = 0.0f;
+  const Tensor x = from_vector<float>(v, {1, n});
+  const Tensor xe = to_emu(x);
+  kernels::CpuBackendGuard ref_backend(kernels::Backend::Ref);
+  const Tensor x64 = kernels::cast(x, DType::Float64);
+  // Absolute error of log-probabilities (the error of log(sum)), relative error of probabilities.
+  const std::vector<double> ly = values(kernels::log_softmax(xe, 1)), ly_ref = values(kernels::log_softmax(x64, 1));
+  const std::vector<double> y = values(kernels::softmax(xe, 1)), y_ref = values(kernels::softmax(x64, 1));
+  double log_err = 0, rel_err = 0;
+  for (std::size_t j = 0; j < ly.size(); ++j) {
+    log_err = std::max(log_err, std::abs(ly[j] - ly_ref[j]));
+    rel_err = std::max(rel_err, std::abs(y[j] - y_ref[j]) / y_ref[j]);
+  }
+  CHECK(log_err < 2e-6);
+  CHECK(rel_err < 2e-6);
 }
 
 TEST_CASE("cuda softmax: results are bit-identical under forward, reverse and random schedules",
