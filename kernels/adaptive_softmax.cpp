@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/adaptive_softmax.h"
+#include "kernels/host_mirror.h"
 #include "kernels/ref/adaptive_softmax.h"
 #include "kernels/softmax.h"
 
@@ -30,9 +31,13 @@ std::size_t cluster_of(const std::vector<std::int64_t>& bounds, std::int64_t t) 
   return static_cast<std::size_t>(std::upper_bound(bounds.begin(), bounds.end(), t) - bounds.begin());
 }
 
-// Targets (any int dtype, any strides, any device) as host int64.
+// Targets (any int dtype, any strides, any device) as host int64. Device targets the caller
+// uploaded come with their host copy (HostMirrorScope); others are copied back, waiting for the
+// device.
 std::vector<std::int64_t> host_indices(const Tensor& t) {
-  const Tensor host = t.device().is_cpu() ? contiguous(t) : copy_to_device(contiguous(t), Device::cpu());
+  const Tensor c = contiguous(t);
+  const Tensor mirror = host_mirror(c);
+  const Tensor host = c.device().is_cpu() ? c : mirror.defined() ? mirror : copy_to_device(c, Device::cpu());
   std::vector<std::int64_t> out(static_cast<std::size_t>(host.numel()));
   DEFINE_DISPATCH_INDEX(host.dtype(), "adaptive_softmax", [&] {
     const scalar_t* p = host.data<scalar_t>();
@@ -183,7 +188,8 @@ AdaptiveSoftmaxRows adaptive_softmax_rows(const Tensor& head_in, const std::vect
          shape_str(head_in.shape()));
   check_tail_rows(op, target_in, tail_rows_in, bounds.size() - 1);
   check_tails(op, head_in, tails_in, bounds, row_counts(tail_rows_in));
-  check_partition(op, host_indices(target_in), tail_rows_in, bounds, ignore_index);
+  // On a device the loss kernels check targets and rows as they read them (no copy to the host).
+  if (target_in.device().is_cpu()) check_partition(op, host_indices(target_in), tail_rows_in, bounds, ignore_index);
 
   const Tensor head = contiguous(head_in), target = contiguous(target_in);
   const std::vector<Tensor> tails = contiguous_all(tails_in), tail_rows = contiguous_all(tail_rows_in);

@@ -63,8 +63,12 @@ struct AdaptiveSoftmaxRows {
 };
 // head [N, c_0 + T], tails[i] [N_i, c_{i+1} - c_i] (float32/float64, one dtype and device, any
 // strides), tail_rows[i] int64 [N_i] as adaptive_partition produces them, target [N].
-// The partition is checked against the targets (on the host): "adaptive_softmax: row 5 (target
-// 17) is listed for tail 0 [10, 15)", "... tail 1 lists 3 rows but 4 targets fall in [15, 20)".
+// The partition is checked against the targets: on the host for CPU tensors ("adaptive_softmax:
+// row 5 (target 17) is listed for tail 0 [10, 15)", "... tail 1 lists 3 rows but 4 targets fall in
+// [15, 20)"); for device tensors by the loss kernels, which report a target out of range, a row
+// outside [0, N) or a row listed for the wrong tail (the same messages) at the device's next
+// synchronisation point, without copying targets or rows to the host (a row listed twice or not at
+// all is not caught there: it cannot make a kernel read out of bounds).
 AdaptiveSoftmaxRows adaptive_softmax_rows(const Tensor& head, const std::vector<Tensor>& tails,
                                           const std::vector<Tensor>& tail_rows, const Tensor& target,
                                           const std::vector<std::int64_t>& bounds, std::int64_t ignore_index);

@@ -49,16 +49,11 @@ void check_index_select_args(const char* op, const Tensor& x, int d, const Tenso
 
 void check_index_range(const char* op, const Tensor& index, std::int64_t limit, const std::string& what) {
   check_index(op, index);
-  if (index.numel() == 0) return;
+  // Device indices are checked by the kernels that read them (kernels/cuda/index_error.h): reading
+  // them here would block the host on the device at every call.
+  if (index.numel() == 0 || !index.device().is_cpu()) return;
   const Tensor c = contiguous(index);
-  DEFINE_DISPATCH_INDEX(c.dtype(), op, [&] {
-    if (c.device().is_cpu()) {
-      scan_indices(c.data<scalar_t>(), c.numel(), limit, op, what);
-    } else {  // device indices: checked on the host (one copy; CUDA kernels may trust them after)
-      const std::vector<scalar_t> host = c.to_vector<scalar_t>();
-      scan_indices(host.data(), c.numel(), limit, op, what);
-    }
-  });
+  DEFINE_DISPATCH_INDEX(c.dtype(), op, [&] { scan_indices(c.data<scalar_t>(), c.numel(), limit, op, what); });
 }
 
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {

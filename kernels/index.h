@@ -1,6 +1,8 @@
 // Indexing and concatenation: gather, scatter_add, index_select (and its backward index_add),
-// concat. Index tensors are int32 or int64; every index is checked on the entry point, so the
-// implementations (kernels/ref/index.h, kernels/cpu/index.h) can trust them.
+// concat. Index tensors are int32 or int64. CPU indices are checked on the entry point, so the
+// CPU implementations (kernels/ref/index.h, kernels/cpu/index.h) can trust them; device indices
+// are checked by the CUDA kernels as they read them, and a bad one is thrown at the device's next
+// synchronisation point (kernels/cuda/index_error.h).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,9 @@
 namespace define::kernels {
 
 // Throws "<op>: index 12 out of range for <what>" for the first index (row-major order) outside
-// [0, limit); e.g. what = "10 rows" or "dim 1 of size 4". Reads device indices on the host.
+// [0, limit); e.g. what = "10 rows" or "dim 1 of size 4". CPU indices only: for device indices it
+// checks the dtype and leaves the range to the kernels (the same message, raised at the next
+// synchronisation point), so it never copies them to the host.
 void check_index_range(const char* op, const Tensor& index, std::int64_t limit, const std::string& what);
 
 // PyTorch semantics throughout; `dim` may be negative. index has x's rank, and index.size(d) <=

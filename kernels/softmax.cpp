@@ -90,9 +90,11 @@ Tensor log_softmax_backward(const Tensor& y_in, const Tensor& dy_in, std::int64_
 }
 
 void check_targets(const char* op, const Tensor& target, std::int64_t classes, std::int64_t ignore_index) {
-  // Validated on the host before any kernel runs: kernels cannot throw from parallel regions or
-  // device code, and a bad class id would otherwise read out of bounds. One small copy for CUDA.
-  Tensor host = target.device().is_cpu() ? contiguous(target) : copy_to_device(target, Device::cpu());
+  // CPU targets are validated before any kernel runs: CPU kernels cannot throw from parallel
+  // regions, and a bad class id would read out of bounds. Device targets are checked by the CUDA
+  // loss kernels themselves (kernels/cuda/index_error.h), without a copy to the host.
+  if (!target.device().is_cpu()) return;
+  const Tensor host = contiguous(target);
   DEFINE_DISPATCH_INDEX(host.dtype(), op, [&] {
     const scalar_t* t = host.data<scalar_t>();
     for (std::int64_t i = 0; i < host.numel(); ++i) {

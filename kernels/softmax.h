@@ -61,7 +61,8 @@ Tensor nll_backward(const Shape& log_probs_shape, const Tensor& target, const Te
                     const Tensor& total_weight, std::int64_t ignore_index);
 
 // Throws "<op>: target 12 out of range for 10 classes" for a target outside [0, C) that is not
-// ignore_index. Reads the targets on the host.
+// ignore_index. CPU targets only: device targets are checked by the CUDA loss kernels, which
+// report the same message at the device's next synchronisation point (kernels/cuda/index_error.h).
 void check_targets(const char* op, const Tensor& target, std::int64_t classes, std::int64_t ignore_index);
 
 }  // namespace define::kernels

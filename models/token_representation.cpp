@@ -6,6 +6,7 @@
 
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "kernels/host_mirror.h"
 #include "nn/delight_block.h"
 
 namespace define::models {
@@ -242,8 +243,10 @@ DistinctIds distinct_ids(const Tensor& tokens) {
   if (tokens.dtype() != DType::Int64 && tokens.dtype() != DType::Int32)
     fail(kInput, "token ids must be int32 or int64, got {}", dtype_name(tokens.dtype()));
   // On the host: a batch's ids are a few thousand at most, and sorting them costs nothing next to
-  // the unit. (For device tensors this is one small copy each way per batch.)
-  const Tensor host = to_dtype(contiguous(to_device(tokens, Device::cpu())), DType::Int64);
+  // the unit. Device ids the training task uploaded come with their host copy
+  // (kernels::HostMirrorScope); others are copied back, which waits for the device.
+  const Tensor mirror = kernels::host_mirror(tokens);
+  const Tensor host = to_dtype(contiguous(mirror.defined() ? mirror : to_device(tokens, Device::cpu())), DType::Int64);
   const std::int64_t* p = host.data<std::int64_t>();
   std::vector<std::int64_t> ids(p, p + host.numel());
   std::sort(ids.begin(), ids.end());

@@ -11,6 +11,7 @@
 #include "data/batching.h"
 #include "data/corpus.h"
 #include "dist/communicator.h"
+#include "kernels/host_mirror.h"
 #include "models/registry.h"
 #include "tools/corpus_location.h"
 #include "tools/run_log.h"
@@ -97,12 +98,16 @@ class LanguageModelTask : public TrainingTask {
     const std::optional<data::Batch> batch = batches_.next();
     if (!batch) return std::nullopt;
     ctx.batches_drawn(batch->input.numel());
-    auto out = model_->forward(to_device(batch->input, device_), to_device(batch->target, device_), state_);
-    const double loss = out.loss.item_double();
+    const Tensor input = to_device(batch->input, device_), target = to_device(batch->target, device_);
+    // What the model reads back on the host (the DeFINE unit's distinct ids, adaptive-softmax
+    // clusters) it finds here instead of copying it from the device.
+    const kernels::HostMirrorScope host_ids({{batch->input, input}, {batch->target, target}});
+    auto out = model_->forward(input, target, state_);
     ctx.last_backward();
     backward(out.objective);
     state_ = models::detach(out.state);
-    return Step{.loss = loss, .tokens = batch->input.numel(), .lr_scale = batch->lr_scale};
+    // The loss stays on the device: the loop reads it when it logs, not every step.
+    return Step{.tokens = batch->input.numel(), .lr_scale = batch->lr_scale, .loss_tensor = detach(out.loss)};
   }
 
   void discard_carried_state() override { state_ = {}; }

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <utility>
 #include <variant>
 
 #include <fmt/format.h>
@@ -160,6 +162,86 @@ std::string nonfinite_reason(double loss, double norm, const optim::NamedParamet
 
 constexpr std::int64_t kMaxSkippedInARow = 20;  // beyond this, skipping is not helping
 
+std::function<void(std::int64_t)>& step_observer() {
+  static std::function<void(std::int64_t)> f;
+  return f;
+}
+
+[[noreturn]] void fail_nonfinite(const std::string& why, std::int64_t epoch, std::int64_t step) {
+  fail(kOp, "{} at epoch {}, step {} (lower train.lr, check the data, or set train.skip_nonfinite to skip such steps)",
+       why, epoch, step);
+}
+
+// 0-d tensors as doubles, with one device-to-host copy per device they live on (CPU ones are read
+// in place).
+std::vector<double> read_scalars(const std::vector<Tensor>& ts) {
+  NoGradGuard no_grad;
+  std::vector<double> out(ts.size());
+  std::vector<bool> done(ts.size(), false);
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    if (done[i]) continue;
+    const Device dev = ts[i].device();
+    std::vector<Tensor> same;
+    std::vector<std::size_t> where;
+    for (std::size_t j = i; j < ts.size(); ++j) {
+      if (done[j] || ts[j].device() != dev) continue;
+      same.push_back(reshape(to_dtype(ts[j], DType::Float64), {1}));
+      where.push_back(j);
+      done[j] = true;
+    }
+    const std::vector<double> v = contiguous(concat(same, 0)).to_vector<double>();
+    for (std::size_t k = 0; k < where.size(); ++k) out[where[k]] = v[k];
+  }
+  return out;
+}
+
+// The numbers each step leaves on the training device (its loss and gradient norm, and on a
+// step before a log line the per-part gradient norms), kept there until the loop needs them: a
+// log line, a checkpoint, the end of an epoch. Reading them then takes one device-to-host copy
+// where reading each as it was made took two or more per step, each blocking the host until the
+// device had caught up. (A non-finite step is found at that read, named by its epoch and step as
+// before; the updates after it have run by then, but the run stops before anything is saved.)
+class PendingSteps {
+ public:
+  struct Numbers {
+    std::int64_t epoch, step;
+    double loss, norm;
+  };
+
+  void add(std::int64_t epoch, std::int64_t step, Tensor loss, Tensor norm) {
+    steps_.emplace_back(epoch, step);
+    values_.push_back(std::move(loss));
+    values_.push_back(std::move(norm));
+  }
+  void add_part_norm(const std::string& name, Tensor norm) {
+    part_names_.push_back(name);
+    parts_.push_back(std::move(norm));
+  }
+
+  // Every pending step in order, and the part norms into `part_norms`; then empty.
+  std::vector<Numbers> read(std::map<std::string, double>& part_norms) {
+    std::vector<Tensor> all = values_;
+    all.insert(all.end(), parts_.begin(), parts_.end());
+    std::vector<Numbers> out;
+    if (all.empty()) return out;
+    const std::vector<double> v = read_scalars(all);
+    for (std::size_t i = 0; i < steps_.size(); ++i)
+      out.push_back({steps_[i].first, steps_[i].second, v[2 * i], v[2 * i + 1]});
+    for (std::size_t i = 0; i < parts_.size(); ++i) part_norms[part_names_[i]] = v[values_.size() + i];
+    steps_.clear();
+    values_.clear();
+    part_names_.clear();
+    parts_.clear();
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<std::int64_t, std::int64_t>> steps_;  // epoch, step
+  std::vector<Tensor> values_;                                // loss, norm of each step
+  std::vector<std::string> part_names_;
+  std::vector<Tensor> parts_;
+};
+
 // A fingerprint of every parameter's bytes: data-parallel ranks must hold the same weights.
 std::uint64_t parameter_checksum(const optim::NamedParameters& params) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -209,6 +291,8 @@ class ReducingContext final : public TrainingTask::StepContext {
 };
 
 }  // namespace
+
+void set_step_observer(std::function<void(std::int64_t)> observer) { step_observer() = std::move(observer); }
 
 Device training_device(const std::string& name, const std::string& key) {
   Device d;
@@ -378,10 +462,26 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     }
   }
 
+  // Steps are read one by one (a copy each) where the host must decide before the update: to skip
+  // a non-finite step, or to sum the loss over the ranks of a data-parallel run. Otherwise their
+  // numbers wait on the device (PendingSteps) until settle() adds them to the log window.
+  const bool read_every_step = ts.skip_nonfinite || reducer != nullptr;
+  PendingSteps pending;
+  std::map<std::string, double> part_norms;
+  auto settle = [&] {
+    for (const PendingSteps::Numbers& n : pending.read(part_norms)) {
+      if (!std::isfinite(n.loss) || !std::isfinite(n.norm))
+        fail_nonfinite(nonfinite_reason(n.loss, n.norm, named), n.epoch, n.step);
+      p.window_loss += n.loss;
+      p.window_grad_norm += n.norm;
+    }
+  };
+
   // `resume_epoch`: the epoch a resumed run starts in (the next one once an epoch has ended).
   // Collective in a data-parallel run (every rank's random stream and carried state are gathered),
   // written by rank 0.
   auto save_latest = [&](std::int64_t resume_epoch) {
+    settle();  // the window's sums go into the checkpoint
     std::map<std::string, std::string> rank_fields;
     if (world > 1) {
       const GeneratorState mine = model_gen.state();
@@ -428,7 +528,6 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     }
   };
 
-  std::map<std::string, double> part_norms;
   const double budget_s = ts.max_minutes > 0 ? ts.max_minutes * 60 : std::numeric_limits<double>::infinity();
   ProgressLine progress;
   bool out_of_budget = false;
@@ -463,7 +562,9 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         if (batch) {
           // The global batch's mean loss and token count; the gradients are now its mean gradient.
           const std::int64_t tokens = ctx.finish();
-          batch->loss = comm->sum(batch->loss * static_cast<double>(batch->tokens)) / static_cast<double>(tokens);
+          const double loss = batch->loss_tensor.defined() ? batch->loss_tensor.item_double() : batch->loss;
+          batch->loss = comm->sum(loss * static_cast<double>(batch->tokens)) / static_cast<double>(tokens);
+          batch->loss_tensor = Tensor();
           batch->tokens = tokens;
         }
       } else {
@@ -471,14 +572,26 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         batch = task.train_step(ctx);
       }
       if (!batch) break;
-      // The norm before clipping; the gradients are left as they are when it is not finite.
-      const double norm =
-          ts.clip > 0 ? optim::clip_grad_norm(named, ts.clip, 2.0, optim::NonFinite::Skip) : optim::grad_norm(named);
-      if (!std::isfinite(batch->loss) || !std::isfinite(norm)) {
+      if (!read_every_step) {
+        // The norm before clipping; the gradients are left as they are when it is not finite.
+        const Tensor norm =
+            ts.clip > 0 ? optim::clip_grad_norm_on_device(named, ts.clip) : optim::grad_norm_on_device(named);
+        if ((p.step + 1) % ts.log_interval == 0)
+          for (const auto& [part, members] : parts)
+            pending.add_part_norm("grad_norm " + part, optim::grad_norm_on_device(members));
+        const Tensor loss = batch->loss_tensor.defined() ? batch->loss_tensor
+                                                         : scalar_tensor(batch->loss, {.dtype = DType::Float64});
+        pending.add(p.epoch, p.step + 1, loss, norm);
+      } else if (batch->loss_tensor.defined()) {
+        batch->loss = batch->loss_tensor.item_double();
+      }
+      // As above, read at once.
+      const double norm = !read_every_step ? 0.0
+                          : ts.clip > 0    ? optim::clip_grad_norm(named, ts.clip, 2.0, optim::NonFinite::Skip)
+                                           : optim::grad_norm(named);
+      if (read_every_step && (!std::isfinite(batch->loss) || !std::isfinite(norm))) {
         const std::string why = nonfinite_reason(batch->loss, norm, named);
-        if (!ts.skip_nonfinite)
-          fail(kOp, "{} at epoch {}, step {} (lower train.lr, check the data, or set train.skip_nonfinite to skip "
-                    "such steps)", why, p.epoch, p.step + 1);
+        if (!ts.skip_nonfinite) fail_nonfinite(why, p.epoch, p.step + 1);
         ++p.skipped;
         if (++skipped_in_a_row >= kMaxSkippedInARow)
           fail(kOp, "{} steps in a row had a non-finite loss or gradient (the last at epoch {}, after step {}: {}); "
@@ -490,18 +603,21 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         continue;
       }
       skipped_in_a_row = 0;
-      if ((p.step + 1) % ts.log_interval == 0)
-        for (const auto& [part, members] : parts) part_norms["grad_norm " + part] = optim::grad_norm(members);
-      p.window_grad_norm += norm;
+      if (read_every_step) {
+        if ((p.step + 1) % ts.log_interval == 0)
+          for (const auto& [part, members] : parts) part_norms["grad_norm " + part] = optim::grad_norm(members);
+        p.window_grad_norm += norm;
+        p.window_loss += batch->loss;
+      }
       const double factor = lr_factor(p.step) * batch->lr_scale;
       step_with_factor(*optimizer, base_lrs, factor);
       const double lr = base_lrs[0] * lr_factor(p.step);
       ++p.step;
 
-      p.window_loss += batch->loss;
       ++p.window_steps;
       p.window_tokens += batch->tokens;
       if (p.step % ts.log_interval == 0) {
+        settle();
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
         const double mean_loss = p.window_loss / static_cast<double>(p.window_steps);
         const double tok_s = static_cast<double>(p.window_tokens) / dt;
@@ -535,7 +651,9 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         p.seconds = elapsed();
         checkpoint("latest", [&] { save_latest(p.epoch); });
       }
+      if (step_observer()) step_observer()(p.step);
     }
+    settle();  // a non-finite step stops the run before it validates or saves
     progress.finish();
     if (out_of_budget) break;
     p.mid_epoch = false;

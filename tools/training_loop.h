@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -107,6 +108,10 @@ class TrainingTask {
     double loss = 0;          // the batch's mean loss per token (what is logged)
     std::int64_t tokens = 0;  // target tokens in the batch
     double lr_scale = 1;      // this batch's learning-rate multiplier (AWD-LSTM's window length)
+    // The same loss as a 0-d tensor left where it was computed (then `loss` is not read): the
+    // loop reads it only when it logs or checks the window, so a step on a GPU does not wait
+    // for the device.
+    Tensor loss_tensor{};
   };
   // Draws the next batch and runs forward and backward into the parameters' gradients (zeroed by
   // the loop before), telling `ctx` as it goes; nullopt when the epoch's data is used up (which
@@ -133,6 +138,10 @@ struct TrainResult {
   std::int64_t steps = 0;
   double seconds = 0;
 };
+
+// For tests: called with the step number after each completed training step (after its log line
+// and checkpoint), e.g. to count what a step costs; an empty function removes it. Process-wide.
+void set_step_observer(std::function<void(std::int64_t step)> observer);
 
 // Runs (or, with resume, continues from run/latest.ckpt) the training `s` describes. The model
 // must be on s.device. model_gen is the model's random stream (saved in checkpoints). `comm`:

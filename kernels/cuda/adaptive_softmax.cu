@@ -19,12 +19,20 @@
 // threads at once: no atomics. The backward pass is elementwise (one thread per element, from the
 // saved log-sum-exps): head, then each tail. Partial results are always combined in an order fixed
 // by thread indices, so results are bit-identical run to run and under every emulator schedule.
+//
+// The loss kernels check the targets and the partition on the device (index_check.cuh): a target
+// outside [0, V), a tail row outside [0, N) or a row listed for a tail its target is not in is
+// reported to the host at its next synchronisation point, and the kernels skip it instead of
+// reading out of bounds. (On the CPU the entry point checks the same on the host, plus that every
+// row is listed exactly once, which the device does not check: a wrong count gives a wrong loss,
+// never a bad access.)
 #include <cstdint>
 #include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/index_check.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -58,7 +66,8 @@ __device__ __forceinline__ std::int64_t head_slot(const Bounds& b, std::int64_t 
 // below are element ops (interface at ContiguousRows there) except TailLogProbBackwardOp, whose
 // rows are not contiguous and which is a row op.
 
-// Head term of the loss: loss[r] = lse(head_r) - head[r, slot(t_r)]; 0 for ignored rows.
+// Head term of the loss: loss[r] = lse(head_r) - head[r, slot(t_r)]; 0 for ignored rows and for
+// targets outside [0, V) (reported through `check`).
 template <typename T, typename I>
 struct HeadLossOp {
   using State = MaxSum<T>;
@@ -68,13 +77,14 @@ struct HeadLossOp {
   T* head_lse;
   Bounds bounds;
   std::int64_t ignore_index;
+  IndexCheck check;  // bound V
 
   __device__ bool reads_row(std::int64_t r) const { return static_cast<std::int64_t>(target[r]) != ignore_index; }
   __device__ void accumulate(State& st, std::int64_t k) const { st.add(head[k]); }
   __device__ void finish(const State& st, std::int64_t r, std::int64_t base, std::int64_t, std::int64_t, int first,
                          int) const {
     if (first != 0) return;
-    if (!reads_row(r)) {
+    if (!reads_row(r) || !check.in_range(static_cast<std::int64_t>(target[r]))) {
       loss[r] = T(0);
       head_lse[r] = T(0);
       return;
@@ -86,6 +96,8 @@ struct HeadLossOp {
 };
 
 // Tail term: row k of tail i belongs to row r = rows[k]; loss[r] += lse(tail_k) - tail[k, t_r - c_i].
+// A row outside [0, N), or whose target is not in [c_i, c_{i+1}), is reported through `check` and
+// skipped.
 template <typename T, typename I>
 struct TailLossOp {
   using State = MaxSum<T>;
@@ -95,6 +107,9 @@ struct TailLossOp {
   T* loss;
   T* tail_lse;
   std::int64_t first_word;  // c_i
+  std::int64_t end_word;    // c_{i+1}
+  std::int64_t tail_index;  // i
+  IndexCheck check;         // bound N: the rows of the head
 
   __device__ bool reads_row(std::int64_t) const { return true; }
   __device__ void accumulate(State& st, std::int64_t e) const { st.add(tail[e]); }
@@ -103,9 +118,18 @@ struct TailLossOp {
     if (first != 0) return;
     const std::int64_t r = rows[k];
     const double lse = st.lse();
-    const std::int64_t local = static_cast<std::int64_t>(target[r]) - first_word;
-    loss[r] = static_cast<T>(double(loss[r]) + (lse - double(tail[base + local])));
     tail_lse[k] = static_cast<T>(lse);
+    const auto detail = static_cast<std::int32_t>(tail_index);
+    if (r < 0 || r >= check.bound) {
+      check.report(r, check.bound, static_cast<std::int32_t>(IndexErrorKind::TailRow), detail);
+      return;
+    }
+    const auto t = static_cast<std::int64_t>(target[r]);
+    if (t < first_word || t >= end_word) {
+      check.report(r, first_word, static_cast<std::int32_t>(IndexErrorKind::TailTarget), detail, end_word, t);
+      return;
+    }
+    loss[r] = static_cast<T>(double(loss[r]) + (lse - double(tail[base + t - first_word])));
   }
 };
 
@@ -223,13 +247,17 @@ __global__ void tail_backward_kernel(const T* __restrict__ tail, const T* __rest
                                      const std::int64_t* __restrict__ rows, const I* __restrict__ target,
                                      const T* __restrict__ grad_loss, bool per_row, const T* __restrict__ total_weight,
                                      T* __restrict__ grad, std::int64_t count, std::int64_t width,
-                                     std::int64_t first_word) {
+                                     std::int64_t first_word, std::int64_t head_rows) {
   const std::int64_t total = count * width;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const T weight = total_weight[0];
   for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += step) {
     const std::int64_t k = e / width, j = e - k * width;
     const std::int64_t r = rows[k];
+    if (r < 0 || r >= head_rows) {  // the forward pass reported it; only stay in bounds here
+      grad[e] = T(0);
+      continue;
+    }
     const T s = row_scale(grad_loss, per_row, r, weight);
     const T p = dev_exp(tail[e] - tail_lse[k]);
     grad[e] = j == static_cast<std::int64_t>(target[r]) - first_word ? s * (p - T(1)) : s * p;
@@ -254,16 +282,23 @@ void adaptive_softmax_forward(const Tensor& head, const std::vector<Tensor>& tai
                               const Tensor& target, const std::vector<std::int64_t>& bounds, std::int64_t ignore_index,
                               const Tensor& loss, const Tensor& head_lse, const std::vector<Tensor>& tail_lse) {
   const Bounds b = bounds_of(bounds);
-  dispatch_loss("adaptive_softmax", head.dtype(), target.dtype(), [&]<typename T, typename I>() {
+  const char* op = "adaptive_softmax";
+  const IndexCheck target_check = index_check(op, IndexErrorKind::Classes, bounds.back());
+  const IndexCheck row_check = index_check(op, IndexErrorKind::TailRow, head.size(0));
+  dispatch_loss(op, head.dtype(), target.dtype(), [&]<typename T, typename I>() {
     const HeadLossOp<T, I> head_op{head.data<T>(), target.data<I>(), loss.data<T>(), head_lse.data<T>(), b,
-                                   ignore_index};
-    launch_contiguous_rows("adaptive_softmax", head_op, head.size(0), head.size(1));
+                                   ignore_index,   target_check};
+    launch_contiguous_rows(op, head_op, head.size(0), head.size(1));
     for (std::size_t i = 0; i < tails.size(); ++i) {
-      const TailLossOp<T, I> tail_op{tails[i].data<T>(), tail_rows[i].data<std::int64_t>(), target.data<I>(),
-                                     loss.data<T>(),     tail_lse[i].data<T>(),             bounds[i]};
-      launch_contiguous_rows("adaptive_softmax", tail_op, tails[i].size(0), tails[i].size(1));
+      const TailLossOp<T, I> tail_op{tails[i].data<T>(),   tail_rows[i].data<std::int64_t>(),
+                                     target.data<I>(),     loss.data<T>(),
+                                     tail_lse[i].data<T>(), bounds[i],
+                                     bounds[i + 1],        static_cast<std::int64_t>(i),
+                                     row_check};
+      launch_contiguous_rows(op, tail_op, tails[i].size(0), tails[i].size(1));
     }
   });
+  index_check_launched();
 }
 
 void adaptive_softmax_backward(const Tensor& head, const std::vector<Tensor>& tails, const Tensor& head_lse,
@@ -284,7 +319,7 @@ void adaptive_softmax_backward(const Tensor& head, const std::vector<Tensor>& ta
       launch_checked(op, tail_backward_kernel<T, I>, grid_for(tails[i].numel()), kBlockSize, 0, tails[i].data<T>(),
                      tail_lse[i].data<T>(), tail_rows[i].data<std::int64_t>(), target.data<I>(), grad_loss.data<T>(),
                      per_row, total_weight.data<T>(), grad_tails[i].data<T>(), tails[i].size(0), tails[i].size(1),
-                     bounds[i]);
+                     bounds[i], rows);
     }
   });
 }

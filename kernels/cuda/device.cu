@@ -3,6 +3,8 @@
 // emulator's runtime shim into define::cuda_emu, serving Device::emu() from host memory. The code
 // is the same; only the runtime under it differs, which is what lets the caching allocator and
 // the copy paths be exercised on machines without a GPU.
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -133,6 +135,8 @@ std::vector<DeviceState>& device_states() {
   return *states;
 }
 
+std::atomic<std::uint64_t> d2h_copies{0};
+
 struct CudaInterface final : DeviceInterface {
   // Storage carries no stream: all of it is allocated for, and used on, the default stream.
   void* allocate(std::size_t nbytes, int index) override {
@@ -155,7 +159,12 @@ struct CudaInterface final : DeviceInterface {
   }
 
   void copy_to_host(void* host_dst, const void* dev_src, std::size_t n) override {
-    if (n) DEFINE_CUDA_CHECK(cudaMemcpy(host_dst, dev_src, n, cudaMemcpyDeviceToHost));
+    if (!n) return;
+    d2h_copies.fetch_add(1, std::memory_order_relaxed);
+    DEFINE_CUDA_CHECK(cudaMemcpy(host_dst, dev_src, n, cudaMemcpyDeviceToHost));
+    // The copy waited for the device: a bad index found by a kernel before it is reported here,
+    // before the host acts on values computed from it.
+    raise_index_errors();
   }
   void copy_from_host(void* dev_dst, const void* host_src, std::size_t n) override {
     if (n) DEFINE_CUDA_CHECK(cudaMemcpy(dev_dst, host_src, n, cudaMemcpyHostToDevice));
@@ -216,7 +225,13 @@ std::string device_name(int index) {
   return prop.name;
 }
 
-void synchronize() { DEFINE_CUDA_CHECK(cudaDeviceSynchronize()); }
+void synchronize() {
+  DEFINE_CUDA_CHECK(cudaDeviceSynchronize());
+  raise_index_errors();
+}
+
+std::uint64_t device_to_host_copies() { return d2h_copies.load(std::memory_order_relaxed); }
+void reset_device_to_host_copies() { d2h_copies.store(0, std::memory_order_relaxed); }
 
 DeviceScope::DeviceScope(int index) {
   DEFINE_CUDA_CHECK(cudaGetDevice(&previous_));

@@ -7,6 +7,7 @@
 // call it in any build.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda/caching_allocator.h"

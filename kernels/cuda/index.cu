@@ -6,6 +6,10 @@
 // along dim, so the TensorIterator walks out, index and x together and the kernel only adds
 // index * x.stride(dim).
 //
+// Every kernel that reads an index checks it on the device (index_check.cuh): a bad one is
+// reported to the host at its next synchronisation point and its access skipped, so the entry
+// points need not copy indices to the host.
+//
 // The adding ops are deterministic without atomics; every output element receives its terms in
 // index order, so float results are bit-identical to the CPU path (kernels/cpu/index.cpp) and do
 // not depend on the schedule:
@@ -21,6 +25,7 @@
 #include "core/factory.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/index_check.cuh"
 #include "kernels/cuda/sum_rows_by_index.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -35,13 +40,14 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // always 64-bit, since x's dim can be longer than the iteration reaches.
 template <bool kIndex32, typename T, typename I>
 __global__ void gather_kernel(T* __restrict__ out, const I* __restrict__ index, const T* __restrict__ x,
-                              std::int64_t x_dim_stride, std::int64_t n, OffsetCalc<3> calc) {
+                              std::int64_t x_dim_stride, std::int64_t n, OffsetCalc<3> calc, IndexCheck check) {
   using L = typename IndexWidth<kIndex32>::linear_t;
   const L count = static_cast<L>(n), step = static_cast<L>(gridDim.x) * blockDim.x;
   for (L i = static_cast<L>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
     typename IndexWidth<kIndex32>::offset_t off[3];
     calc.get(i, off);
-    out[off[0]] = x[off[2] + static_cast<std::int64_t>(index[off[1]]) * x_dim_stride];
+    const auto j = static_cast<std::int64_t>(index[off[1]]);
+    out[off[0]] = check.in_range(j) ? x[off[2] + j * x_dim_stride] : T(0);
   }
 }
 
@@ -53,14 +59,15 @@ __global__ void gather_kernel(T* __restrict__ out, const I* __restrict__ index, 
 template <typename T, typename I>
 __global__ void scatter_add_columns_kernel(T* out, const I* __restrict__ index, const T* __restrict__ src,
                                            std::int64_t columns, std::int64_t length, std::int64_t out_dim,
-                                           std::int64_t index_dim, std::int64_t src_dim, OffsetCalc<3> calc) {
+                                           std::int64_t index_dim, std::int64_t src_dim, OffsetCalc<3> calc,
+                                           IndexCheck check) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < columns; c += step) {
     std::int64_t off[3];
     calc.get(c, off);
     for (std::int64_t j = 0; j < length; ++j) {
       const auto row = static_cast<std::int64_t>(index[off[1] + j * index_dim]);
-      out[off[0] + row * out_dim] += src[off[2] + j * src_dim];
+      if (check.in_range(row)) out[off[0] + row * out_dim] += src[off[2] + j * src_dim];
     }
   }
 }
@@ -171,13 +178,19 @@ __device__ __forceinline__ DigitCounts count_thread_items(const K* keys, std::in
   return mine;
 }
 
+// verify: the first pass, which also checks every key against check's bound. Keys outside it are
+// sorted by their low digits like any other: the permutation stays in bounds, only the grouping
+// is wrong, and the error is reported.
 template <typename K>
 __global__ void __launch_bounds__(kSortThreads)
     count_tile_digits_kernel(const K* __restrict__ keys, std::int64_t n, int shift, std::int64_t tiles,
-                             std::int64_t* __restrict__ counts) {
+                             std::int64_t* __restrict__ counts, bool verify, IndexCheck check) {
   // Block-uniform loop: every thread of the block runs the same tiles (the scan has barriers).
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const DigitCounts mine = count_thread_items(keys, tile * kTileItems + threadIdx.x * kItemsPerThread, n, shift);
+    const std::int64_t first = tile * kTileItems + threadIdx.x * kItemsPerThread;
+    if (verify)
+      for (int k = 0; k < kItemsPerThread && first + k < n; ++k) check.in_range(static_cast<std::int64_t>(keys[first + k]));
+    const DigitCounts mine = count_thread_items(keys, first, n, shift);
     DigitCounts total;
     block_exclusive_scan(mine, total);
     if (threadIdx.x < kDigits) counts[threadIdx.x * tiles + tile] = count_of(total, threadIdx.x);
@@ -320,7 +333,7 @@ struct IndexGroups {
 };
 
 template <typename K>
-IndexGroups group_by_index(const char* op, const Tensor& index, std::int64_t rows) {
+IndexGroups group_by_index(const char* op, const Tensor& index, std::int64_t rows, const IndexCheck& check) {
   const std::int64_t n = index.numel();
   const Device dev = index.device();
   int bits = 0;
@@ -338,7 +351,7 @@ IndexGroups group_by_index(const char* op, const Tensor& index, std::int64_t row
   for (int pass = 0; pass < passes; ++pass, out ^= 1) {
     const int shift = pass * kRadixBits;
     launch_checked(op, count_tile_digits_kernel<K>, grid, kSortThreads, 0, keys_in, n, shift, tiles,
-                   runs.data<std::int64_t>());
+                   runs.data<std::int64_t>(), pass == 0, check);
     launch_checked(op, exclusive_scan_kernel, 1, kSortThreads, 0, runs.data<std::int64_t>(), kDigits * tiles);
     launch_checked(op, scatter_tile_by_digit_kernel<K>, grid, kSortThreads, 0, keys_in, order_in, n, shift, tiles,
                    static_cast<const std::int64_t*>(runs.data<std::int64_t>()), keys[out].data<K>(),
@@ -346,6 +359,7 @@ IndexGroups group_by_index(const char* op, const Tensor& index, std::int64_t row
     keys_in = keys[out].data<K>();
     order_in = order[out].data<std::int64_t>();
   }
+  index_check_launched();
   IndexGroups g{order[out ^ 1], empty({rows + 1}, {DType::Int64, dev})};
   launch_checked(op, group_starts_kernel<K>, grid_for(rows + 1), kBlockSize, 0, keys_in, n, rows,
                  g.starts.data<std::int64_t>());
@@ -356,7 +370,7 @@ IndexGroups group_by_index(const char* op, const Tensor& index, std::int64_t row
 
 // Declared (and documented) in kernels/cuda/sum_rows_by_index.cuh.
 void sum_rows_by_index(const char* op, const Tensor& index_in, const Tensor& src_in, const Tensor& out,
-                       std::int64_t dim, std::int64_t skip_row, bool accumulate) {
+                       std::int64_t dim, std::int64_t skip_row, bool accumulate, const IndexCheck& check) {
   const int d = static_cast<int>(dim), nd = static_cast<int>(out.dim());
   if (out.numel() == 0) return;
   if (index_in.numel() == 0 || src_in.numel() == 0) {
@@ -377,7 +391,7 @@ void sum_rows_by_index(const char* op, const Tensor& index_in, const Tensor& src
   }
   const Tensor index = kernels::contiguous(index_in);
   DEFINE_DISPATCH_INDEX(index.dtype(), op, [&] {
-    const IndexGroups groups = group_by_index<scalar_t>(op, index, layout.rows);
+    const IndexGroups groups = group_by_index<scalar_t>(op, index, layout.rows, check);
     DEFINE_DISPATCH_ALL(out.dtype(), op, [&] {
       launch_checked(op, sum_grouped_rows_kernel<scalar_t>, grid_for(out.numel()), kBlockSize, 0,
                      out.data<scalar_t>(), src.data<scalar_t>(), groups.order.data<std::int64_t>(),
@@ -393,16 +407,18 @@ void gather(const Tensor& x, const Tensor& index, const Tensor& out, std::int64_
   x_strides[dim] = 0;
   const TensorIterator it("gather", {out, index, x.as_strided(index.shape(), x_strides, x.offset())});
   const auto calc = make_offset_calc<3>("gather", it);
+  const IndexCheck check = index_check("gather", IndexErrorKind::Dim, x.shape()[dim], static_cast<std::int32_t>(dim));
   DEFINE_DISPATCH_ALL(x.dtype(), "gather", [&] {
     using T = scalar_t;
     DEFINE_DISPATCH_INDEX(index.dtype(), "gather", [&] {
       using I = scalar_t;
       dispatch_index_width(it, [&]<bool kIndex32>() {
         launch_checked("gather", gather_kernel<kIndex32, T, I>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(),
-                       index.data<I>(), x.data<T>(), x_dim_stride, it.numel(), calc);
+                       index.data<I>(), x.data<T>(), x_dim_stride, it.numel(), calc, check);
       });
     });
   });
+  index_check_launched();
 }
 
 void index_select(const Tensor& x, const Tensor& index, const Tensor& out, std::int64_t dim) {
@@ -415,26 +431,30 @@ void index_select(const Tensor& x, const Tensor& index, const Tensor& out, std::
   const TensorIterator it("index_select", {out, index.as_strided(out.shape(), index_strides, index.offset()),
                                            x.as_strided(out.shape(), x_strides, x.offset())});
   const auto calc = make_offset_calc<3>("index_select", it);
+  const IndexCheck check =
+      index_check("index_select", IndexErrorKind::Dim, x.shape()[dim], static_cast<std::int32_t>(dim));
   DEFINE_DISPATCH_ALL(x.dtype(), "index_select", [&] {
     using T = scalar_t;
     DEFINE_DISPATCH_INDEX(index.dtype(), "index_select", [&] {
       using I = scalar_t;
       dispatch_index_width(it, [&]<bool kIndex32>() {
         launch_checked("index_select", gather_kernel<kIndex32, T, I>, grid_for(it.numel()), kBlockSize, 0,
-                       out.data<T>(), index.data<I>(), x.data<T>(), x_dim_stride, it.numel(), calc);
+                       out.data<T>(), index.data<I>(), x.data<T>(), x_dim_stride, it.numel(), calc, check);
       });
     });
   });
+  index_check_launched();
 }
 
 void scatter_add(const Tensor& index, const Tensor& src, const Tensor& out, std::int64_t dim) {
   const char* op = "scatter_add";
   const std::int64_t length = index.shape()[dim], columns = index.numel() / length;
+  const IndexCheck check = index_check(op, IndexErrorKind::Dim, out.shape()[dim], static_cast<std::int32_t>(dim));
   if (columns == 1) {
     // One column (e.g. 1-d tensors): a single thread would add it serially; group by row instead.
     sum_rows_by_index(op, index.as_strided({length}, {index.strides()[dim]}, index.offset()),
                       src.as_strided({length}, {src.strides()[dim]}, src.offset()),
-                      out.as_strided({out.shape()[dim]}, {out.strides()[dim]}, out.offset()), 0, -1, true);
+                      out.as_strided({out.shape()[dim]}, {out.strides()[dim]}, out.offset()), 0, -1, true, check);
     return;
   }
   // The first element of every column: all three tensors seen with index's shape, 1 along dim.
@@ -449,13 +469,16 @@ void scatter_add(const Tensor& index, const Tensor& src, const Tensor& out, std:
     DEFINE_DISPATCH_INDEX(index.dtype(), op, [&] {
       launch_checked(op, scatter_add_columns_kernel<T, scalar_t>, grid_for(columns), kBlockSize, 0, out.data<T>(),
                      index.data<scalar_t>(), src.data<T>(), columns, length, out.strides()[dim],
-                     index.strides()[dim], src.strides()[dim], calc);
+                     index.strides()[dim], src.strides()[dim], calc, check);
     });
   });
+  index_check_launched();
 }
 
 void index_add(const Tensor& index, const Tensor& src, const Tensor& out, std::int64_t dim) {
-  sum_rows_by_index("index_add", index, src, out, dim, -1, true);
+  const char* op = "index_add";
+  sum_rows_by_index(op, index, src, out, dim, -1, true,
+                    index_check(op, IndexErrorKind::Dim, out.shape()[dim], static_cast<std::int32_t>(dim)));
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

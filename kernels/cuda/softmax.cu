@@ -26,6 +26,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/float_sum.cuh"
+#include "kernels/cuda/index_check.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -106,7 +107,8 @@ struct SoftmaxBackward {
 };
 
 // loss_i = (1 - eps) * (lse_i - x[i, t_i]) + eps * (lse_i - mean_c x[i, c]); 0 (and lse 0) for
-// an ignored target. The per-row formula runs once per row, in double like the CPU path.
+// an ignored target. The per-row formula runs once per row, in double like the CPU path. A target
+// outside [0, classes) is reported through `check` and gets the ignored row's zeros.
 template <typename T, typename I>
 struct CrossEntropyRowOp {
   using State = LogitStats<T>;
@@ -117,6 +119,7 @@ struct CrossEntropyRowOp {
   std::int64_t classes;
   std::int64_t ignore_index;
   double label_smoothing;
+  IndexCheck check;
 
   __device__ bool ignored(std::int64_t row) const { return static_cast<std::int64_t>(target[row]) == ignore_index; }
   __device__ bool reads_row(std::int64_t row) const { return !ignored(row); }
@@ -128,7 +131,7 @@ struct CrossEntropyRowOp {
   __device__ void finish(const State& st, std::int64_t row, std::int64_t base, std::int64_t, std::int64_t,
                          int first, int) const {
     if (first != 0) return;
-    if (ignored(row)) {
+    if (ignored(row) || !check.in_range(static_cast<std::int64_t>(target[row]))) {
       loss[row] = T(0);
       lse[row] = T(0);
       return;
@@ -195,11 +198,13 @@ __device__ __forceinline__ bool is_ignored(I t, std::int64_t ignore_index) {
 
 template <typename T, typename I>
 __global__ void nll_rows_kernel(const T* __restrict__ log_probs, const I* __restrict__ target, T* __restrict__ loss,
-                                std::int64_t rows, std::int64_t classes, std::int64_t ignore_index) {
+                                std::int64_t rows, std::int64_t classes, std::int64_t ignore_index,
+                                IndexCheck check) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows; i += step) {
     const I t = target[i];
-    loss[i] = is_ignored(t, ignore_index) ? T(0) : -log_probs[i * classes + static_cast<std::int64_t>(t)];
+    const bool skip = is_ignored(t, ignore_index) || !check.in_range(static_cast<std::int64_t>(t));
+    loss[i] = skip ? T(0) : -log_probs[i * classes + static_cast<std::int64_t>(t)];
   }
 }
 
@@ -311,19 +316,23 @@ void log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, i
 void cross_entropy_rows(const Tensor& logits, const Tensor& target, const Tensor& loss, const Tensor& lse,
                         std::int64_t ignore_index, double label_smoothing) {
   const std::int64_t rows = logits.size(0), classes = logits.size(1);
+  const IndexCheck check = index_check("cross_entropy", IndexErrorKind::Classes, classes);
   dispatch_loss("cross_entropy", logits.dtype(), target.dtype(), [&]<typename T, typename I>() {
-    const CrossEntropyRowOp<T, I> op{
-        logits.data<T>(), target.data<I>(), loss.data<T>(), lse.data<T>(), classes, ignore_index, label_smoothing};
+    const CrossEntropyRowOp<T, I> op{logits.data<T>(), target.data<I>(), loss.data<T>(),  lse.data<T>(),
+                                     classes,          ignore_index,     label_smoothing, check};
     launch_contiguous_rows("cross_entropy", op, rows, classes);
   });
+  index_check_launched();
 }
 
 void nll_rows(const Tensor& log_probs, const Tensor& target, const Tensor& loss, std::int64_t ignore_index) {
   const std::int64_t rows = log_probs.size(0), classes = log_probs.size(1);
+  const IndexCheck check = index_check("nll_loss", IndexErrorKind::Classes, classes);
   dispatch_loss("nll_loss", log_probs.dtype(), target.dtype(), [&]<typename T, typename I>() {
     launch_checked("nll_loss", nll_rows_kernel<T, I>, grid_for(rows), kBlockSize, 0, log_probs.data<T>(),
-                   target.data<I>(), loss.data<T>(), rows, classes, ignore_index);
+                   target.data<I>(), loss.data<T>(), rows, classes, ignore_index, check);
   });
+  index_check_launched();
 }
 
 void reduce_loss_rows(const Tensor& rows, const Tensor& target, const Tensor& loss, const Tensor& total_weight,

@@ -11,8 +11,10 @@ include(${PROJECT_SOURCE_DIR}/cmake/DefineEmulator.cmake)
 
 file(GLOB _define_cu CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu)
 
-# Plain C++ host pieces: the caching allocator (tested with a fake raw source).
-target_sources(define_kernels PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda/caching_allocator.cpp)
+# Plain C++ host pieces: the caching allocator (tested with a fake raw source), the messages of the
+# device-side index checks.
+target_sources(define_kernels PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda/caching_allocator.cpp
+                                      ${PROJECT_SOURCE_DIR}/kernels/cuda/index_error.cpp)
 
 set(_define_emu_wrappers)
 foreach(_cu ${_define_cu})

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "autograd/grad_mode.h"
@@ -39,9 +40,8 @@ Tensor partial_norm(const Tensor& g, double p) {
 
 double finish(double acc, double p) { return std::isinf(p) || p == 1 ? acc : std::pow(acc, 1.0 / p); }
 
-// Adds up the partial norms on each device (in float64) and reads one number per device, so a
-// model on a GPU costs one synchronisation, not one per parameter.
-double total_norm(const NamedParameters& params, double p) {
+// The partial norms added up on each device (in float64), one 0-d tensor per device.
+std::vector<std::pair<Device, Tensor>> device_partials(const NamedParameters& params, double p) {
   std::vector<std::pair<Device, Tensor>> acc;
   for (const auto& np : params) {
     Tensor g = np.second.grad();
@@ -56,6 +56,13 @@ double total_norm(const NamedParameters& params, double p) {
       kernels::binary_into(std::isinf(p) ? BinaryOp::Maximum : BinaryOp::Add, it->second, it->second, part);
     }
   }
+  return acc;
+}
+
+// Reads one number per device, so a model on a GPU costs one synchronisation, not one per
+// parameter.
+double total_norm(const NamedParameters& params, double p) {
+  const std::vector<std::pair<Device, Tensor>> acc = device_partials(params, p);
   double total = 0;
   for (const auto& [dev, t] : acc) {
     (void)dev;
@@ -64,6 +71,16 @@ double total_norm(const NamedParameters& params, double p) {
     else total += v;
   }
   return finish(total, p);
+}
+
+// The total norm as a 0-d float64 tensor on the gradients' one device (zero on the CPU when no
+// parameter has a gradient), computed there without a copy to the host.
+Tensor total_norm_on_device(const char* op, const NamedParameters& params, double p) {
+  const std::vector<std::pair<Device, Tensor>> acc = device_partials(params, p);
+  if (acc.empty()) return scalar_tensor(0.0, {.dtype = DType::Float64});
+  if (acc.size() > 1) fail(op, "the gradients live on {} and {}: one device only", acc[0].first.str(), acc[1].first.str());
+  const Tensor& total = acc[0].second;
+  return std::isinf(p) || p == 1 ? total : kernels::unary(UnaryOp::PowScalar, total, 1.0 / p);
 }
 
 // For the error message: the first parameter whose own gradient norm is not finite.
@@ -115,6 +132,37 @@ double clip_grad_norm(const NamedParameters& params, double max_norm, double nor
       kernels::unary_into(UnaryOp::MulScalar, g, g, coef);
       g.bump_version();
     }
+  }
+  return total;
+}
+
+Tensor grad_norm_on_device(const NamedParameters& params, double norm_type) {
+  check_norm_type("grad_norm", norm_type);
+  NoGradGuard no_grad;
+  return total_norm_on_device("grad_norm", params, norm_type);
+}
+
+Tensor clip_grad_norm_on_device(const NamedParameters& params, double max_norm, double norm_type) {
+  const char* op = "clip_grad_norm";
+  check_norm_type(op, norm_type);
+  if (!(max_norm >= 0) || std::isinf(max_norm)) fail(op, "max_norm must be finite and >= 0 (got {})", max_norm);
+  NoGradGuard no_grad;
+  const Tensor total = total_norm_on_device(op, params, norm_type);
+  // scale = min(max_norm / (total + 1e-6), 1) as clip_grad_norm's coefficient, and 1 (gradients
+  // untouched) when the total is not finite: the NonFinite::Skip behaviour, decided on the device.
+  const Tensor coef = kernels::unary(UnaryOp::RDivScalar, kernels::unary(UnaryOp::AddScalar, total, 1e-6), max_norm);
+  const Tensor not_finite = kernels::unary(UnaryOp::GeScalar, total, std::numeric_limits<double>::infinity());
+  const Tensor nan = kernels::binary(BinaryOp::Ne, total, total);
+  const Tensor keep = kernels::binary(BinaryOp::Maximum, not_finite, nan);
+  const Tensor scale = kernels::masked_fill(kernels::unary(UnaryOp::Clamp, coef, 0.0, 1.0), keep, 1.0);
+  Tensor scale_as_grad;  // scale in each gradient dtype, cast once per dtype
+  for (const auto& np : params) {
+    Tensor g = np.second.grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    if (!scale_as_grad.defined() || scale_as_grad.dtype() != g.dtype()) scale_as_grad = kernels::cast(scale, g.dtype());
+    // Multiplying by exactly 1 leaves a gradient bit for bit as it was.
+    kernels::binary_into(BinaryOp::Mul, g, g, scale_as_grad);
+    g.bump_version();
   }
   return total;
 }

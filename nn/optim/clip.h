@@ -47,6 +47,14 @@ double clip_grad_norm(const R& params, double max_norm, double norm_type = 2.0, 
   return clip_grad_norm(to_named_parameters(params), max_norm, norm_type, on_nonfinite);
 }
 
+// The same two without waiting for the device: the total norm is returned as a 0-d float64 tensor
+// on the gradients' device (which must be one device; a CPU zero when no parameter has a gradient),
+// and clip_grad_norm_on_device computes and applies the scale there. A non-finite total leaves the
+// gradients untouched (NonFinite::Skip); the caller sees it when it reads the norm. What a training
+// loop uses so that a step does not block on a device-to-host copy.
+Tensor grad_norm_on_device(const NamedParameters& params, double norm_type = 2.0);
+Tensor clip_grad_norm_on_device(const NamedParameters& params, double max_norm, double norm_type = 2.0);
+
 // Clamps every gradient element into [-clip_value, clip_value] (clip_value >= 0). NaN elements
 // stay NaN.
 void clip_grad_value(const NamedParameters& params, double clip_value);

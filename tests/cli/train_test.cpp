@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,10 @@
 #include "cli/cli_test_util.h"
 #include "test_util.h"
 #include "core/error.h"
+#include "kernels/cuda/device.h"
 #include "nn/checkpoint.h"
 #include "tools/lm_trainer.h"
+#include "tools/training_loop.h"
 
 using namespace define;
 using Catch::Contains;
@@ -217,5 +220,29 @@ TEST_CASE("train: train.unit_lr_scale steps the DeFINE unit at its own learning 
   no_unit.set("train.unit_lr_scale=0.5");
   CHECK_THROWS_WITH(cli::train_language_model(no_unit, (root / "no_unit").string(), false),
                     Contains("train.unit_lr_scale is set but the model has no token-representation unit"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("train: a step on the emulated GPU copies to the host only the loss it logs", "[cli][train][emu]") {
+  // Everything a training step computes stays on the device: the index checks run in the kernels,
+  // the gradient norm is clipped there, and the loss and norm of the steps wait there until a log
+  // line needs them (one copy for the whole window). Step 1 also pays for setting up the run.
+  const fs::path root = fresh_root("define_train_device_copies");
+  Config cfg = Config::from_text(config_text(root / "data", 7), "<test>");
+  cfg.set("train.device=\"emu\"");
+  cfg.set("train.log_interval=3");
+  cfg.set("train.checkpoint_interval=0");
+  std::vector<std::uint64_t> copies;
+  cli::set_step_observer([&](std::int64_t) {
+    copies.push_back(cuda_emu::device_to_host_copies());
+    cuda_emu::reset_device_to_host_copies();
+  });
+  const cli::TrainResult r = cli::train_language_model(cfg, (root / "run").string(), false);
+  cli::set_step_observer({});
+  REQUIRE(r.steps == 7);
+  REQUIRE(copies.size() == 7);
+  // Steps 2 to 7; lines are logged after steps 3 and 6.
+  CHECK(std::vector<std::uint64_t>(copies.begin() + 1, copies.end()) == std::vector<std::uint64_t>{0, 1, 0, 0, 1, 0});
+  CHECK(train_lines(root / "run").size() == 2);
   fs::remove_all(root);
 }
