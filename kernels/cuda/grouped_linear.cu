@@ -24,10 +24,10 @@
 // Whether an operand's slices load "depth fastest" or "tile index fastest" is a template
 // parameter chosen so that a warp's loads are contiguous in memory for every operand.
 //
-// On a real GPU (nvcc build) the three GEMMs go to cuBLAS (cublas<t>gemmStridedBatched through
-// kernels::gemm, on the same strided group views) unless DEFINE_CUDA_GEMM=tiled /
-// set_cuda_gemm(CudaGemm::Tiled) selects the tiled kernel (kernels/cuda/matmul_config.h); the
-// emulated device always runs the tiled kernel. dbias always uses column_sum_kernel.
+// When cuBLAS serves GEMMs (kernels/cuda/matmul_config.h: by default on a GPU; on the emulated
+// device when DEFINE_CUDA_GEMM=cublas / set_cuda_gemm(CudaGemm::Cublas) selects it, which runs the
+// emulated cuBLAS) the three GEMMs go to cublas<t>gemmStridedBatched through kernels::gemm, on the
+// same strided group views; otherwise to the tiled kernel. dbias always uses column_sum_kernel.
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -247,7 +247,6 @@ void dbias_columns(const Sizes& s, const Tensor& dy, const Tensor& dbias) {
                  dim3(kColTile, kColRowThreads), 0, dy.data<T>(), dbias.data<T>(), s.rows, cols);
 }
 
-#if defined(__CUDACC__)
 // cuBLAS through kernels::gemm (kernels/cuda/matmul.cu), on group views that need no copy: a
 // [T, g*width] matrix seen as [g, T, width] (group i's block starts at column i*width). Every
 // operand then has a uniform batch stride, which matmul.cu maps onto cublas<t>gemmStridedBatched.
@@ -256,13 +255,11 @@ Tensor group_view(const Tensor& m, std::int64_t groups) {
   return m.as_strided({groups, rows, width}, {width, groups * width, 1}, m.offset());
 }
 
-bool use_cublas() { return cuda_gemm() == CudaGemm::Cublas; }
-#endif
+bool use_cublas(const Tensor& on) { return cuda_gemm_in_effect(on.device().is_emu()) == CudaGemm::Cublas; }
 
 template <typename T>
 void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
-#if defined(__CUDACC__)
-  if (use_cublas()) {
+  if (use_cublas(y)) {
     const std::int64_t groups = weight.shape()[0];
     // The bias rows first; the GEMM then adds onto them (beta = 1).
     if (bias.defined()) ::define::kernels::copy_into(y, bias.as_strided({bias.numel()}, {1}, bias.offset()));
@@ -270,7 +267,6 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
                             bias.defined() ? 1.0 : 0.0);
     return;
   }
-#endif
   forward_tiled<T>(x, weight, bias, y);
 }
 
@@ -279,14 +275,12 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
                     const Tensor& dbias) {
   const Sizes s = sizes_of(dy, weight);
   if (dbias.defined()) dbias_columns<T>(s, dy, dbias);
-#if defined(__CUDACC__)
-  if (use_cublas()) {
+  if (use_cublas(dy)) {
     const Tensor dyv = group_view(dy, s.groups);
     if (dx.defined()) ::define::kernels::gemm(dyv, weight, group_view(dx, s.groups), false, true, 1.0, 0.0);
     if (dweight.defined()) ::define::kernels::gemm(group_view(x, s.groups), dyv, dweight, true, false, 1.0, 0.0);
     return;
   }
-#endif
   if (dx.defined()) dx_tiled<T>(s, dy, weight, dx);
   if (dweight.defined()) dweight_tiled<T>(s, x, dy, dweight);
 }

@@ -11,18 +11,19 @@
 //     the m, n and k edges are zero-padded on load and masked on store. blockIdx.z walks the batch.
 //     Every output is one thread's sum in a fixed k order: results are deterministic, the same for
 //     any block order or thread schedule.
-//   * cublas (nvcc build only): cublasSgemm/cublasDgemm, or their StridedBatched forms when every
-//     operand's batch offsets are a multiple of the batch index, else one call per batch entry.
-//     cuBLAS is column-major; a row-major out is computed as out^T = op(b)^T op(a)^T, which only
-//     flips the operations. An operand with neither a unit row nor a unit column stride (or a
-//     leading dimension cuBLAS refuses) is first made contiguous; such an out is computed into a
-//     contiguous scratch and copied back.
+//   * cublas: cublasSgemm/cublasDgemm, or their StridedBatched forms when every operand's batch
+//     offsets are a multiple of the batch index, else one call per batch entry. cuBLAS is
+//     column-major; a row-major out is computed as out^T = op(b)^T op(a)^T, which only flips the
+//     operations. An operand with neither a unit row nor a unit column stride (or a leading
+//     dimension cuBLAS refuses) is first made contiguous; such an out is computed into a contiguous
+//     scratch and copied back. Under nvcc this is libcublas; in the emulator build the same code
+//     calls the emulated cuBLAS (kernels/emu/emu_cublas.hpp: the same entry points over a host
+//     reference GEMM, refusing what cuBLAS refuses), so the mapping is tested without a GPU.
 //
-// Selection (kernels/cuda/matmul_config.h): tensors on a GPU use cuBLAS unless the environment
-// variable DEFINE_CUDA_GEMM=tiled or set_cuda_gemm(CudaGemm::Tiled) selects the tiled kernels. The
-// tiled kernels also serve the cases cuBLAS's int arguments cannot describe (a dim, leading
-// dimension or batch count above INT_MAX) and k == 0. The emulated device always runs the tiled
-// kernels (the emulator has no cuBLAS); the cuBLAS path is compile-checked here and only runs on a GPU.
+// Selection (kernels/cuda/matmul_config.h): by default tensors on a GPU use cuBLAS and tensors on
+// the emulated device the tiled kernels; DEFINE_CUDA_GEMM=cublas|tiled or set_cuda_gemm() selects
+// one for both. The tiled kernels also serve the cases cuBLAS's int arguments cannot describe (a
+// dim, leading dimension or batch count above INT_MAX) and k == 0.
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -34,6 +35,8 @@
 
 #if defined(__CUDACC__)
 #include <cublas_v2.h>
+#else
+#include "kernels/emu/emu_cublas.hpp"
 #endif
 
 #include "core/dtype.h"
@@ -202,13 +205,17 @@ void gemm_tiled(const Tensor& a, const Tensor& b, const Tensor& out, const Batch
 }
 
 // ---------------------------------------------------------------------------------------------
-// cuBLAS (nvcc build only).
-
-#if defined(__CUDACC__)
+// cuBLAS: libcublas under nvcc, the emulated one (kernels/emu/emu_cublas.hpp) in the emulator build.
 
 void check_cublas(cublasStatus_t status, const char* call) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    fail("gemm", "{} failed: {} ({})", call, cublasGetStatusName(status), cublasGetStatusString(status));
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+#if defined(__CUDACC__)
+  fail("gemm", "{} failed: {} ({})", call, cublasGetStatusName(status), cublasGetStatusString(status));
+#else
+  // The emulator also knows which argument was wrong, which cuBLAS's status cannot say.
+  fail("gemm", "{} failed: {} ({}): {}", call, cublasGetStatusName(status), cublasGetStatusString(status),
+       ::cuda_emu::cublas_last_problem());
+#endif
 }
 
 // One handle per device, created on first use (bound to the device current then) and never
@@ -365,21 +372,17 @@ void gemm_cublas(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool
   kernels::copy_into(out, c);
 }
 
-#endif  // __CUDACC__
-
 template <typename T>
 void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, double alpha,
                 double beta) {
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
-#if defined(__CUDACC__)
   const CurrentDeviceGuard device(out.device().index);
   // k == 0 (out = beta * out) goes to the tiled kernel: nothing to multiply, and cuBLAS's
   // leading-dimension rules for empty operands are not worth the special cases.
-  if (cuda_gemm() == CudaGemm::Cublas && a.shape()[a.dim() - (trans_a ? 2 : 1)] > 0) {
+  if (cuda_gemm_in_effect(out.device().is_emu()) == CudaGemm::Cublas && a.shape()[a.dim() - (trans_a ? 2 : 1)] > 0) {
     gemm_cublas<T>(a, b, out, trans_a, trans_b, alpha, beta, batch);
     return;
   }
-#endif
   gemm_tiled<T>(a, b, out, batched_matrix(a, trans_a, batch), batched_matrix(b, trans_b, batch),
                 batched_matrix(out, false, batch), alpha, beta);
 }
@@ -409,13 +412,20 @@ CudaGemm parse_cuda_gemm(const std::string& name) {
   fail("DEFINE_CUDA_GEMM", "unknown GEMM implementation '{}' (expected cublas or tiled)", name);
 }
 
-const char* cuda_gemm_name(CudaGemm which) { return which == CudaGemm::Tiled ? "tiled" : "cublas"; }
+const char* cuda_gemm_name(CudaGemm which) {
+  switch (which) {
+    case CudaGemm::Cublas: return "cublas";
+    case CudaGemm::Tiled: return "tiled";
+    case CudaGemm::Default: break;
+  }
+  return "default";
+}
 
 CudaGemm cuda_gemm() {
   int v = g_cuda_gemm.load(std::memory_order_relaxed);
   if (v < 0) {
     const char* env = std::getenv("DEFINE_CUDA_GEMM");
-    const CudaGemm from_env = (env == nullptr || *env == '\0') ? CudaGemm::Cublas : parse_cuda_gemm(env);
+    const CudaGemm from_env = (env == nullptr || *env == '\0') ? CudaGemm::Default : parse_cuda_gemm(env);
     int expected = -1;
     // A concurrent set_cuda_gemm wins over the environment.
     g_cuda_gemm.compare_exchange_strong(expected, static_cast<int>(from_env), std::memory_order_relaxed);
@@ -425,6 +435,12 @@ CudaGemm cuda_gemm() {
 }
 
 void set_cuda_gemm(CudaGemm which) { g_cuda_gemm.store(static_cast<int>(which), std::memory_order_relaxed); }
+
+CudaGemm cuda_gemm_in_effect(bool emulated) {
+  const CudaGemm which = cuda_gemm();
+  if (which != CudaGemm::Default) return which;
+  return emulated ? CudaGemm::Tiled : CudaGemm::Cublas;
+}
 
 }  // namespace define::kernels
 #endif

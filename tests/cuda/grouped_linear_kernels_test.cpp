@@ -1,8 +1,8 @@
 // CUDA grouped-linear kernels (kernels/cuda/grouped_linear.cu) on the emulated device: larger
 // shapes than the op harness runs, against the CPU reference (float32 and float64); results
 // bit-identical under the emulator's forward, reverse and random thread schedules; gradients
-// that do not depend on which of them are requested; the GEMM selection switch leaving the
-// emulated device on the tiled kernels.
+// that do not depend on which of them are requested; the emulated device's default (the tiled
+// kernels) and the cuBLAS path when selected, on the emulated cuBLAS.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include "core/factory.h"
 #include "emu_test_util.h"
 #include "kernels/cuda/matmul_config.h"
+#include "kernels/emu/emu_cublas.hpp"
 #include "kernels/grouped_linear.h"
 
 using namespace define;
@@ -144,15 +145,40 @@ TEST_CASE("cuda grouped_linear: 3-d and non-contiguous inputs on the device",
               "dweight");
 }
 
-TEST_CASE("cuda grouped_linear: the GEMM selection leaves the emulated device on the tiled kernel",
+TEST_CASE("cuda grouped_linear: the emulated device defaults to the tiled kernel",
           "[cuda][grouped_linear][family:grouped_linear]") {
   REQUIRE(kernels::register_devices().emu);
   const Problem p = on_emu(make_problem(40, 2, 7, 11, DType::Float32, 7));
-  const kernels::CudaGemm previous = kernels::cuda_gemm();
-  kernels::set_cuda_gemm(kernels::CudaGemm::Tiled);
-  const Results tiled = run(p);
-  kernels::set_cuda_gemm(kernels::CudaGemm::Cublas);
-  const Results cublas_selected = run(p);
-  kernels::set_cuda_gemm(previous);
-  check_all_identical(cublas_selected, tiled, "cuBLAS selected");
+  Results tiled, by_default;
+  {
+    const kernels::CudaGemmGuard selected(kernels::CudaGemm::Tiled);
+    tiled = run(p);
+  }
+  const ::cuda_emu::CublasCalls before = ::cuda_emu::cublas_calls();
+  {
+    const kernels::CudaGemmGuard selected(kernels::CudaGemm::Default);
+    by_default = run(p);
+  }
+  CHECK(::cuda_emu::cublas_calls().gemm_strided_batched == before.gemm_strided_batched);
+  CHECK(::cuda_emu::cublas_calls().gemm == before.gemm);
+  check_all_identical(by_default, tiled, "default");
+}
+
+TEST_CASE("cuda grouped_linear: the cuBLAS path (emulated cuBLAS) matches the reference",
+          "[cuda][grouped_linear][cublas][family:grouped_linear]") {
+  REQUIRE(kernels::register_devices().emu);
+  const kernels::CudaGemmGuard cublas(kernels::CudaGemm::Cublas);
+  // Every GEMM is one cuBLAS call over the group views (cublas<t>gemmStridedBatched, or
+  // cublas<t>gemm for a single group): forward 1, backward 2 (dx and dweight).
+  const auto check = [](const Problem& p, bool bias, double tol) {
+    const ::cuda_emu::CublasCalls before = ::cuda_emu::cublas_calls();
+    check_all_close(run(on_emu(p), bias), run(p, bias), tol, tol);
+    const bool one_group = p.w.shape()[0] == 1;
+    CHECK(::cuda_emu::cublas_calls().gemm_strided_batched - before.gemm_strided_batched == (one_group ? 0 : 3));
+    CHECK(::cuda_emu::cublas_calls().gemm - before.gemm == (one_group ? 3 : 0));
+  };
+  SECTION("float32, k_in != k_out") { check(make_problem(130, 4, 33, 17, DType::Float32, 8), true, 1e-5); }
+  SECTION("float32 without bias") { check(make_problem(70, 3, 9, 20, DType::Float32, 9), false, 1e-5); }
+  SECTION("float64, one group, one row") { check(make_problem(1, 1, 65, 33, DType::Float64, 10), true, 1e-12); }
+  SECTION("float64, partial sizes") { check(make_problem(257, 3, 65, 33, DType::Float64, 11), true, 1e-12); }
 }
