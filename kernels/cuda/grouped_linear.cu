@@ -123,8 +123,8 @@ __device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T>& p, s
 // registers at 128 (the same bound as kernels/cuda/matmul.cu's tiled kernel).
 template <typename T, bool kADepthContiguous, bool kBDepthContiguous>
 __global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GroupedGemmArgs<T> p) {
-  __shared__ SliceTile<T> a_tile;
-  __shared__ SliceTile<T> b_tile;
+  EMU_STATIC_SHARED(a_tile, SliceTile<T>);
+  EMU_STATIC_SHARED(b_tile, SliceTile<T>);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
   for (std::int64_t group = blockIdx.z; group < p.groups; group += gridDim.z)
     for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.y) * kTile; col0 < p.n;
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GroupedGe
 template <typename T>
 __global__ void column_sum_kernel(const T* __restrict__ x, T* __restrict__ out, std::int64_t rows,
                                   std::int64_t cols) {
-  __shared__ SumAcc<T> partial[kColRowThreads][kColTile];
+  EMU_STATIC_SHARED(partial, SumAcc<T>[kColRowThreads][kColTile]);
   for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kColTile; col0 < cols;
        col0 += static_cast<std::int64_t>(gridDim.x) * kColTile) {
     const std::int64_t col = col0 + threadIdx.x;

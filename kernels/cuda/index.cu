@@ -141,7 +141,7 @@ __device__ __forceinline__ std::int64_t shfl_up(std::int64_t v, unsigned delta) 
 // `total` receives the sum over the block. Every thread of the block must call it (barriers).
 template <typename V>
 __device__ V block_exclusive_scan(V value, V& total) {
-  __shared__ V warp_sums[kSortWarps];
+  EMU_STATIC_SHARED(warp_sums, V[kSortWarps]);
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   V inclusive = value;
 #pragma unroll
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kSortThreads)
                                  std::int64_t n, int shift, std::int64_t tiles,
                                  const std::int64_t* __restrict__ run_starts, K* __restrict__ keys_out,
                                  std::int64_t* __restrict__ order_out) {
-  __shared__ std::int64_t tile_start[kDigits];
+  EMU_STATIC_SHARED(tile_start, std::int64_t[kDigits]);
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     if (threadIdx.x < kDigits) tile_start[threadIdx.x] = run_starts[threadIdx.x * tiles + tile];
     const std::int64_t first = tile * kTileItems + threadIdx.x * kItemsPerThread;

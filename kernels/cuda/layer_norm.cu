@@ -63,7 +63,7 @@ __device__ __forceinline__ void row_all_sum(SumAcc<T> (&v)[N]) {
 #pragma unroll
   for (int k = 0; k < N; ++k) v[k] = warp_all_sum(v[k]);
   if constexpr (kBlockPerRow) {
-    __shared__ SumAcc<T> warp_sums[N][kWarp];
+    EMU_STATIC_SHARED(warp_sums, SumAcc<T>[N][kWarp]);
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int k = 0; k < N; ++k) warp_sums[k][threadIdx.y] = v[k];
@@ -198,8 +198,8 @@ __global__ void layer_norm_param_partials_kernel(const T* __restrict__ dy, const
                                                  const T* __restrict__ mean, const T* __restrict__ rstd,
                                                  T* __restrict__ partial_w, T* __restrict__ partial_b,
                                                  std::int64_t rows, std::int64_t cols, std::int64_t rows_per_chunk) {
-  __shared__ SumAcc<T> tile_w[kColRowThreads][kColTile];
-  __shared__ SumAcc<T> tile_b[kColRowThreads][kColTile];
+  EMU_STATIC_SHARED(tile_w, SumAcc<T>[kColRowThreads][kColTile]);
+  EMU_STATIC_SHARED(tile_b, SumAcc<T>[kColRowThreads][kColTile]);
   const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kColTile + threadIdx.x;
   const std::int64_t chunk = blockIdx.y;
   const std::int64_t row_begin = chunk * rows_per_chunk;

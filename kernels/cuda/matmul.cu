@@ -136,8 +136,8 @@ __device__ __forceinline__ void gemm_tile(const TiledGemmArgs<T>& p, const T* __
 // unrolled k loop's shared loads (and spilled on sm_80/90 with 256 threads alone as the bound).
 template <typename T>
 __global__ void __launch_bounds__(kGemmThreads, 2) gemm_tiled_kernel(TiledGemmArgs<T> p) {
-  __shared__ SliceTile<T> a_tile;
-  __shared__ SliceTile<T> b_tile;
+  EMU_STATIC_SHARED(a_tile, SliceTile<T>);
+  EMU_STATIC_SHARED(b_tile, SliceTile<T>);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
   for (std::int64_t batch = blockIdx.z; batch < p.batch_count; batch += gridDim.z) {
     std::int64_t off_a = batch * p.batch.stride_a, off_b = batch * p.batch.stride_b, off_c = batch * p.batch.stride_c;

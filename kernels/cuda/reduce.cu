@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     reduce_rows_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
                        typename Op::acc_t* partial) {
   using Acc = typename Op::acc_t;
-  __shared__ Acc warp_results[kReduceThreads / kWarpSize];
+  EMU_STATIC_SHARED(warp_results, Acc[kReduceThreads / kWarpSize]);
   const int lanes = g.lanes;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
   const int slot = static_cast<int>(threadIdx.x) / lanes;
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     reduce_columns_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
                           typename Op::acc_t* partial) {
   using Acc = typename Op::acc_t;
-  __shared__ Acc part_results[kReduceThreads];
+  EMU_STATIC_SHARED(part_results, Acc[kReduceThreads]);
   const int lanes = g.lanes;
   const int col = static_cast<int>(threadIdx.x) & (lanes - 1);
   const int part = static_cast<int>(threadIdx.x) / lanes;

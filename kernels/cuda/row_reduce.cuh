@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kBlockSize) warp_per_row_kernel(Op op, std::in
 template <typename Op>
 __global__ void __launch_bounds__(kRowBlock) block_per_row_kernel(Op op, std::int64_t rows) {
   using State = typename Op::State;
-  __shared__ State scratch[kRowBlockWarps + 1];
+  EMU_STATIC_SHARED(scratch, State[kRowBlockWarps + 1]);
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {  // block-uniform: barriers are safe
     State st = State::empty();
     op.accumulate(st, row, threadIdx.x, blockDim.x);

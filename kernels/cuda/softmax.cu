@@ -156,7 +156,7 @@ template <typename Op>
 __global__ void __launch_bounds__(kColumnTile * kColumnSlices)
     column_kernel(Op op, std::int64_t outer, std::int64_t n, std::int64_t inner) {
   using State = typename Op::State;
-  __shared__ State partial[kColumnSlices][kColumnTile];
+  EMU_STATIC_SHARED(partial, State[kColumnSlices][kColumnTile]);
   const std::int64_t column_tiles = (inner + kColumnTile - 1) / kColumnTile;
   for (std::int64_t tile = blockIdx.x; tile < outer * column_tiles; tile += gridDim.x) {  // block-uniform
     const std::int64_t o = tile / column_tiles;
@@ -214,8 +214,8 @@ template <typename T, typename I>
 __global__ void __launch_bounds__(kLossBlock)
     reduce_loss_kernel(const T* __restrict__ rows, const I* __restrict__ target, std::int64_t n,
                        std::int64_t ignore_index, bool mean, T* __restrict__ loss, T* __restrict__ total_weight) {
-  __shared__ SumAcc<T> sums[kLossBlock];
-  __shared__ std::int64_t counts[kLossBlock];
+  EMU_STATIC_SHARED(sums, SumAcc<T>[kLossBlock]);
+  EMU_STATIC_SHARED(counts, std::int64_t[kLossBlock]);
   SumAcc<T> sum = SumAcc<T>::zero();
   std::int64_t count = 0;
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {

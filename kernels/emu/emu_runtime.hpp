@@ -14,6 +14,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "kernels/emu/emu_launch.hpp"
 #include "kernels/emu/emu_memory.hpp"
 #include "kernels/emu/emu_runner.hpp"
 #include "kernels/emu/emu_types.hpp"

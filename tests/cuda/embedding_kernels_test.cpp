@@ -26,7 +26,7 @@ using namespace define::test;
 namespace {
 
 
-const std::vector<std::string> kSchedules = {"forward", "reverse", "random:20240611"};
+const std::vector<std::string> kSchedules = {"forward", "reverse", "random:20240611", "race:20240611"};
 
 // embedding_backward on the emulated device under every schedule: all runs bit-identical, equal
 // to the CPU path bit for bit and to the reference within tolerance. Returns the device result.

@@ -150,7 +150,7 @@ TEST_CASE("cuda layer_norm: results are bit-identical under every thread schedul
       kernels::EmuScheduleGuard schedule("forward");
       forward = run_on_emu(p);
     }
-    for (const std::string s : {"reverse", "random:1", "random:12345"}) {
+    for (const std::string s : {"reverse", "random:1", "race:12345"}) {
       INFO("schedule " << s);
       kernels::EmuScheduleGuard schedule(s);
       check_identical(run_on_emu(p), forward);

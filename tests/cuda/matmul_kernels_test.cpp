@@ -247,7 +247,7 @@ TEST_CASE("gemm kernels: bit-identical under every thread schedule", "[cuda][mat
   const Tensor b = with_layout(rand_uniform({3, 45, 93}, -1, 1, {}, gen), dev, Layout::Transposed);
   const Tensor init = rand_uniform({2, 3, 67, 93}, -1, 1, {}, gen);
   std::vector<std::vector<float>> results;
-  for (const std::string schedule : {"forward", "reverse", "random:12345", "random:777"}) {
+  for (const std::string schedule : {"forward", "reverse", "random:12345", "race:777"}) {
     const kernels::EmuScheduleGuard guard(schedule);
     const Tensor out = with_layout(init, dev, Layout::Contiguous);
     kernels::gemm(a, b, out, true, false, 0.75, 0.5);

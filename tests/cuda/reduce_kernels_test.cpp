@@ -255,7 +255,7 @@ TEST_CASE("reduce kernels: bit-identical under forward, reverse and random sched
       kernels::EmuScheduleGuard s("forward");
       forward = values(op());
     }
-    for (const std::string schedule : {"reverse", "random:1", "random:4242"}) {
+    for (const std::string schedule : {"reverse", "random:1", "race:4242"}) {
       kernels::EmuScheduleGuard s(schedule);
       INFO(name << " under " << schedule);
       CHECK(bitwise_equal(values(op()), forward));
