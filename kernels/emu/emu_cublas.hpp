@@ -40,8 +40,9 @@
 
 namespace cuda_emu::cublas {
 
-// Values as in cublas_api.h.
-enum cublasStatus_t {
+// Values as in cublas_api.h. A fixed underlying type keeps any int a valid value: calling code
+// may pass one that cuBLAS must refuse.
+enum cublasStatus_t : int {
   CUBLAS_STATUS_SUCCESS = 0,
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
   CUBLAS_STATUS_ALLOC_FAILED = 3,
@@ -54,7 +55,7 @@ enum cublasStatus_t {
   CUBLAS_STATUS_LICENSE_ERROR = 16,
 };
 
-enum cublasOperation_t {
+enum cublasOperation_t : int {
   CUBLAS_OP_N = 0,
   CUBLAS_OP_T = 1,
   CUBLAS_OP_C = 2,  // the transpose, for real types
@@ -62,7 +63,7 @@ enum cublasOperation_t {
   CUBLAS_OP_CONJG = 3,  // not supported by cuBLAS's GEMMs either
 };
 
-enum cublasMath_t {
+enum cublasMath_t : int {
   CUBLAS_DEFAULT_MATH = 0,
   CUBLAS_TENSOR_OP_MATH = 1,
   CUBLAS_PEDANTIC_MATH = 2,

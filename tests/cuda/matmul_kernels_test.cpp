@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -122,6 +123,64 @@ Shape matrix_shape(Shape batch, std::int64_t rows, std::int64_t cols, bool trans
   return batch;
 }
 
+// Batch dims of a, b and out, broadcast in various ways. Offsets that are i * stride for batch
+// entry i take one cublas<t>gemmStridedBatched call on the cuBLAS path (stride 0 for a broadcast
+// operand); any other pattern one cublas<t>gemm call per entry (the tiled kernel: an offset table).
+struct BatchCase {
+  const char* name;
+  Shape batch_a, batch_b, batch_out;
+  long cublas_gemm_calls, cublas_strided_calls;
+};
+const BatchCase kBatchCases[] = {
+    {"a batch against a batch", {3}, {3}, {3}, 0, 1},
+    {"b broadcast to a's batch (batch stride 0)", {4}, {1}, {4}, 0, 1},
+    {"one matrix a against a batch of b", {}, {3}, {3}, 0, 1},
+    {"a repeats along dim 1, b along dim 0", {2, 1}, {3}, {2, 3}, 6, 0},
+    {"both broadcast in different dims", {1, 3}, {2, 1}, {2, 3}, 6, 0},
+};
+
+// check(case, a, b, out, trans_a, trans_b) for every batch case and trans flags, with CPU values
+// of op(a) m x k, op(b) k x n and out m x n (n: one full and one 2-column tile).
+void for_batch_cases(
+    Generator& gen,
+    const std::function<void(const BatchCase&, const Tensor&, const Tensor&, const Tensor&, bool, bool)>& check) {
+  const std::int64_t m = 37, n = 66, k = 19;
+  for (const BatchCase& c : kBatchCases) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        const Tensor va = rand_uniform(matrix_shape(c.batch_a, m, k, ta), -1, 1, {}, gen);
+        const Tensor vb = rand_uniform(matrix_shape(c.batch_b, k, n, tb), -1, 1, {}, gen);
+        const Tensor init = rand_uniform(matrix_shape(c.batch_out, m, n, false), -1, 1, {}, gen);
+        INFO(c.name << ", trans_a " << ta << " trans_b " << tb);
+        check(c, va, vb, init, ta, tb);
+      }
+    }
+  }
+}
+
+// check(a, b, out, trans_a, trans_b) for every combination of the trans flags and of the layouts
+// of a, b and out, with op(a) m x k, op(b) k x n and random values.
+void for_trans_and_layouts(Generator& gen, std::int64_t m, std::int64_t n, std::int64_t k,
+                           const std::function<void(const Tensor&, const Tensor&, const Tensor&, bool, bool)>& check) {
+  const Device dev = emu();
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      const Tensor va = rand_uniform(matrix_shape({}, m, k, ta), -1, 1, {}, gen);
+      const Tensor vb = rand_uniform(matrix_shape({}, k, n, tb), -1, 1, {}, gen);
+      const Tensor init = rand_uniform({m, n}, -1, 1, {}, gen);
+      for (const Layout la : kLayouts) {
+        for (const Layout lb : kLayouts) {
+          for (const Layout lc : kLayouts) {
+            INFO("trans_a " << ta << " trans_b " << tb << ", a " << layout_name(la) << ", b " << layout_name(lb)
+                            << ", out " << layout_name(lc));
+            check(with_layout(va, dev, la), with_layout(vb, dev, lb), with_layout(init, dev, lc), ta, tb);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("gemm kernels: 256^3 float32 against the reference", "[cuda][matmul][family:matmul]") {
@@ -171,57 +230,22 @@ TEST_CASE("gemm kernels: alpha and beta", "[cuda][matmul][family:matmul]") {
 }
 
 TEST_CASE("gemm kernels: trans flags with transposed and strided operands", "[cuda][matmul][family:matmul]") {
-  const Device dev = emu();
   // Two row tiles (one partial), one partial column tile, three k slices (the last partial).
-  const std::int64_t m = 70, n = 29, k = 37;
   Generator gen(13);
-  for (const bool ta : {false, true}) {
-    for (const bool tb : {false, true}) {
-      const Tensor va = rand_uniform(matrix_shape({}, m, k, ta), -1, 1, {}, gen);
-      const Tensor vb = rand_uniform(matrix_shape({}, k, n, tb), -1, 1, {}, gen);
-      const Tensor init = rand_uniform({m, n}, -1, 1, {}, gen);
-      for (const Layout la : kLayouts) {
-        for (const Layout lb : kLayouts) {
-          for (const Layout lc : kLayouts) {
-            INFO("trans_a " << ta << " trans_b " << tb << ", a " << layout_name(la) << ", b " << layout_name(lb)
-                            << ", out " << layout_name(lc));
-            check_gemm<float>(with_layout(va, dev, la), with_layout(vb, dev, lb), with_layout(init, dev, lc), ta,
-                              tb, 1.0, 0.5, 1e-5, 1e-5);
-          }
-        }
-      }
-    }
-  }
+  for_trans_and_layouts(gen, 70, 29, 37, [](const Tensor& a, const Tensor& b, const Tensor& out, bool ta, bool tb) {
+    check_gemm<float>(a, b, out, ta, tb, 1.0, 0.5, 1e-5, 1e-5);
+  });
 }
 
 TEST_CASE("gemm kernels: broadcast batch dims", "[cuda][matmul][family:matmul]") {
   const Device dev = emu();
   Generator gen(14);
-  struct BatchCase {
-    const char* name;
-    Shape batch_a, batch_b, batch_out;
-  };
-  const BatchCase cases[] = {
-      {"a repeats along dim 1, b along dim 0 (offset table)", {2, 1}, {3}, {2, 3}},
-      {"b broadcast to a's batch (batch stride 0)", {4}, {1}, {4}},
-      {"one matrix a against a batch of b", {}, {3}, {3}},
-      {"both broadcast in different dims", {1, 3}, {2, 1}, {2, 3}},
-  };
-  const std::int64_t m = 37, n = 66, k = 19;  // n: one full and one 2-column tile
-  for (const BatchCase& c : cases) {
-    for (const bool ta : {false, true}) {
-      for (const bool tb : {false, true}) {
-        const Tensor va = rand_uniform(matrix_shape(c.batch_a, m, k, ta), -1, 1, {}, gen);
-        const Tensor vb = rand_uniform(matrix_shape(c.batch_b, k, n, tb), -1, 1, {}, gen);
-        const Tensor init = rand_uniform(matrix_shape(c.batch_out, m, n, false), -1, 1, {}, gen);
-        INFO(c.name << ", trans_a " << ta << " trans_b " << tb);
-        check_gemm<float>(with_layout(va, dev, Layout::Contiguous), with_layout(vb, dev, Layout::Transposed),
-                          with_layout(init, dev, Layout::Contiguous), ta, tb, 1.0, 0.0, 1e-5, 1e-5);
-        check_gemm<float>(with_layout(va, dev, Layout::Gapped), with_layout(vb, dev, Layout::Contiguous),
-                          with_layout(init, dev, Layout::Transposed), ta, tb, -0.5, 1.0, 1e-5, 1e-5);
-      }
-    }
-  }
+  for_batch_cases(gen, [&](const BatchCase&, const Tensor& va, const Tensor& vb, const Tensor& init, bool ta, bool tb) {
+    check_gemm<float>(with_layout(va, dev, Layout::Contiguous), with_layout(vb, dev, Layout::Transposed),
+                      with_layout(init, dev, Layout::Contiguous), ta, tb, 1.0, 0.0, 1e-5, 1e-5);
+    check_gemm<float>(with_layout(va, dev, Layout::Gapped), with_layout(vb, dev, Layout::Contiguous),
+                      with_layout(init, dev, Layout::Transposed), ta, tb, -0.5, 1.0, 1e-5, 1e-5);
+  });
 }
 
 TEST_CASE("gemm kernels: float64", "[cuda][matmul][family:matmul]") {
@@ -253,8 +277,8 @@ TEST_CASE("gemm kernels: bit-identical under every thread schedule", "[cuda][mat
     kernels::gemm(a, b, out, true, false, 0.75, 0.5);
     results.push_back(host_values<float>(out));
   }
-  const std::vector<float> ref = reference_gemm<float>(a, b, with_layout(init, dev, Layout::Contiguous), true, false,
-                                                       0.75, 0.5);
+  const std::vector<float> ref =
+      reference_gemm<float>(a, b, with_layout(init, dev, Layout::Contiguous), true, false, 0.75, 0.5);
   check_close(results[0], ref, 1e-5, 1e-5);
   for (std::size_t i = 1; i < results.size(); ++i) {
     INFO("schedule " << i);
@@ -337,29 +361,13 @@ TEST_CASE("gemm kernels: the emulated device defaults to the tiled kernels, cuBL
 
 TEST_CASE("gemm kernels: cuBLAS path, trans flags with transposed and strided operands",
           "[cuda][matmul][cublas][family:matmul]") {
-  const Device dev = emu();
-  Generator gen(22);
   // Non-square everywhere, so that a swapped or unflipped operation cannot go unnoticed. Gapped
   // operands are copied to contiguous ones first, a gapped out is computed in a scratch (whose
   // initial values beta reads) and copied back: one cublas<t>gemm call every time.
-  const std::int64_t m = 70, n = 29, k = 37;
-  for (const bool ta : {false, true}) {
-    for (const bool tb : {false, true}) {
-      const Tensor va = rand_uniform(matrix_shape({}, m, k, ta), -1, 1, {}, gen);
-      const Tensor vb = rand_uniform(matrix_shape({}, k, n, tb), -1, 1, {}, gen);
-      const Tensor init = rand_uniform({m, n}, -1, 1, {}, gen);
-      for (const Layout la : kLayouts) {
-        for (const Layout lb : kLayouts) {
-          for (const Layout lc : kLayouts) {
-            INFO("trans_a " << ta << " trans_b " << tb << ", a " << layout_name(la) << ", b " << layout_name(lb)
-                            << ", out " << layout_name(lc));
-            check_gemm_cublas<float>(with_layout(va, dev, la), with_layout(vb, dev, lb), with_layout(init, dev, lc), ta,
-                                     tb, 0.75, 0.5, 1e-5, 1, 0);
-          }
-        }
-      }
-    }
-  }
+  Generator gen(22);
+  for_trans_and_layouts(gen, 70, 29, 37, [](const Tensor& a, const Tensor& b, const Tensor& out, bool ta, bool tb) {
+    check_gemm_cublas<float>(a, b, out, ta, tb, 0.75, 0.5, 1e-5, 1, 0);
+  });
 }
 
 TEST_CASE("gemm kernels: cuBLAS path, float64, odd shapes and vectors", "[cuda][matmul][cublas][family:matmul]") {
@@ -391,43 +399,20 @@ TEST_CASE("gemm kernels: cuBLAS path, batches (strided batched or one call per e
           "[cuda][matmul][cublas][family:matmul]") {
   const Device dev = emu();
   Generator gen(24);
-  struct BatchCase {
-    const char* name;
-    Shape batch_a, batch_b, batch_out;
-    long gemm_calls, strided_calls;
-  };
-  // Offsets that are i * stride for batch entry i take one strided-batched call (stride 0 for a
-  // broadcast operand); any other pattern one cublas<t>gemm call per entry.
-  const BatchCase cases[] = {
-      {"a batch against a batch", {3}, {3}, {3}, 0, 1},
-      {"b broadcast to a's batch (batch stride 0)", {4}, {1}, {4}, 0, 1},
-      {"one matrix a against a batch of b", {}, {3}, {3}, 0, 1},
-      {"a repeats along dim 1, b along dim 0", {2, 1}, {3}, {2, 3}, 6, 0},
-      {"both broadcast in different dims", {1, 3}, {2, 1}, {2, 3}, 6, 0},
-  };
-  const std::int64_t m = 37, n = 66, k = 19;
-  for (const BatchCase& c : cases) {
-    for (const bool ta : {false, true}) {
-      for (const bool tb : {false, true}) {
-        const Tensor va = rand_uniform(matrix_shape(c.batch_a, m, k, ta), -1, 1, {}, gen);
-        const Tensor vb = rand_uniform(matrix_shape(c.batch_b, k, n, tb), -1, 1, {}, gen);
-        const Tensor init = rand_uniform(matrix_shape(c.batch_out, m, n, false), -1, 1, {}, gen);
-        INFO(c.name << ", trans_a " << ta << " trans_b " << tb);
-        check_gemm_cublas<float>(with_layout(va, dev, Layout::Contiguous), with_layout(vb, dev, Layout::Transposed),
-                                 with_layout(init, dev, Layout::Contiguous), ta, tb, 1.0, 0.0, 1e-5, c.gemm_calls,
-                                 c.strided_calls);
-        check_gemm_cublas<float>(with_layout(va, dev, Layout::Transposed), with_layout(vb, dev, Layout::Contiguous),
-                                 with_layout(init, dev, Layout::Transposed), ta, tb, -0.5, 1.0, 1e-5, c.gemm_calls,
-                                 c.strided_calls);
-        // A gapped out: computed in a contiguous scratch, so its batch strides are uniform again.
-        check_gemm_cublas<float>(with_layout(va, dev, Layout::Gapped), with_layout(vb, dev, Layout::Contiguous),
-                                 with_layout(init, dev, Layout::Gapped), ta, tb, 2.0, 0.5, 1e-5, c.gemm_calls,
-                                 c.strided_calls);
-      }
-    }
-  }
+  for_batch_cases(
+      gen, [&](const BatchCase& c, const Tensor& va, const Tensor& vb, const Tensor& init, bool ta, bool tb) {
+        const auto check = [&](Layout la, Layout lb, Layout lc, double alpha, double beta) {
+          check_gemm_cublas<float>(with_layout(va, dev, la), with_layout(vb, dev, lb), with_layout(init, dev, lc), ta,
+                                   tb, alpha, beta, 1e-5, c.cublas_gemm_calls, c.cublas_strided_calls);
+        };
+        check(Layout::Contiguous, Layout::Transposed, Layout::Contiguous, 1.0, 0.0);
+        check(Layout::Transposed, Layout::Contiguous, Layout::Transposed, -0.5, 1.0);
+        // A gapped out: computed in a contiguous scratch, whose batch strides are uniform again.
+        check(Layout::Gapped, Layout::Contiguous, Layout::Gapped, 2.0, 0.5);
+      });
 
   SECTION("batch dims stored out of order: offsets 0, 2S, 4S, S, 3S, 5S (one call per entry)") {
+    const std::int64_t m = 37, n = 66, k = 19;
     const TensorOptions f64{DType::Float64};
     const Tensor values = rand_uniform({2, 3, m, k}, -1, 1, f64, gen);
     // a's [2, 3] batch dims stored as [3, 2]: the batch entry (i, j) at (j * 2 + i) * m * k.
