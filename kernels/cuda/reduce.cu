@@ -64,7 +64,7 @@ struct SumOp {
   double scale;
 
   __device__ __forceinline__ acc_t identity() const { return acc_t::zero(); }
-  __device__ __forceinline__ acc_t load(const T* p, std::int64_t /*r*/) const { return acc_t::of(*p); }
+  __device__ __forceinline__ void accumulate(acc_t& a, const T* p, std::int64_t /*r*/) const { a.add(*p); }
   __device__ __forceinline__ static acc_t combine(acc_t a, acc_t b) { return a.merged(b); }
   __device__ __forceinline__ static acc_t shfl_down(acc_t a, int offset, int width) {
     return a.shfl_down(offset, width);
@@ -92,7 +92,7 @@ struct MaxOp {
   std::int64_t* indices;
 
   __device__ __forceinline__ acc_t identity() const { return {T(0), -1}; }
-  __device__ __forceinline__ acc_t load(const T* p, std::int64_t r) const { return {*p, r}; }
+  __device__ __forceinline__ void accumulate(acc_t& a, const T* p, std::int64_t r) const { a = combine(a, {*p, r}); }
   __device__ __forceinline__ static acc_t combine(acc_t a, acc_t b) {
     if (b.index < 0) return a;
     if (a.index < 0) return b;
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     if (o < g.outputs) {
       g.kept.get(o, off);
       for (std::int64_t r = r_begin + lane; r < r_end; r += lanes)
-        acc = Op::combine(acc, op.load(x + off[0] + reduced_offset(g.reduced, r), r));
+        op.accumulate(acc, x + off[0] + reduced_offset(g.reduced, r), r);
     }
     acc = warp_reduce<Op>(acc, lanes < kWarpSize ? lanes : kWarpSize);
     if (warps_per_output > 1) {
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     if (o < g.outputs) {
       g.kept.get(o, off);
       for (std::int64_t r = r_begin + part; r < r_end; r += parts)
-        acc = Op::combine(acc, op.load(x + off[0] + reduced_offset(g.reduced, r), r));
+        op.accumulate(acc, x + off[0] + reduced_offset(g.reduced, r), r);
     }
     // Each thread writes only its own slot, and a slot is read by another thread only between
     // two barriers, so the next outputs can overwrite slots without a trailing barrier.
