@@ -291,7 +291,7 @@ TEST_CASE("cuda elementwise: in place on strided views", "[cuda][elementwise][in
 // The per-element kernels index in 32 bits when the tensors allow it and in 64 bits otherwise
 // (kernels/cuda/common.cuh). Both paths on the same strided, broadcast operands: the same bits.
 TEST_CASE("cuda elementwise: 32-bit and 64-bit index math give the same results",
-          "[cuda][elementwise][family:elementwise][family:copy][family:index]") {
+          "[cuda][elementwise][family:elementwise]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(15);
   const Tensor base = rand_uniform({3, 4, 5, 6, 7}, -2, 2, {}, gen);
