@@ -481,7 +481,6 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
   // Collective in a data-parallel run (every rank's random stream and carried state are gathered),
   // written by rank 0.
   auto save_latest = [&](std::int64_t resume_epoch) {
-    settle();  // the window's sums go into the checkpoint
     std::map<std::string, std::string> rank_fields;
     if (world > 1) {
       const GeneratorState mine = model_gen.state();
@@ -648,12 +647,15 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         window_start = std::chrono::steady_clock::now();
       }
       if (ts.checkpoint_interval > 0 && p.step % ts.checkpoint_interval == 0) {
+        // The window's sums go into the checkpoint; and a non-finite step must stop the run here,
+        // not inside checkpoint(), which may only report a failed save.
+        settle();
         p.seconds = elapsed();
         checkpoint("latest", [&] { save_latest(p.epoch); });
       }
       if (step_observer()) step_observer()(p.step);
     }
-    settle();  // a non-finite step stops the run before it validates or saves
+    settle();  // a non-finite step stops the run before it validates or saves; the window is complete
     progress.finish();
     if (out_of_budget) break;
     p.mid_epoch = false;

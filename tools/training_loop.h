@@ -32,6 +32,12 @@
 // writes metrics and checkpoints (which hold every rank's random stream and carried state, so a
 // resume with the same number of processes continues exactly). Evaluation runs on rank 0.
 //
+// Device-to-host copies: a step's loss and gradient norm stay on the training device (clipping
+// is computed there) until a log line, a checkpoint or the end of an epoch needs them, and are read
+// then in one copy; a non-finite step found then stops the run naming its epoch and step. With
+// train.skip_nonfinite (the host decides before each update) or in a data-parallel run (the loss
+// is summed over the ranks) they are read every step. tests/cli/train_test.cpp counts the copies.
+//
 // Crash safety: checkpoints are written atomically, and each records how far metrics.jsonl had
 // got, so a run killed at any moment and resumed with --resume logs exactly what an
 // uninterrupted run logs (tests/cli/crash_safety_test.cpp).
