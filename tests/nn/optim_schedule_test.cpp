@@ -8,6 +8,8 @@
 #include <numbers>
 #include <vector>
 
+#include "core/factory.h"
+#include "kernels/devices.h"
 #include "nn/optim_test_util.h"
 
 using namespace define;
@@ -133,6 +135,43 @@ TEST_CASE("optim: clip_grad_norm returns the total norm and scales only above ma
 
   REQUIRE_THROWS_WITH(clip_grad_norm(ps, -1), Contains("clip_grad_norm: max_norm must be"));
   REQUIRE_THROWS_WITH(clip_grad_norm(ps, 1, 0.0), Contains("clip_grad_norm: norm_type must be > 0"));
+}
+
+// The training loop's clipping (no host read): the same norm and the same scaled gradients as
+// clip_grad_norm for every norm type, on the CPU and the emulated device; a non-finite total leaves
+// the gradients untouched and comes back as the norm.
+TEST_CASE("optim: clip_grad_norm_on_device equals clip_grad_norm", "[optim]") {
+  for (const Device device : {Device::cpu(), Device::emu()}) {
+    if (device.is_emu() && !kernels::register_devices().emu) continue;
+    CAPTURE(device.str());
+    const auto on_device = [&](const Vec& v) { return copy_to_device(from_vector(v), device); };
+    for (const double norm_type : {1.0, 2.0, 3.0, kInfNorm}) {
+      for (const double max_norm : {5.0, 100.0}) {  // clips, does not clip
+        CAPTURE(norm_type, max_norm);
+        Tensor a = param({0, 0}), b = param({0});
+        set_grad(a, {3, -4});
+        set_grad(b, {12});
+        const NamedParameters host{{"a", a}, {"b", b}};
+        const double expected = clip_grad_norm(host, max_norm, norm_type);
+        Tensor da = on_device({0, 0}).set_requires_grad();
+        Tensor db = on_device({0}).set_requires_grad();
+        da.set_grad(on_device({3, -4}));
+        db.set_grad(on_device({12}));
+        const Tensor norm = clip_grad_norm_on_device({{"a", da}, {"b", db}}, max_norm, norm_type);
+        CHECK(norm.device() == device);
+        CHECK(values(copy_to_device(norm, Device::cpu()))[0] == Approx(expected).epsilon(1e-14));
+        check_close(values(copy_to_device(da.grad(), Device::cpu())), values(a.grad()), 1e-14, 1e-12);
+        check_close(values(copy_to_device(db.grad(), Device::cpu())), values(b.grad()), 1e-14, 1e-12);
+      }
+    }
+    Tensor a = on_device({0, 0}).set_requires_grad();
+    a.set_grad(on_device({3, std::numeric_limits<double>::quiet_NaN()}));
+    const Tensor norm = clip_grad_norm_on_device({{"a", a}}, 1.0);
+    CHECK(std::isnan(values(copy_to_device(norm, Device::cpu()))[0]));
+    const Vec g = values(copy_to_device(a.grad(), Device::cpu()));
+    CHECK(g[0] == 3);  // untouched
+    CHECK(std::isnan(g[1]));
+  }
 }
 
 TEST_CASE("optim: clip_grad_value clamps elementwise", "[optim]") {
