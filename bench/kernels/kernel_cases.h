@@ -148,7 +148,7 @@ inline std::vector<Case> cases() {
                  Tensor a = uniform({n, n}, d), b = uniform({n, n}, d);
                  return Problem{f32_bytes(3.0 * n * n), 2.0 * n * n * n, [=] { (void)kernels::matmul(a, b); }};
                }});
-  // The backend's own tiled kernel (the emulator always runs it; on a GPU it reads as a share of cuBLAS).
+  // The backend's own tiled kernel (the emulated device's default; on a GPU it reads as a share of cuBLAS).
   c.push_back({"gemm (tiled kernel)", "matmul", "4096^3", "256^3", [](Device d, bool gpu) {
                  const std::int64_t n = gpu ? 4096 : 256;
                  Tensor a = uniform({n, n}, d), b = uniform({n, n}, d);
