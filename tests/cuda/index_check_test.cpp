@@ -1,5 +1,6 @@
-// Device-side index checks (kernels/cuda/index_error.h) on the emulated device: every op family
-// that reads indices (embedding, index, the softmax losses, adaptive softmax) checks them in its
+// Device-side index checks (kernels/cuda/index_check.cu, index_check.cuh, index_error.h) on the
+// emulated device: every op family that reads indices (embedding, index, the softmax losses,
+// adaptive softmax) checks them in its
 // kernels, so a call neither copies the indices to the host nor waits for the device; a bad index
 // is reported at the next synchronisation point with the message a CPU tensor raises at once,
 // exactly once; good indices cost no device-to-host copy at all.

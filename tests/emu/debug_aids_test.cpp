@@ -14,6 +14,7 @@ using Catch::Matchers::Contains;
 using cuda_emu::Schedule;
 using emu_test::ConfigGuard;
 using emu_test::DeviceBuffer;
+using emu_test::launch_error;
 
 namespace {
 
@@ -30,15 +31,6 @@ bool neighbour_copy_correct(bool with_barrier) {
     if (out[i] != in[src]) return false;
   }
   return true;
-}
-
-std::string launch_error(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const cuda_emu::kernel_error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

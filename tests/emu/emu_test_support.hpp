@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -50,6 +51,16 @@ class DeviceBuffer {
   T* ptr_ = nullptr;
   std::size_t n_;
 };
+
+// The message of the kernel_error that `run` throws, or "(no error)".
+inline std::string launch_error(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const cuda_emu::kernel_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 // Restores the emulator configuration at scope exit.
 class ConfigGuard {

@@ -18,6 +18,7 @@ using Catch::Matchers::Contains;
 using cuda_emu::Schedule;
 using emu_test::ConfigGuard;
 using emu_test::DeviceBuffer;
+using emu_test::launch_error;
 
 namespace {
 
@@ -79,15 +80,6 @@ void exits_early_kernel(int* out) {
   const int lane = int(threadIdx.x % 32);
   if (lane >= 16) return;
   out[threadIdx.x] = __shfl_down_sync(0xffffffffu, lane, 1);
-}
-
-std::string launch_error(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const cuda_emu::kernel_error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

@@ -12,17 +12,9 @@ using Catch::Matchers::Contains;
 using cuda_emu::Schedule;
 using emu_test::ConfigGuard;
 using emu_test::DeviceBuffer;
+using emu_test::launch_error;
 
 namespace {
-
-std::string launch_error(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const cuda_emu::kernel_error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::string site(int line) { return "strict.cu:" + std::to_string(line); }
 
