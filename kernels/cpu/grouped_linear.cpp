@@ -1,31 +1,27 @@
 // Fast CPU grouped-linear kernels. Group i of x (columns [i*k_in, (i+1)*k_in) of every row) is a
-// row-major matrix with outer stride g*k_in, so Eigen maps every group's operands in place: no
-// split, no concat, no copies.
+// row-major matrix with leading dimension g*k_in, so every group's GEMM reads its operands in
+// place: no split, no concat, no copies. Each pass's GEMMs go to the provider (Eigen or OpenBLAS)
+// that kernels/cpu/gemm_provider.h picks for their shape, chosen before the pass's OpenMP loop.
 //
 // Work is cut into tasks whose number and boundaries depend only on the shapes: (group, block of
 // kRowBlock rows) for y and dx, whose rows are independent; (group, chunk of rows) for dweight,
 // which sums over rows: each chunk's x_c^T @ dy_c lands in its own buffer (chunk 0 directly in
 // dweight) and the buffers are added in chunk order. The task loops open an OpenMP team whenever
-// Eigen could otherwise split a GEMM across threads: Eigen runs a GEMM single-threaded inside an
+// a library could otherwise split a GEMM across threads: both run a GEMM single-threaded inside an
 // active team, so each GEMM's blocking, and with it its rounding, never depends on the thread
 // count. Smaller calls (under kEigenParallelWork multiply-adds in all) run without a team: Eigen
-// never splits a GEMM of fewer than 2 x 50,000 multiply-adds, so they are single-threaded either
-// way, and a team costs more than such work (badly so when processes share the cores, as tests
+// never splits a GEMM of fewer than 2 x 50,000 multiply-adds, nor OpenBLAS one of fewer than
+// 262,144, so they are single-threaded either way, and a team costs more than such work (badly so when processes share the cores, as tests
 // under ctest -j do: 30 s instead of 0.2 s for the gradient checks). Results are therefore
 // bit-identical for any number of threads. dbias is a column sum in row order.
-//
-// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsic headers when Eigen's GEMM
-// kernels are inlined (see kernels/cpu/matmul.cpp): a known false positive, silenced for this file.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 #include "kernels/cpu/grouped_linear.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
-#include <Eigen/Core>
+#include "kernels/cpu/gemm_provider.h"
 
 namespace define::kernels::cpu {
 namespace {
@@ -41,13 +37,6 @@ constexpr std::int64_t kEigenParallelWork = 100000;
 // Plain loops (dbias, partial sums) below this many elements run without a team.
 constexpr std::int64_t kLoopParallelWork = 1 << 15;
 
-template <typename T>
-using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename T>
-using ConstMap = Eigen::Map<const RowMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
-template <typename T>
-using MutMap = Eigen::Map<RowMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
-
 struct Sizes {
   std::int64_t groups, k_in, k_out, rows;
   std::int64_t x_width() const { return groups * k_in; }
@@ -55,6 +44,7 @@ struct Sizes {
   std::int64_t row_blocks() const { return (rows + kRowBlock - 1) / kRowBlock; }
   // Multiply-adds of one of the three GEMM passes (all groups).
   std::int64_t gemm_work() const { return groups * rows * k_in * k_out; }
+  bool parallel() const { return gemm_work() >= kEigenParallelWork; }
 };
 
 // rows_of: x, y or dy (any [T, ...] matrix of the problem).
@@ -62,19 +52,9 @@ Sizes sizes_of(const Tensor& rows_of, const Tensor& weight) {
   return {weight.shape()[0], weight.shape()[1], weight.shape()[2], rows_of.shape()[0]};
 }
 
-// Rows [r0, r0 + n) of group i of a [rows, groups * width] matrix.
 template <typename T>
-ConstMap<T> group_rows(const T* p, const Sizes& s, std::int64_t width, std::int64_t i, std::int64_t r0,
-                       std::int64_t n) {
-  return ConstMap<T>(p + r0 * s.groups * width + i * width, n, width, Eigen::OuterStride<>(s.groups * width));
-}
-template <typename T>
-MutMap<T> group_rows_mut(T* p, const Sizes& s, std::int64_t width, std::int64_t i, std::int64_t r0, std::int64_t n) {
-  return MutMap<T>(p + r0 * s.groups * width + i * width, n, width, Eigen::OuterStride<>(s.groups * width));
-}
-template <typename T>
-ConstMap<T> group_weight(const T* w, const Sizes& s, std::int64_t i) {
-  return ConstMap<T>(w + i * s.k_in * s.k_out, s.k_in, s.k_out, Eigen::OuterStride<>(s.k_out));
+GemmProvider provider_for(std::int64_t m, std::int64_t n, std::int64_t k) {
+  return gemm_provider(m, n, k, std::is_same_v<T, double>);
 }
 
 template <typename T>
@@ -85,26 +65,34 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   const T* bp = bias.defined() ? bias.data<T>() : nullptr;
   T* yp = y.data<T>();
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
-#pragma omp parallel for schedule(static) if (s.gemm_work() >= kEigenParallelWork)
+  const GemmProvider provider = provider_for<T>(std::min(kRowBlock, s.rows), s.k_out, s.k_in);
+#pragma omp parallel for schedule(static) if (s.parallel())
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
     const std::int64_t n = std::min(kRowBlock, s.rows - r0);
-    MutMap<T> out = group_rows_mut(yp, s, s.k_out, i, r0, n);
-    if (s.k_in == 0) out.setZero();  // an empty product (Eigen asserts on empty reductions)
-    else out.noalias() = group_rows(xp, s, s.k_in, i, r0, n) * group_weight(wp, s, i);
-    if (bp) out.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bp + i * s.k_out, s.k_out);
+    T* out = yp + r0 * s.y_width() + i * s.k_out;
+    // y_i = x_i W_i (an empty k_in gives zeros)
+    gemm_row_major<T>(provider, false, false, n, s.k_out, s.k_in, T(1), xp + r0 * s.x_width() + i * s.k_in,
+                      s.x_width(), wp + i * s.k_in * s.k_out, s.k_out, T(0), out, s.y_width());
+    if (!bp) continue;
+    const T* b = bp + i * s.k_out;
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t j = 0; j < s.k_out; ++j) out[r * s.y_width() + j] += b[j];
   }
 }
 
 template <typename T>
 void dx_typed(const Sizes& s, const T* dyp, const T* wp, T* dxp) {
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
-#pragma omp parallel for schedule(static) if (s.gemm_work() >= kEigenParallelWork)
+  const GemmProvider provider = provider_for<T>(std::min(kRowBlock, s.rows), s.k_in, s.k_out);
+#pragma omp parallel for schedule(static) if (s.parallel())
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
     const std::int64_t n = std::min(kRowBlock, s.rows - r0);
-    group_rows_mut(dxp, s, s.k_in, i, r0, n).noalias() =
-        group_rows(dyp, s, s.k_out, i, r0, n) * group_weight(wp, s, i).transpose();
+    // dx_i = dy_i W_i^T
+    gemm_row_major<T>(provider, false, true, n, s.k_in, s.k_out, T(1), dyp + r0 * s.y_width() + i * s.k_out,
+                      s.y_width(), wp + i * s.k_in * s.k_out, s.k_out, T(0), dxp + r0 * s.x_width() + i * s.k_in,
+                      s.x_width());
   }
 }
 
@@ -124,14 +112,15 @@ void dweight_typed(const Sizes& s, const T* xp, const T* dyp, T* dwp) {
   // Chunk c > 0 of group i sums into partial[((c - 1) * groups + i) * per_group ...].
   std::vector<T> partial(static_cast<std::size_t>((chunks - 1) * s.groups * per_group));
   const std::int64_t tasks = s.groups * chunks;
-#pragma omp parallel for schedule(static) if (s.gemm_work() >= kEigenParallelWork)
+  const GemmProvider provider = provider_for<T>(s.k_in, s.k_out, std::min(chunk_rows, s.rows));
+#pragma omp parallel for schedule(static) if (s.parallel())
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t i = task / chunks, c = task % chunks;
     const std::int64_t r0 = std::min(s.rows, c * chunk_rows), n = std::min(chunk_rows, s.rows - r0);
     T* dst = c == 0 ? dwp + i * per_group : partial.data() + ((c - 1) * s.groups + i) * per_group;
-    MutMap<T> out(dst, s.k_in, s.k_out, Eigen::OuterStride<>(s.k_out));
-    if (n == 0) out.setZero();
-    else out.noalias() = group_rows(xp, s, s.k_in, i, r0, n).transpose() * group_rows(dyp, s, s.k_out, i, r0, n);
+    // dW_i (this chunk) = x_i^T dy_i over the chunk's rows (no rows: zeros)
+    gemm_row_major<T>(provider, true, false, s.k_in, s.k_out, n, T(1), xp + r0 * s.x_width() + i * s.k_in,
+                      s.x_width(), dyp + r0 * s.y_width() + i * s.k_out, s.y_width(), T(0), dst, s.k_out);
   }
   if (chunks == 1) return;
   const std::int64_t total = s.groups * per_group, blocks = (total + kSumBlock - 1) / kSumBlock;

@@ -1,4 +1,5 @@
-// Fast CPU GEMM through Eigen (or OpenBLAS when asked, see blas_gemm below). Every operand is
+// Fast CPU GEMM through Eigen or OpenBLAS, whichever kernels/cpu/gemm_provider.h picks for the
+// shape (by measurement on this machine, or as DEFINE_CPU_GEMM forces). Every operand is
 // wrapped in an Eigen::Map whose storage order matches its strides (row-major when columns are
 // unit-stride, column-major when rows are), so transposed views and trans flags cost nothing:
 // Eigen's packing reads either order. Only an operand with no unit stride in its last two dims is
@@ -31,18 +32,13 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
-#include <limits>
 #include <type_traits>
 
 #include <Eigen/Core>
 #include <omp.h>
-#if DEFINE_CPU_BLAS
-#include <cblas.h>
-#endif
 
 #include "core/factory.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "kernels/copy.h"
 #include "kernels/matmul.h"
 
@@ -93,57 +89,27 @@ struct GemmPlan {
   BatchedMatrix ma, mb, mc;
   EigenLayout la, lb, lc;
   T alpha, beta;
+  GemmProvider provider;
 };
 
-#if DEFINE_CPU_BLAS
-// GEMM n of the plan through OpenBLAS (sgemm / dgemm), which reads any of the layouts Eigen maps
-// through its transpose flags and leading dimensions. Opt-in (DEFINE_CPU_GEMM=openblas), because
-// measured on the 2-core build machine (bench/lm_train_bench, LSTM LM training, best runs) Eigen was
-// ahead when the cores were idle (9.0-9.4k vs 8.3-9.2k tokens/s) and level under load (5.9k vs
-// 5.5k). Why keep it: Eigen's multi-threaded GEMM busy-waits between its threads, so when another
-// process takes a core a single GEMM can collapse (a 700x200x800 GEMM measured 0.7 to 8.6 ms from
-// one moment to the next), while OpenBLAS's OpenMP build waits in the OpenMP runtime
-// (OMP_WAIT_POLICY applies). Inside an active OpenMP region (the batch-parallel loop) it runs
-// single-threaded. Each element of C is computed by one thread in a fixed order, so results do not
-// depend on the thread count.
-template <typename T>
-void blas_call(CBLAS_ORDER layout, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, T alpha,
-               const T* a, blasint lda, const T* b, blasint ldb, T beta, T* c, blasint ldc) {
-  if constexpr (std::is_same_v<T, float>) cblas_sgemm(layout, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else cblas_dgemm(layout, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-// DEFINE_CPU_GEMM=openblas selects OpenBLAS at run time (Eigen otherwise).
-bool blas_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("DEFINE_CPU_GEMM");
-    return v && std::string_view(v) == "openblas";
-  }();
-  return on;
-}
-
+// GEMM n of the plan through OpenBLAS (sgemm / dgemm), when the provider choice says so
+// (kernels/cpu/gemm_provider.h). In C's storage order an operand of the other order is its
+// transpose, so every layout Eigen maps is one gemm_row_major call on C or on C^T. Inside an active
+// OpenMP region (the batch-parallel loop) OpenBLAS runs single-threaded; outside it splits C's rows
+// and columns, never the inner dimension, so results do not depend on the thread count.
 template <typename T, Order OA, Order OB, Order OC>
-bool blas_gemm(const GemmPlan<T>& p, std::int64_t n) {
-  if (!blas_enabled()) return false;
+void blas_gemm(const GemmPlan<T>& p, std::int64_t n) {
+  const T* a = p.a + p.ma.batch_offsets[n];
+  const T* b = p.b + p.mb.batch_offsets[n];
+  T* c = p.c + p.mc.batch_offsets[n];
   const std::int64_t rows = p.mc.rows, cols = p.mc.cols, k = p.ma.cols;
-  constexpr std::int64_t kMax = std::numeric_limits<blasint>::max();
-  if (rows > kMax || cols > kMax || k > kMax || p.la.outer > kMax || p.lb.outer > kMax || p.lc.outer > kMax) return false;
-  const CBLAS_ORDER layout = OC == Order::Row ? CblasRowMajor : CblasColMajor;
-  // In C's storage order an operand of the other order is its transpose.
-  const CBLAS_TRANSPOSE ta = OA == OC ? CblasNoTrans : CblasTrans;
-  const CBLAS_TRANSPOSE tb = OB == OC ? CblasNoTrans : CblasTrans;
-  // BLAS wants each leading dimension at least the stored row length (and 1); a size-1 dim may
-  // carry any stride, so take the larger.
-  const auto ld = [](std::int64_t outer, std::int64_t stored_cols) { return static_cast<blasint>(std::max<std::int64_t>({outer, stored_cols, 1})); };
-  const bool row = OC == Order::Row;
-  const blasint lda = ld(p.la.outer, (OA == Order::Row) ? k : rows);
-  const blasint ldb = ld(p.lb.outer, (OB == Order::Row) ? cols : k);
-  const blasint ldc = ld(p.lc.outer, row ? cols : rows);
-  blas_call<T>(layout, ta, tb, static_cast<blasint>(rows), static_cast<blasint>(cols), static_cast<blasint>(k), p.alpha,
-               p.a + p.ma.batch_offsets[n], lda, p.b + p.mb.batch_offsets[n], ldb, p.beta, p.c + p.mc.batch_offsets[n], ldc);
-  return true;
+  if constexpr (OC == Order::Row)
+    gemm_row_major<T>(GemmProvider::OpenBlas, OA == Order::Col, OB == Order::Col, rows, cols, k, p.alpha, a,
+                      p.la.outer, b, p.lb.outer, p.beta, c, p.lc.outer);
+  else  // C^T = B^T A^T, all row-major
+    gemm_row_major<T>(GemmProvider::OpenBlas, OB == Order::Row, OA == Order::Row, cols, rows, k, p.alpha, b,
+                      p.lb.outer, a, p.la.outer, p.beta, c, p.lc.outer);
 }
-#endif
 
 template <typename T, Order OA, Order OB, Order OC>
 void run_batch(const GemmPlan<T>& p) {
@@ -159,9 +125,10 @@ void run_batch(const GemmPlan<T>& p) {
       else C *= p.beta;
       continue;
     }
-#if DEFINE_CPU_BLAS
-    if (blas_gemm<T, OA, OB, OC>(p, n)) continue;
-#endif
+    if (p.provider == GemmProvider::OpenBlas) {
+      blas_gemm<T, OA, OB, OC>(p, n);
+      continue;
+    }
     ConstMap<T, OA> A(p.a + p.ma.batch_offsets[n], p.ma.rows, k, Eigen::OuterStride<>(p.la.outer));
     ConstMap<T, OB> B(p.b + p.mb.batch_offsets[n], k, p.mb.cols, Eigen::OuterStride<>(p.lb.outer));
     if (p.beta == T(0)) {
@@ -211,10 +178,12 @@ void gemm_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool 
 
   GemmPlan<T> p{a.data<T>(), b.data<T>(), c.data<T>(),
                 batched_matrix(a, trans_a, batch), batched_matrix(b, trans_b, batch), batched_matrix(c, false, batch),
-                {}, {}, {}, static_cast<T>(alpha), static_cast<T>(beta)};
+                {}, {}, {}, static_cast<T>(alpha), static_cast<T>(beta), GemmProvider::Eigen};
   p.la = eigen_layout(p.ma);
   p.lb = eigen_layout(p.mb);
   p.lc = eigen_layout(p.mc);
+  // Chosen here, outside any OpenMP region: the first GEMM of a shape class may time both providers.
+  p.provider = gemm_provider(p.mc.rows, p.mc.cols, p.ma.cols, std::is_same_v<T, double>);
   pick_a(p);
   if (!out_mappable) kernels::copy_into(out, c);
 }

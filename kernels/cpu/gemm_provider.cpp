@@ -1,0 +1,401 @@
+// The CPU GEMM provider choice: see gemm_provider.h for the policy and why.
+//
+// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsic headers when Eigen's GEMM
+// kernels are inlined (see kernels/cpu/matmul.cpp): a known false positive, silenced for this file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "kernels/cpu/gemm_provider.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <type_traits>
+
+#include <Eigen/Core>
+#include <fmt/format.h>
+#include <omp.h>
+#include <unistd.h>
+#if DEFINE_CPU_BLAS
+#include <cblas.h>
+#endif
+
+#include "core/error.h"
+
+namespace define::kernels::cpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Calibration: operands scaled down to at most this many multiply-adds, timed over enough
+// repetitions that one timing covers at least kMinTimedWork, kRounds interleaved rounds.
+constexpr std::int64_t kMaxCalibrationWork = std::int64_t{1} << 25;
+constexpr std::int64_t kMinTimedWork = std::int64_t{1} << 20;
+constexpr int kRounds = 5;
+constexpr const char* kCacheVersion = "v1";
+
+// ---- Eigen and OpenBLAS on row-major operands -------------------------------------------------
+
+template <typename T, int Order>
+using ConstMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
+                            Eigen::OuterStride<>>;
+template <typename T>
+using RowMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned,
+                          Eigen::OuterStride<>>;
+
+template <typename T, typename A, typename B>
+void eigen_product(RowMap<T>& c, const A& a, const B& b, T alpha, T beta) {
+  if (beta == T(0)) {
+    if (alpha == T(1)) c.noalias() = a * b;  // C's old contents (possibly NaN garbage) never read
+    else c.noalias() = alpha * a * b;
+  } else {
+    if (beta != T(1)) c *= beta;
+    c.noalias() += alpha * a * b;
+  }
+}
+
+// op(A) is A's storage read as m x k: row-major with outer stride lda, or, transposed, the same
+// bytes read column-major.
+template <typename T>
+void eigen_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  RowMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
+  if (k == 0) {  // an empty product (Eigen asserts on empty reductions)
+    if (beta == T(0)) C.setZero();
+    else C *= beta;
+    return;
+  }
+  const Eigen::OuterStride<> sa(lda), sb(ldb);
+  if (!ta && !tb)
+    eigen_product(C, ConstMap<T, Eigen::RowMajor>(a, m, k, sa), ConstMap<T, Eigen::RowMajor>(b, k, n, sb), alpha, beta);
+  else if (!ta)
+    eigen_product(C, ConstMap<T, Eigen::RowMajor>(a, m, k, sa), ConstMap<T, Eigen::ColMajor>(b, k, n, sb), alpha, beta);
+  else if (!tb)
+    eigen_product(C, ConstMap<T, Eigen::ColMajor>(a, m, k, sa), ConstMap<T, Eigen::RowMajor>(b, k, n, sb), alpha, beta);
+  else
+    eigen_product(C, ConstMap<T, Eigen::ColMajor>(a, m, k, sa), ConstMap<T, Eigen::ColMajor>(b, k, n, sb), alpha, beta);
+}
+
+#if DEFINE_CPU_BLAS
+// False when a size does not fit BLAS's int (the caller then uses Eigen).
+template <typename T>
+bool blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+               std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  // BLAS wants each leading dimension at least the stored row length (and 1); a dim of size 1 may
+  // carry any stride, so take the larger.
+  const std::int64_t la = std::max<std::int64_t>({lda, ta ? m : k, 1});
+  const std::int64_t lb = std::max<std::int64_t>({ldb, tb ? k : n, 1});
+  const std::int64_t lc = std::max<std::int64_t>({ldc, n, 1});
+  constexpr std::int64_t kMax = std::numeric_limits<blasint>::max();
+  if (std::max({m, n, k, la, lb, lc}) > kMax) return false;
+  const auto i = [](std::int64_t v) { return static_cast<blasint>(v); };
+  const CBLAS_TRANSPOSE ca = ta ? CblasTrans : CblasNoTrans, cb = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ca, cb, i(m), i(n), i(k), alpha, a, i(la), b, i(lb), beta, c, i(lc));
+  else
+    cblas_dgemm(CblasRowMajor, ca, cb, i(m), i(n), i(k), alpha, a, i(la), b, i(lb), beta, c, i(lc));
+  return true;
+}
+#endif
+
+// ---- settings and the machine's name -----------------------------------------------------------
+
+std::optional<std::string> default_cache_dir() {
+  if (const char* d = std::getenv("DEFINE_CACHE_DIR")) {
+    const std::string_view v(d);
+    if (v.empty() || v == "off") return std::nullopt;
+    return std::string(v);
+  }
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (fs::path(x) / "define").string();
+  if (const char* h = std::getenv("HOME"); h && *h) return (fs::path(h) / ".cache" / "define").string();
+  return std::nullopt;
+}
+
+GemmProviderSettings settings_from_environment() {
+  GemmProviderSettings s;
+  if (const char* v = std::getenv("DEFINE_CPU_GEMM")) s.choice = parse_gemm_choice(v);
+  s.cache_dir = default_cache_dir();
+  return s;
+}
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const char ch : s) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// "<cpu model>-<hash>": the model for a reader, the hash over what else changes the timings.
+std::string machine_name() {
+  std::string model = "unknown-cpu", flags;
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_first_of(" \t"));
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model" && line.rfind("model name", 0) == 0 && model == "unknown-cpu") model = value;
+    if (key == "flags" && flags.empty()) flags = value;
+  }
+  std::string readable;
+  for (const char ch : model) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(ch)) != 0;
+    if (keep) readable += ch;
+    else if (!readable.empty() && readable.back() != '_') readable += '_';
+  }
+  while (!readable.empty() && readable.back() == '_') readable.pop_back();
+  std::string build = fmt::format("{} eigen {}.{}.{}", kCacheVersion, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
+                                  EIGEN_MINOR_VERSION);
+#if DEFINE_CPU_BLAS
+  build += fmt::format(" openblas {} {}", openblas_get_config(), openblas_get_corename());
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  build += " sanitized";  // instrumented Eigen against uninstrumented OpenBLAS: its own choices
+#endif
+#ifndef NDEBUG
+  build += " debug";
+#endif
+  return fmt::format("{}-{:016x}", readable.empty() ? "cpu" : readable, fnv1a(model + '\n' + flags + '\n' + build));
+}
+
+// ---- measuring ----------------------------------------------------------------------------------
+
+template <typename T>
+double seconds_of(GemmProvider p, std::int64_t m, std::int64_t n, std::int64_t k, const std::vector<T>& a,
+                  const std::vector<T>& b, std::vector<T>& c, int reps) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r)
+    gemm_row_major<T>(p, false, false, m, n, k, T(1), a.data(), k, b.data(), n, T(0), c.data(), n);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+// Times both providers on one thread; fills d's timings and provider.
+template <typename T>
+void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmDecision& d) {
+  m = std::max<std::int64_t>(m, 1), n = std::max<std::int64_t>(n, 1), k = std::max<std::int64_t>(k, 1);
+  // Scale the longest dimension down until the work fits (the class keeps its shape's character).
+  while (m * n * k > kMaxCalibrationWork) {
+    std::int64_t& longest = m >= n && m >= k ? m : (n >= k ? n : k);
+    longest = std::max<std::int64_t>(longest / 2, 1);
+  }
+  std::vector<T> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n)), c(static_cast<std::size_t>(m * n));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = T(static_cast<int>(i % 17) - 8) / T(16);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = T(static_cast<int>(i % 13) - 6) / T(16);
+  const int reps = static_cast<int>(std::max<std::int64_t>(1, kMinTimedWork / (m * n * k)));
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(1);  // this thread's setting only; both libraries follow it
+  double best_eigen = std::numeric_limits<double>::infinity(), best_blas = best_eigen;
+  seconds_of<T>(GemmProvider::Eigen, m, n, k, a, b, c, 1);  // warm-up: page-in, OpenBLAS buffers
+  seconds_of<T>(GemmProvider::OpenBlas, m, n, k, a, b, c, 1);
+  for (int r = 0; r < kRounds; ++r) {  // interleaved, so a slow moment costs both
+    best_eigen = std::min(best_eigen, seconds_of<T>(GemmProvider::Eigen, m, n, k, a, b, c, reps));
+    best_blas = std::min(best_blas, seconds_of<T>(GemmProvider::OpenBlas, m, n, k, a, b, c, reps));
+  }
+  omp_set_num_threads(saved_threads);
+  d.eigen_seconds = best_eigen;
+  d.openblas_seconds = best_blas;
+  d.provider = best_blas < best_eigen ? GemmProvider::OpenBlas : GemmProvider::Eigen;
+}
+
+// ---- the cache ------------------------------------------------------------------------------------
+
+std::optional<GemmProvider> read_choice(const fs::path& file) {
+  std::ifstream in(file);
+  std::string word;
+  if (!(in >> word)) return std::nullopt;
+  if (word == "eigen") return GemmProvider::Eigen;
+  if (word == "openblas") return GemmProvider::OpenBlas;
+  return std::nullopt;
+}
+
+// Publishes d under `file` unless another process got there first; returns what the file says
+// afterwards (d's own choice when the folder cannot be written).
+GemmProvider publish(const fs::path& file, const GemmDecision& d) {
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  static std::atomic<int> counter{0};
+  const fs::path tmp = file.parent_path() / fmt::format(".{}.{}.{}", file.filename().string(), ::getpid(), counter++);
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << to_string(d.provider) << " eigen_s " << d.eigen_seconds << " openblas_s " << d.openblas_seconds << '\n';
+    if (!out.flush()) {
+      fs::remove(tmp, ec);
+      return d.provider;
+    }
+  }
+  GemmProvider result = d.provider;
+  if (::link(tmp.c_str(), file.c_str()) != 0) {
+    if (errno == EEXIST) {
+      if (const auto theirs = read_choice(file)) result = *theirs;  // the first process's choice holds
+      else fs::rename(tmp, file, ec);                               // unreadable: replace it
+    }
+  }
+  fs::remove(tmp, ec);
+  return result;
+}
+
+struct State {
+  std::mutex mutex;
+  bool loaded = false;
+  GemmProviderSettings settings;
+  std::string folder;  // cpu-gemm/<machine>, empty without a cache
+  std::map<std::string, GemmProvider> chosen;
+  std::vector<GemmDecision> decisions;
+
+  void load_locked() {
+    if (loaded) return;
+    settings = settings_from_environment();
+    set_folder_locked();
+    loaded = true;
+  }
+  void set_folder_locked() {
+    folder = settings.cache_dir ? (fs::path(*settings.cache_dir) / "cpu-gemm" / machine_name()).string() : "";
+  }
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+std::string file_name_of(const std::string& shape_class) {
+  std::string f = shape_class;
+  std::replace(f.begin(), f.end(), ' ', '-');
+  return f;
+}
+
+std::int64_t power_of_four_floor(std::int64_t x) {
+  if (x <= 1) return 1;
+  const int bits = std::bit_width(static_cast<std::uint64_t>(x)) - 1;  // floor(log2 x)
+  return std::int64_t{1} << (bits - bits % 2);
+}
+
+}  // namespace
+
+const char* to_string(GemmProvider p) { return p == GemmProvider::OpenBlas ? "openblas" : "eigen"; }
+const char* to_string(GemmChoice c) {
+  return c == GemmChoice::Auto ? "auto" : c == GemmChoice::OpenBlas ? "openblas" : "eigen";
+}
+
+GemmChoice parse_gemm_choice(std::string_view s) {
+  if (s == "auto" || s.empty()) return GemmChoice::Auto;
+  if (s == "eigen") return GemmChoice::Eigen;
+  if (s == "openblas") {
+    if (!openblas_available())
+      fail("DEFINE_CPU_GEMM", "openblas was asked for, but this build has no OpenBLAS (install "
+                              "libopenblas-openmp-dev and reconfigure), use auto or eigen");
+    return GemmChoice::OpenBlas;
+  }
+  fail("DEFINE_CPU_GEMM", "unknown value '{}' (expected auto, eigen or openblas)", s);
+}
+
+bool openblas_available() {
+#if DEFINE_CPU_BLAS
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double) {
+  return fmt::format("{} m{} n{} k{}", is_double ? "f64" : "f32", power_of_four_floor(m), power_of_four_floor(n),
+                     power_of_four_floor(k));
+}
+
+GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.load_locked();
+  switch (s.settings.choice) {
+    case GemmChoice::Eigen: return GemmProvider::Eigen;
+    case GemmChoice::OpenBlas: return GemmProvider::OpenBlas;
+    case GemmChoice::Auto: break;
+  }
+  if (!openblas_available() || is_double) return GemmProvider::Eigen;
+  const std::string shape_class = gemm_shape_class(m, n, k, is_double);
+  if (const auto it = s.chosen.find(shape_class); it != s.chosen.end()) return it->second;
+
+  GemmDecision d;
+  d.shape_class = shape_class;
+  const fs::path file = s.folder.empty() ? fs::path() : fs::path(s.folder) / file_name_of(shape_class);
+  if (const auto cached = s.folder.empty() ? std::nullopt : read_choice(file)) {
+    d.provider = *cached;
+    d.from_cache = true;
+  } else {
+    measure<float>(m, n, k, d);
+    if (!s.folder.empty()) {
+      const GemmProvider published = publish(file, d);
+      d.from_cache = published != d.provider;
+      d.provider = published;
+    }
+  }
+  s.chosen.emplace(shape_class, d.provider);
+  s.decisions.push_back(d);
+  return d.provider;
+}
+
+std::vector<GemmDecision> gemm_decisions() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.decisions;
+}
+
+GemmProviderSettings gemm_provider_settings() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.load_locked();
+  return s.settings;
+}
+
+void set_gemm_provider_settings(const GemmProviderSettings& settings) {
+  if (settings.choice == GemmChoice::OpenBlas && !openblas_available()) parse_gemm_choice("openblas");  // the error
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.settings = settings;
+  s.set_folder_locked();
+  s.loaded = true;
+  s.chosen.clear();
+  s.decisions.clear();
+}
+
+std::string gemm_cache_folder() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.load_locked();
+  return s.folder;
+}
+
+template <typename T>
+void gemm_row_major(GemmProvider p, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+                    std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+#if DEFINE_CPU_BLAS
+  if (p == GemmProvider::OpenBlas && k > 0 && blas_gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
+#else
+  (void)p;
+#endif
+  eigen_gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template void gemm_row_major<float>(GemmProvider, bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
+                                    const float*, std::int64_t, const float*, std::int64_t, float, float*,
+                                    std::int64_t);
+template void gemm_row_major<double>(GemmProvider, bool, bool, std::int64_t, std::int64_t, std::int64_t, double,
+                                     const double*, std::int64_t, const double*, std::int64_t, double, double*,
+                                     std::int64_t);
+
+}  // namespace define::kernels::cpu

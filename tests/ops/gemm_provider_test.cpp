@@ -1,0 +1,226 @@
+// The CPU GEMM provider choice (kernels/cpu/gemm_provider.h): each provider forced in turn gives the
+// reference's results for every operand layout, odd sizes, batches and beta, in matmul and in
+// grouped_linear (thread-count independence included); auto measures a shape class once, keeps
+// the choice in its cache folder, reads it back in a later "process", honours a file another
+// process wrote, replaces an unreadable one; and bad settings are named errors.
+#include <catch2/catch.hpp>
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "harness/op_harness.h"
+#include "autograd/views.h"
+#include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/cpu/gemm_provider.h"
+#include "kernels/grouped_linear.h"
+#include "kernels/matmul.h"
+
+using namespace define;
+using kernels::cpu::GemmChoice;
+using kernels::cpu::GemmProvider;
+using kernels::cpu::GemmProviderSettings;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+
+// Restores the process's provider settings when a test ends.
+struct SettingsGuard {
+  GemmProviderSettings saved = kernels::cpu::gemm_provider_settings();
+  ~SettingsGuard() { kernels::cpu::set_gemm_provider_settings(saved); }
+};
+
+std::vector<GemmChoice> forced_choices() {
+  std::vector<GemmChoice> c{GemmChoice::Eigen};
+  if (kernels::cpu::openblas_available()) c.push_back(GemmChoice::OpenBlas);
+  return c;
+}
+
+// A fresh, empty folder under the system's temporary folder.
+fs::path fresh_folder(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / fmt::format("define-gemm-provider-{}-{}", name, ::getpid());
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string read_word(const fs::path& file) {
+  std::ifstream in(file);
+  std::string w;
+  in >> w;
+  return w;
+}
+
+void check_close(const Tensor& got, const Tensor& want, double tol) {
+  const std::vector<double> g = values(got), w = values(want);
+  REQUIRE(g.size() == w.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]) / (1 + std::abs(w[i])));
+  CHECK(worst <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("cpu gemm providers: every layout, odd sizes, batches and beta against the reference",
+          "[matmul][gemm_provider][family:matmul]") {
+  SettingsGuard guard;
+  Generator gen(31);
+  const std::int64_t B = 3, M = 37, N = 29, K = 53;
+  for (const DType dt : {DType::Float32, DType::Float64}) {
+    const double tol = dt == DType::Float32 ? 1e-5 : 1e-12;
+    for (const GemmChoice choice : forced_choices()) {
+      kernels::cpu::set_gemm_provider_settings({choice, std::nullopt});
+      for (int layout = 0; layout < 8; ++layout) {
+        const bool ta = layout & 1, tb = layout & 2, tc = layout & 4;
+        INFO(kernels::cpu::to_string(choice) << " " << dtype_name(dt) << " trans_a " << ta << " trans_b " << tb
+                                             << " transposed out " << tc);
+        const Tensor a = rand_uniform(ta ? Shape{B, K, M} : Shape{B, M, K}, -1, 1, {dt}, gen);
+        const Tensor b = rand_uniform(tb ? Shape{B, N, K} : Shape{B, K, N}, -1, 1, {dt}, gen);
+        const Tensor c0 = rand_uniform({B, M, N}, -1, 1, {dt}, gen);
+        // out either contiguous or a transposed view of a [B, N, M] buffer (column-major C).
+        auto make_out = [&] {
+          if (!tc) return kernels::contiguous(c0);
+          return transpose(kernels::contiguous(transpose(c0, 1, 2)), 1, 2);
+        };
+        for (const double beta : {0.0, 0.5}) {
+          const Tensor fast = make_out(), ref = make_out();
+          kernels::gemm(a, b, fast, ta, tb, 1.5, beta);
+          {
+            kernels::CpuBackendGuard ref_guard(kernels::Backend::Ref);
+            kernels::gemm(a, b, ref, ta, tb, 1.5, beta);
+          }
+          check_close(fast, ref, tol);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu gemm providers: grouped_linear forward and backward against the reference, any thread count",
+          "[grouped_linear][gemm_provider][family:grouped_linear]") {
+  SettingsGuard guard;
+  Generator gen(32);
+  // 600 rows: 3 row blocks for y and dx, 2 row chunks for dweight; odd per-group widths.
+  const std::int64_t g = 3, k_in = 19, k_out = 23, rows = 600;
+  const Tensor x = rand_uniform({rows, g * k_in}, -1, 1, {}, gen);
+  const Tensor w = rand_uniform({g, k_in, k_out}, -1, 1, {}, gen);
+  const Tensor b = rand_uniform({g, k_out}, -1, 1, {}, gen);
+  const Tensor dy = rand_uniform({rows, g * k_out}, -1, 1, {}, gen);
+  Tensor ref_y;
+  kernels::GroupedLinearGrads ref;
+  {
+    kernels::CpuBackendGuard ref_guard(kernels::Backend::Ref);
+    ref_y = kernels::grouped_linear(x, w, b);
+    ref = kernels::grouped_linear_backward(dy, x, w, true, true, true);
+  }
+  const int saved_threads = omp_get_max_threads();
+  for (const GemmChoice choice : forced_choices()) {
+    kernels::cpu::set_gemm_provider_settings({choice, std::nullopt});
+    std::vector<double> first_y, first_dw;
+    for (const int threads : {1, 2, 3}) {
+      INFO(kernels::cpu::to_string(choice) << ", " << threads << " threads");
+      omp_set_num_threads(threads);
+      const Tensor y = kernels::grouped_linear(x, w, b);
+      const kernels::GroupedLinearGrads gr = kernels::grouped_linear_backward(dy, x, w, true, true, true);
+      check_close(y, ref_y, 1e-5);
+      check_close(gr.dx, ref.dx, 1e-5);
+      check_close(gr.dweight, ref.dweight, 1e-4);  // sums of 600 products
+      check_close(gr.dbias, ref.dbias, 1e-4);
+      if (first_y.empty()) {
+        first_y = values(y);
+        first_dw = values(gr.dweight);
+      } else {  // bit-identical for any thread count, whichever provider
+        CHECK(values(y) == first_y);
+        CHECK(values(gr.dweight) == first_dw);
+      }
+    }
+  }
+  omp_set_num_threads(saved_threads);
+}
+
+TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the cache, read back",
+          "[matmul][gemm_provider]") {
+  if (!kernels::cpu::openblas_available()) {
+    WARN("skipped: this build has no OpenBLAS, so auto always means Eigen");
+    return;
+  }
+  SettingsGuard guard;
+  const fs::path root = fresh_folder("auto");
+  kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
+  const fs::path folder = kernels::cpu::gemm_cache_folder();
+  CHECK(folder.parent_path() == root / "cpu-gemm");
+
+  // First use of a class: both providers timed, the faster kept, the file written.
+  const GemmProvider first = kernels::cpu::gemm_provider(300, 70, 520, false);
+  std::vector<kernels::cpu::GemmDecision> d = kernels::cpu::gemm_decisions();
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].shape_class == "f32 m256 n64 k256");
+  CHECK(d[0].shape_class == kernels::cpu::gemm_shape_class(300, 70, 520, false));
+  CHECK_FALSE(d[0].from_cache);
+  CHECK(d[0].eigen_seconds > 0);
+  CHECK(d[0].openblas_seconds > 0);
+  CHECK(first == (d[0].openblas_seconds < d[0].eigen_seconds ? GemmProvider::OpenBlas : GemmProvider::Eigen));
+  const fs::path file = folder / "f32-m256-n64-k256";
+  REQUIRE(fs::exists(file));
+  CHECK(read_word(file) == kernels::cpu::to_string(first));
+
+  // Same class, another shape: no new measurement.
+  CHECK(kernels::cpu::gemm_provider(1000, 127, 300, false) == first);
+  CHECK(kernels::cpu::gemm_decisions().size() == 1);
+
+  // A later process (settings reset) reads the file instead of measuring.
+  kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
+  CHECK(kernels::cpu::gemm_provider(300, 70, 520, false) == first);
+  d = kernels::cpu::gemm_decisions();
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].from_cache);
+
+  // A choice another process wrote is honoured whatever this machine's timings say.
+  for (const GemmProvider p : {GemmProvider::Eigen, GemmProvider::OpenBlas}) {
+    kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
+    std::ofstream(folder / "f32-m16-n16-k16") << kernels::cpu::to_string(p) << '\n';
+    CHECK(kernels::cpu::gemm_provider(20, 20, 20, false) == p);
+  }
+
+  // An unreadable file is measured again and replaced by a valid one.
+  kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
+  std::ofstream(folder / "f32-m4-n4-k4") << "garbage\n";
+  const GemmProvider replaced = kernels::cpu::gemm_provider(5, 6, 7, false);
+  CHECK(read_word(folder / "f32-m4-n4-k4") == kernels::cpu::to_string(replaced));
+  CHECK_FALSE(kernels::cpu::gemm_decisions().back().from_cache);
+
+  // float64 GEMMs stay on Eigen under auto; no cache: nothing written.
+  CHECK(kernels::cpu::gemm_provider(300, 70, 520, true) == GemmProvider::Eigen);
+  const fs::path nowhere = fresh_folder("nocache");
+  kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, std::nullopt});
+  CHECK(kernels::cpu::gemm_cache_folder().empty());
+  (void)kernels::cpu::gemm_provider(64, 64, 64, false);
+  CHECK(fs::is_empty(nowhere));
+  CHECK(kernels::cpu::gemm_decisions().size() == 1);
+  fs::remove_all(root);
+  fs::remove_all(nowhere);
+}
+
+TEST_CASE("cpu gemm provider: forced choices and bad settings", "[matmul][gemm_provider]") {
+  SettingsGuard guard;
+  kernels::cpu::set_gemm_provider_settings({GemmChoice::Eigen, std::nullopt});
+  CHECK(kernels::cpu::gemm_provider(512, 512, 512, false) == GemmProvider::Eigen);
+  CHECK(kernels::cpu::gemm_decisions().empty());  // forced: nothing measured
+  CHECK(kernels::cpu::parse_gemm_choice("auto") == GemmChoice::Auto);
+  CHECK(kernels::cpu::parse_gemm_choice("eigen") == GemmChoice::Eigen);
+  CHECK_THROWS_WITH(kernels::cpu::parse_gemm_choice("mkl"),
+                    "DEFINE_CPU_GEMM: unknown value 'mkl' (expected auto, eigen or openblas)");
+  if (kernels::cpu::openblas_available()) {
+    kernels::cpu::set_gemm_provider_settings({GemmChoice::OpenBlas, std::nullopt});
+    CHECK(kernels::cpu::gemm_provider(8, 8, 8, true) == GemmProvider::OpenBlas);
+  } else {
+    CHECK_THROWS_WITH(kernels::cpu::parse_gemm_choice("openblas"), Catch::Contains("this build has no OpenBLAS"));
+  }
+}
