@@ -14,7 +14,6 @@
 namespace define::kernels::cpu {
 namespace {
 
-using row_math::exp_fast;
 using row_math::row_stats;
 using row_math::row_sum;
 using row_math::RowStats;
@@ -33,7 +32,7 @@ bool parallel(std::int64_t rows, std::int64_t width) { return rows * width > kPa
 // grad[j] = s * (exp(x[j] - lse) - [j == hit]).
 template <typename T>
 void softmax_minus_onehot(const T* x, T* grad, std::int64_t w, T lse, std::int64_t hit, T s) {
-  for (std::int64_t j = 0; j < w; ++j) grad[j] = s * exp_fast(x[j] - lse);
+  row_math::store_scaled_exp(x, grad, w, lse, s, T(0));  // s * exp(x - lse) - 0: the same bits
   grad[hit] -= s;
 }
 
@@ -154,7 +153,7 @@ void log_prob_backward_typed(const Tensor& out, const Tensor& head_lp, const Ten
       const T cluster_lp = hlp[r * h + slot];
       T* dt = grad_tails[i].data<T>() + r * w;
       // Tail log-probabilities are out - cluster_lp: d tail = dout - softmax(tail) * s.
-      for (std::int64_t j = 0; j < w; ++j) dt[j] = g[j] - exp_fast(lp[j] - cluster_lp) * s;
+      row_math::store_minus_scaled_exp(g, lp, dt, w, cluster_lp, s);
       dlp[r * h + slot] = s;
     }
   }

@@ -106,7 +106,7 @@ void softmax_backward_typed(const Tensor& y, const Tensor& dy, const Tensor& dx,
         T* dr = dp + off;
         if (log) {  // dx = dy - exp(y) * sum(dy)
           const T s = static_cast<T>(row_sum<kDotOrder>(gr, n));
-          for (std::int64_t j = 0; j < n; ++j) dr[j] = gr[j] - exp_fast(yr[j]) * s;
+          row_math::store_minus_scaled_exp(gr, yr, dr, n, T(0), s);  // exp(y - 0) is exp(y)
         } else {  // dx = y * (dy - sum(dy * y))
           const T dot = static_cast<T>(row_dot<kDotOrder>(gr, yr, n));
           for (std::int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - dot);
@@ -181,7 +181,7 @@ void cross_entropy_backward_typed(const Tensor& logits, const Tensor& lse, const
     const double scale = double(g[per_row ? i : 0]) / w;
     const T s = static_cast<T>(scale), lse_i = l[i];
     const T smooth = static_cast<T>(scale * label_smoothing / double(classes));
-    for (std::int64_t c = 0; c < classes; ++c) dr[c] = s * exp_fast(xr[c] - lse_i) - smooth;
+    row_math::store_scaled_exp(xr, dr, classes, lse_i, s, smooth);
     dr[t[i]] = static_cast<T>(double(dr[t[i]]) - scale * (1.0 - label_smoothing));
   }
 }
