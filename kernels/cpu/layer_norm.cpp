@@ -1,5 +1,6 @@
 // Fast CPU layer-norm kernels. Rows are independent, so both passes run OpenMP over rows with
-// vectorisable inner loops (statistics accumulate in kLanes partial sums, then in double).
+// vectorisable inner loops (statistics accumulate in kLanes partial sums, then in double; float32
+// runs the 16 lanes as two explicit 8-float vectors, kernels/cpu/row_math.h says why).
 // dweight/dbias are sums over rows: rather than atomics, rows are split into a number of chunks
 // that depends only on the shape, each chunk sums into its own buffer, and the buffers are added
 // in chunk order, so the result is bit-identical for any thread count.
@@ -7,7 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
+
+#include "kernels/cpu/row_math.h"
 
 namespace define::kernels::cpu {
 namespace {
@@ -20,10 +24,21 @@ constexpr std::int64_t kMaxPartialElements = 1 << 21;     // cap on chunks * D (
 // Mean and 1/sqrt(var + eps) of one row, two-pass (stable when |mean| >> std).
 template <typename T>
 void row_stats(const T* x, std::int64_t d, double eps, double& mu, double& rs) {
+  using row_math::Float8, row_math::load8, row_math::store8;
   T acc[kLanes] = {};
   std::int64_t j = 0;
-  for (; j + kLanes <= d; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += x[j + l];
+  if constexpr (std::is_same_v<T, float>) {
+    Float8 a0 = {}, a1 = {};
+    for (; j + kLanes <= d; j += kLanes) {
+      a0 += load8(x + j);
+      a1 += load8(x + j + 8);
+    }
+    store8(acc, a0);
+    store8(acc + 8, a1);
+  } else {
+    for (; j + kLanes <= d; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += x[j + l];
+  }
   double s = 0;
   for (; j < d; ++j) s += x[j];
   for (int l = 0; l < kLanes; ++l) s += acc[l];
@@ -31,8 +46,19 @@ void row_stats(const T* x, std::int64_t d, double eps, double& mu, double& rs) {
   const T m = static_cast<T>(mu);
   T sq[kLanes] = {};
   j = 0;
-  for (; j + kLanes <= d; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) sq[l] += (x[j + l] - m) * (x[j + l] - m);
+  if constexpr (std::is_same_v<T, float>) {
+    Float8 q0 = {}, q1 = {};
+    for (; j + kLanes <= d; j += kLanes) {
+      const Float8 c0 = load8(x + j) - m, c1 = load8(x + j + 8) - m;
+      q0 += c0 * c0;
+      q1 += c1 * c1;
+    }
+    store8(sq, q0);
+    store8(sq + 8, q1);
+  } else {
+    for (; j + kLanes <= d; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) sq[l] += (x[j + l] - m) * (x[j + l] - m);
+  }
   double v = 0;
   for (; j < d; ++j) v += double(x[j] - m) * double(x[j] - m);
   for (int l = 0; l < kLanes; ++l) v += sq[l];
@@ -109,12 +135,28 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
       // dx = rs * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
       T acc_g[kLanes] = {}, acc_gx[kLanes] = {};
       std::int64_t j = 0;
-      for (; j + kLanes <= d; j += kLanes)
-        for (int l = 0; l < kLanes; ++l) {
-          const T g = w ? gr[j + l] * w[j + l] : gr[j + l];
-          acc_g[l] += g;
-          acc_gx[l] += g * ((xr[j + l] - mu) * rs);
-        }
+      if constexpr (std::is_same_v<T, float>) {
+        using row_math::Float8, row_math::load8, row_math::store8;
+        Float8 g_lanes[2] = {}, gx_lanes[2] = {};
+        for (; j + kLanes <= d; j += kLanes)
+          for (int h = 0; h < 2; ++h) {
+            const std::int64_t k = j + 8 * h;
+            const Float8 g = w ? load8(gr + k) * load8(w + k) : load8(gr + k);
+            g_lanes[h] += g;
+            gx_lanes[h] += g * ((load8(xr + k) - mu) * rs);
+          }
+        store8(acc_g, g_lanes[0]);
+        store8(acc_g + 8, g_lanes[1]);
+        store8(acc_gx, gx_lanes[0]);
+        store8(acc_gx + 8, gx_lanes[1]);
+      } else {
+        for (; j + kLanes <= d; j += kLanes)
+          for (int l = 0; l < kLanes; ++l) {
+            const T g = w ? gr[j + l] * w[j + l] : gr[j + l];
+            acc_g[l] += g;
+            acc_gx[l] += g * ((xr[j + l] - mu) * rs);
+          }
+      }
       double sum_g = 0, sum_gx = 0;
       for (; j < d; ++j) {
         const T g = w ? gr[j] * w[j] : gr[j];
