@@ -13,6 +13,8 @@
 #include <bit>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -220,8 +222,20 @@ std::optional<GemmProvider> read_choice(const fs::path& file) {
   return std::nullopt;
 }
 
+// Says once per process that choices cannot be kept, and what that costs.
+void warn_unwritable(const fs::path& folder, const std::string& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "define: cannot keep CPU GEMM choices in '%s' (%s); this process measures its own, so another "
+                 "process (a resume, another rank) may choose differently and round differently. Set "
+                 "DEFINE_CACHE_DIR to a writable folder, or DEFINE_CPU_GEMM=eigen or =openblas.\n",
+                 folder.c_str(), why.c_str());
+  });
+}
+
 // Publishes d under `file` unless another process got there first; returns what the file says
-// afterwards (d's own choice when the folder cannot be written).
+// afterwards (d's own choice, with a warning, when the folder cannot be written).
 GemmProvider publish(const fs::path& file, const GemmDecision& d) {
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
@@ -231,16 +245,17 @@ GemmProvider publish(const fs::path& file, const GemmDecision& d) {
     std::ofstream out(tmp, std::ios::trunc);
     out << to_string(d.provider) << " eigen_s " << d.eigen_seconds << " openblas_s " << d.openblas_seconds << '\n';
     if (!out.flush()) {
+      warn_unwritable(file.parent_path(), ec ? ec.message() : "cannot create a file there");
       fs::remove(tmp, ec);
       return d.provider;
     }
   }
   GemmProvider result = d.provider;
   if (::link(tmp.c_str(), file.c_str()) != 0) {
-    if (errno == EEXIST) {
-      if (const auto theirs = read_choice(file)) result = *theirs;  // the first process's choice holds
-      else fs::rename(tmp, file, ec);                               // unreadable: replace it
-    }
+    const int err = errno;
+    if (err != EEXIST) warn_unwritable(file.parent_path(), std::strerror(err));
+    else if (const auto theirs = read_choice(file)) result = *theirs;  // the first process's choice holds
+    else fs::rename(tmp, file, ec);                                    // unreadable: replace it
   }
   fs::remove(tmp, ec);
   return result;

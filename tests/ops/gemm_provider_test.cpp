@@ -196,6 +196,16 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   CHECK(read_word(folder / "f32-m4-n4-k4") == kernels::cpu::to_string(replaced));
   CHECK_FALSE(kernels::cpu::gemm_decisions().back().from_cache);
 
+  // A folder that cannot be made (under a regular file): the process measures and goes on (it warns
+  // once on stderr that another process may choose differently).
+  const fs::path blocker = root / "a-file";
+  std::ofstream(blocker) << "not a folder\n";
+  kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, (blocker / "cache").string()});
+  (void)kernels::cpu::gemm_provider(40, 40, 40, false);
+  REQUIRE(kernels::cpu::gemm_decisions().size() == 1);
+  CHECK_FALSE(kernels::cpu::gemm_decisions()[0].from_cache);
+  CHECK(kernels::cpu::gemm_decisions()[0].eigen_seconds > 0);
+
   // float64 GEMMs stay on Eigen under auto; no cache: nothing written.
   CHECK(kernels::cpu::gemm_provider(300, 70, 520, true) == GemmProvider::Eigen);
   const fs::path nowhere = fresh_folder("nocache");
