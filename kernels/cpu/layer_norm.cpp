@@ -1,6 +1,6 @@
 // Fast CPU layer-norm kernels. Rows are independent, so both passes run OpenMP over rows with
 // vectorisable inner loops (statistics accumulate in kLanes partial sums, then in double; float32
-// runs the 16 lanes as two explicit 8-float vectors, kernels/cpu/row_math.h says why).
+// runs the 16 lanes as explicit vectors, kernels/cpu/row_math.h says why).
 // dweight/dbias are sums over rows: rather than atomics, rows are split into a number of chunks
 // that depends only on the shape, each chunk sums into its own buffer, and the buffers are added
 // in chunk order, so the result is bit-identical for any thread count.
@@ -24,17 +24,14 @@ constexpr std::int64_t kMaxPartialElements = 1 << 21;     // cap on chunks * D (
 // Mean and 1/sqrt(var + eps) of one row, two-pass (stable when |mean| >> std).
 template <typename T>
 void row_stats(const T* x, std::int64_t d, double eps, double& mu, double& rs) {
-  using row_math::Float8, row_math::load8, row_math::store8;
+  using row_math::FloatVec, row_math::kVecLanes, row_math::kVecs, row_math::load_vec, row_math::store_lanes;
   T acc[kLanes] = {};
   std::int64_t j = 0;
   if constexpr (std::is_same_v<T, float>) {
-    Float8 a0 = {}, a1 = {};
-    for (; j + kLanes <= d; j += kLanes) {
-      a0 += load8(x + j);
-      a1 += load8(x + j + 8);
-    }
-    store8(acc, a0);
-    store8(acc + 8, a1);
+    FloatVec a[kVecs] = {};
+    for (; j + kLanes <= d; j += kLanes)
+      for (int v = 0; v < kVecs; ++v) a[v] += load_vec(x + j + v * kVecLanes);
+    store_lanes(acc, a);
   } else {
     for (; j + kLanes <= d; j += kLanes)
       for (int l = 0; l < kLanes; ++l) acc[l] += x[j + l];
@@ -47,14 +44,13 @@ void row_stats(const T* x, std::int64_t d, double eps, double& mu, double& rs) {
   T sq[kLanes] = {};
   j = 0;
   if constexpr (std::is_same_v<T, float>) {
-    Float8 q0 = {}, q1 = {};
-    for (; j + kLanes <= d; j += kLanes) {
-      const Float8 c0 = load8(x + j) - m, c1 = load8(x + j + 8) - m;
-      q0 += c0 * c0;
-      q1 += c1 * c1;
-    }
-    store8(sq, q0);
-    store8(sq + 8, q1);
+    FloatVec q[kVecs] = {};
+    for (; j + kLanes <= d; j += kLanes)
+      for (int v = 0; v < kVecs; ++v) {
+        const FloatVec c = load_vec(x + j + v * kVecLanes) - m;
+        q[v] += c * c;
+      }
+    store_lanes(sq, q);
   } else {
     for (; j + kLanes <= d; j += kLanes)
       for (int l = 0; l < kLanes; ++l) sq[l] += (x[j + l] - m) * (x[j + l] - m);
@@ -136,19 +132,17 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
       T acc_g[kLanes] = {}, acc_gx[kLanes] = {};
       std::int64_t j = 0;
       if constexpr (std::is_same_v<T, float>) {
-        using row_math::Float8, row_math::load8, row_math::store8;
-        Float8 g_lanes[2] = {}, gx_lanes[2] = {};
+        using row_math::FloatVec, row_math::kVecLanes, row_math::kVecs, row_math::load_vec, row_math::store_lanes;
+        FloatVec g_lanes[kVecs] = {}, gx_lanes[kVecs] = {};
         for (; j + kLanes <= d; j += kLanes)
-          for (int h = 0; h < 2; ++h) {
-            const std::int64_t k = j + 8 * h;
-            const Float8 g = w ? load8(gr + k) * load8(w + k) : load8(gr + k);
-            g_lanes[h] += g;
-            gx_lanes[h] += g * ((load8(xr + k) - mu) * rs);
+          for (int v = 0; v < kVecs; ++v) {
+            const std::int64_t k = j + v * kVecLanes;
+            const FloatVec g = w ? load_vec(gr + k) * load_vec(w + k) : load_vec(gr + k);
+            g_lanes[v] += g;
+            gx_lanes[v] += g * ((load_vec(xr + k) - mu) * rs);
           }
-        store8(acc_g, g_lanes[0]);
-        store8(acc_g + 8, g_lanes[1]);
-        store8(acc_gx, gx_lanes[0]);
-        store8(acc_gx + 8, gx_lanes[1]);
+        store_lanes(acc_g, g_lanes);
+        store_lanes(acc_gx, gx_lanes);
       } else {
         for (; j + kLanes <= d; j += kLanes)
           for (int l = 0; l < kLanes; ++l) {

@@ -9,8 +9,9 @@
 // scalar libm call without -ffast-math and would dominate a vocabulary-wide row, so float32 uses
 // the polynomial exp_fast below; float64 is the checking dtype and keeps std::exp.
 //
-// float32 runs the lanes as two explicit 8-float vectors (GCC / clang vector extensions), each lane
-// doing exactly the scalar code's operations, so results are the same bits as the scalar loops'.
+// float32 runs the lanes as explicit vectors (GCC / clang vector extensions: two of 8 floats where the
+// target has AVX, four of 4 otherwise), each lane doing exactly the scalar code's operations, so
+// results are the same bits as the scalar loops'.
 // Why explicit: GCC 12 vectorises the scalar 16-lane loops for AVX-512 targets but leaves them
 // scalar for AVX2 ones (-march=native on an AMD EPYC Zen 3 or a Haswell-class Intel), which made
 // every vocabulary-wide softmax several times slower there. float64 keeps the scalar loops.
@@ -42,7 +43,7 @@ constexpr float kLn2Lo = -2.12194440054690583e-4f;  // ln2 - kLn2Hi
 constexpr float kRound = 12582912.0f;               // 1.5 * 2^23: adding it rounds to an integer
 constexpr float kExpLow = -87.0f, kExpHigh = 88.0f;
 
-// The polynomial and the exponent bits, for a float or a Float8 (written once for both).
+// The polynomial and the exponent bits, for a float or a FloatVec (written once for both).
 template <typename F, typename U>
 F exp_fast_core(F xc) {
   // Rounding by kRound rather than std::floor, which would be a libm call and keep loops scalar.
@@ -69,23 +70,38 @@ inline float exp_fast(float x) {
 }
 inline double exp_fast(double x) { return std::exp(x); }
 
-// Eight float lanes in one value. 32 bytes, so an AVX2 or AVX-512 target keeps each in one register.
-using Float8 = float __attribute__((vector_size(32)));
-using Uint8 = std::uint32_t __attribute__((vector_size(32)));
+// kVecLanes float lanes in one value: 8 (32 bytes) where the target has AVX, else 4, so a vector
+// always fits the target's registers and passing one to a function never changes the ABI.
+#if defined(__AVX__)
+constexpr int kVecLanes = 8;
+#else
+constexpr int kVecLanes = 4;
+#endif
+constexpr int kVecs = kLanes / kVecLanes;  // vectors per group of kLanes
+using FloatVec = float __attribute__((vector_size(kVecLanes * sizeof(float))));
+using UintVec = std::uint32_t __attribute__((vector_size(kVecLanes * sizeof(std::uint32_t))));
 
-inline Float8 load8(const float* p) {
-  Float8 v;
+inline FloatVec load_vec(const float* p) {
+  FloatVec v;
   std::memcpy(&v, p, sizeof v);  // unaligned load
   return v;
 }
-inline void store8(float* p, Float8 v) { std::memcpy(p, &v, sizeof v); }
-inline Float8 splat8(float s) { return Float8{s, s, s, s, s, s, s, s}; }
+inline void store_vec(float* p, FloatVec v) { std::memcpy(p, &v, sizeof v); }
+inline FloatVec splat_vec(float s) {
+  FloatVec v;
+  for (int l = 0; l < kVecLanes; ++l) v[l] = s;
+  return v;
+}
+// The lanes of vectors acc[0 .. kVecs) into out[0 .. kLanes).
+inline void store_lanes(float* out, const FloatVec* acc) {
+  for (int v = 0; v < kVecs; ++v) store_vec(out + v * kVecLanes, acc[v]);
+}
 
 // exp_fast in each lane.
-inline Float8 exp_fast(Float8 x) {
-  const Float8 low = splat8(kExpLow), high = splat8(kExpHigh);
-  const Float8 xc = x < low ? low : (x > high ? high : x);
-  return x < low ? splat8(0.0f) : exp_fast_core<Float8, Uint8>(xc);
+inline FloatVec exp_fast(FloatVec x) {
+  const FloatVec low = splat_vec(kExpLow), high = splat_vec(kExpHigh);
+  const FloatVec xc = x < low ? low : (x > high ? high : x);
+  return x < low ? splat_vec(0.0f) : exp_fast_core<FloatVec, UintVec>(xc);
 }
 
 template <typename T>
@@ -100,14 +116,14 @@ T row_max(const T* x, std::int64_t n) {
   for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<T>::infinity();
   std::int64_t j = 0;
   if constexpr (std::is_same_v<T, float>) {
-    Float8 a0 = splat8(acc[0]), a1 = a0;
-    for (; j + kLanes <= n; j += kLanes) {
-      const Float8 v0 = load8(x + j), v1 = load8(x + j + 8);
-      a0 = v0 > a0 ? v0 : a0;  // max_of(acc, x), lane by lane
-      a1 = v1 > a1 ? v1 : a1;
-    }
-    store8(acc, a0);
-    store8(acc + 8, a1);
+    FloatVec a[kVecs];
+    for (FloatVec& v : a) v = splat_vec(acc[0]);
+    for (; j + kLanes <= n; j += kLanes)
+      for (int v = 0; v < kVecs; ++v) {
+        const FloatVec xv = load_vec(x + j + v * kVecLanes);
+        a[v] = xv > a[v] ? xv : a[v];  // max_of(acc, x), lane by lane
+      }
+    store_lanes(acc, a);
   } else {
     for (; j + kLanes <= n; j += kLanes)
       for (int l = 0; l < kLanes; ++l) acc[l] = max_of(acc[l], x[j + l]);
@@ -163,19 +179,16 @@ double lane_sum(std::int64_t n, LaneTerm lane_term, TailTerm tail_term) {
   return add_tail<kOrder>(acc, j, n, tail_term);
 }
 
-// lane_sum for float with the lanes as two Float8: lane_term8(j) gives the terms of elements
-// j .. j + 7.
-template <SumOrder kOrder, typename LaneTerm8, typename TailTerm>
-double lane_sum8(std::int64_t n, LaneTerm8 lane_term8, TailTerm tail_term) {
-  Float8 a0 = {}, a1 = {};
+// lane_sum for float with the lanes as vectors: lane_term_vec(j) gives the terms of elements
+// j .. j + kVecLanes - 1.
+template <SumOrder kOrder, typename LaneTermVec, typename TailTerm>
+double lane_sum_vec(std::int64_t n, LaneTermVec lane_term_vec, TailTerm tail_term) {
+  FloatVec a[kVecs] = {};
   std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    a0 += lane_term8(j);
-    a1 += lane_term8(j + 8);
-  }
+  for (; j + kLanes <= n; j += kLanes)
+    for (int v = 0; v < kVecs; ++v) a[v] += lane_term_vec(j + v * kVecLanes);
   float acc[kLanes];
-  store8(acc, a0);
-  store8(acc + 8, a1);
+  store_lanes(acc, a);
   return add_tail<kOrder>(acc, j, n, tail_term);
 }
 
@@ -183,7 +196,7 @@ double lane_sum8(std::int64_t n, LaneTerm8 lane_term8, TailTerm tail_term) {
 template <SumOrder kOrder, typename T>
 double row_sum(const T* x, std::int64_t n) {
   const auto at = [x](std::int64_t j) { return x[j]; };
-  if constexpr (std::is_same_v<T, float>) return lane_sum8<kOrder>(n, [x](std::int64_t j) { return load8(x + j); }, at);
+  if constexpr (std::is_same_v<T, float>) return lane_sum_vec<kOrder>(n, [x](std::int64_t j) { return load_vec(x + j); }, at);
   else return lane_sum<kOrder, T>(n, at, at);
 }
 
@@ -192,7 +205,7 @@ template <SumOrder kOrder, typename T>
 double row_dot(const T* a, const T* b, std::int64_t n) {
   const auto tail = [a, b](std::int64_t j) { return double(a[j]) * b[j]; };
   if constexpr (std::is_same_v<T, float>)
-    return lane_sum8<kOrder>(n, [a, b](std::int64_t j) { return load8(a + j) * load8(b + j); }, tail);
+    return lane_sum_vec<kOrder>(n, [a, b](std::int64_t j) { return load_vec(a + j) * load_vec(b + j); }, tail);
   else return lane_sum<kOrder, T>(n, [a, b](std::int64_t j) { return a[j] * b[j]; }, tail);
 }
 
@@ -204,19 +217,15 @@ double row_sum_exp(const T* x, T* y, std::int64_t n, T shift) {
   T acc[kLanes] = {};
   std::int64_t j = 0;
   if constexpr (std::is_same_v<T, float>) {
-    Float8 a0 = {}, a1 = {};
-    for (; j + kLanes <= n; j += kLanes) {
-      // Both halves are read before either is written: y may be x.
-      const Float8 e0 = exp_fast(load8(x + j) - shift), e1 = exp_fast(load8(x + j + 8) - shift);
-      if (y) {
-        store8(y + j, e0);
-        store8(y + j + 8, e1);
+    FloatVec a[kVecs] = {};
+    for (; j + kLanes <= n; j += kLanes)
+      for (int v = 0; v < kVecs; ++v) {
+        // Each vector is read before it is written: y may be x.
+        const FloatVec e = exp_fast(load_vec(x + j + v * kVecLanes) - shift);
+        if (y) store_vec(y + j + v * kVecLanes, e);
+        a[v] += e;
       }
-      a0 += e0;
-      a1 += e1;
-    }
-    store8(acc, a0);
-    store8(acc + 8, a1);
+    store_lanes(acc, a);
   } else if (y) {
     for (; j + kLanes <= n; j += kLanes)
       for (int l = 0; l < kLanes; ++l) {
@@ -240,7 +249,7 @@ template <typename T>
 void store_scaled_exp(const T* x, T* y, std::int64_t n, T shift, T scale, T sub) {
   std::int64_t j = 0;
   if constexpr (std::is_same_v<T, float>)
-    for (; j + 8 <= n; j += 8) store8(y + j, scale * exp_fast(load8(x + j) - shift) - sub);
+    for (; j + kVecLanes <= n; j += kVecLanes) store_vec(y + j, scale * exp_fast(load_vec(x + j) - shift) - sub);
   for (; j < n; ++j) y[j] = scale * exp_fast(x[j] - shift) - sub;
 }
 
@@ -249,7 +258,8 @@ template <typename T>
 void store_minus_scaled_exp(const T* g, const T* x, T* y, std::int64_t n, T shift, T scale) {
   std::int64_t j = 0;
   if constexpr (std::is_same_v<T, float>)
-    for (; j + 8 <= n; j += 8) store8(y + j, load8(g + j) - exp_fast(load8(x + j) - shift) * scale);
+    for (; j + kVecLanes <= n; j += kVecLanes)
+      store_vec(y + j, load_vec(g + j) - exp_fast(load_vec(x + j) - shift) * scale);
   for (; j < n; ++j) y[j] = g[j] - exp_fast(x[j] - shift) * scale;
 }
 
