@@ -6,7 +6,8 @@
 #     machines without a GPU. A source file has one LANGUAGE for the whole directory, so the emulator
 #     copies are generated one-line wrappers (<build>/emu_kernels/<name>.cpp: #include "<name>.cu").
 #   * GPU build, when DEFINE_CUDA is ON: nvcc compiles it for CMAKE_CUDA_ARCHITECTURES into
-#     namespace cuda (object library define_kernels_cuda, linked into define_kernels), with cuBLAS.
+#     namespace cuda (object library define_kernels_cuda, linked into define_kernels), with cuBLAS
+#     (loaded on first use, kernels/cuda/cublas_loader.cpp).
 include(${PROJECT_SOURCE_DIR}/cmake/DefineEmulator.cmake)
 
 file(GLOB _define_cu CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu)
@@ -42,8 +43,13 @@ if(DEFINE_CUDA)
   target_compile_definitions(define_kernels_cuda PRIVATE FMT_USE_CONSTEXPR=1 FMT_CONSTEVAL= DEFINE_HAS_CUDA_KERNELS)
   target_compile_options(define_kernels_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unknown-pragmas --expt-relaxed-constexpr -lineinfo>)
-  target_link_libraries(define_kernels_cuda PRIVATE fmt::fmt CUDA::cudart_static CUDA::cublas)
+  # cuBLAS is not linked: kernels/cuda/cublas_loader.cpp loads it on the first GPU GEMM, so CPU runs
+  # do not carry libcublasLt's ~120 MB of start-up relocations in their resident memory.
+  target_sources(define_kernels_cuda PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda/cublas_loader.cpp)
+  target_compile_definitions(define_kernels_cuda PRIVATE DEFINE_CUBLAS_DIR="${CUDAToolkit_LIBRARY_DIR}")
+  target_compile_options(define_kernels_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
+  target_link_libraries(define_kernels_cuda PRIVATE fmt::fmt CUDA::cudart_static ${CMAKE_DL_LIBS})
   target_link_libraries(define_kernels PRIVATE define_kernels_cuda)
-  target_link_libraries(define_kernels PUBLIC CUDA::cudart_static CUDA::cublas)
+  target_link_libraries(define_kernels PUBLIC CUDA::cudart_static ${CMAKE_DL_LIBS})
   target_compile_definitions(define_kernels PUBLIC DEFINE_HAS_CUDA_KERNELS)
 endif()
