@@ -40,9 +40,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // Calibration: operands scaled down to at most this many multiply-adds, timed over enough
-// repetitions that one timing covers at least kMinTimedWork, kRounds interleaved rounds.
+// repetitions that one timing covers at least kMinTimedWork (at most kMaxReps), kRounds
+// interleaved rounds.
 constexpr std::int64_t kMaxCalibrationWork = std::int64_t{1} << 25;
 constexpr std::int64_t kMinTimedWork = std::int64_t{1} << 20;
+constexpr std::int64_t kMaxReps = 4096;  // tiny classes: a few milliseconds in all, not a second
 constexpr int kRounds = 5;
 constexpr const char* kCacheVersion = "v1";
 
@@ -195,7 +197,7 @@ void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmDecision& d) {
   std::vector<T> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n)), c(static_cast<std::size_t>(m * n));
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = T(static_cast<int>(i % 17) - 8) / T(16);
   for (std::size_t i = 0; i < b.size(); ++i) b[i] = T(static_cast<int>(i % 13) - 6) / T(16);
-  const int reps = static_cast<int>(std::max<std::int64_t>(1, kMinTimedWork / (m * n * k)));
+  const int reps = static_cast<int>(std::clamp<std::int64_t>(kMinTimedWork / (m * n * k), 1, kMaxReps));
   const int saved_threads = omp_get_max_threads();
   omp_set_num_threads(1);  // this thread's setting only; both libraries follow it
   double best_eigen = std::numeric_limits<double>::infinity(), best_blas = best_eigen;
