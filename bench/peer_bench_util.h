@@ -18,6 +18,7 @@
 
 #include "autograd/ops.h"
 #include "bench/bench_util.h"
+#include "core/cpu_info.h"
 #include "core/factory.h"
 
 namespace define::bench {
@@ -89,11 +90,6 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-inline std::string cpu_model() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
+inline std::string cpu_model() { return cpuinfo_field("model name", "unknown CPU"); }
 
 }  // namespace define::bench

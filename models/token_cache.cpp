@@ -9,6 +9,7 @@
 
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "core/fnv1a.h"
 #include "nn/define_unit.h"
 #include "nn/safetensors.h"
 
@@ -20,14 +21,6 @@ constexpr const char* kFormat = "token-cache/1";
 constexpr const char* kTable = "table";
 // Vocabulary rows per chunk when running the unit over the whole vocabulary.
 constexpr std::int64_t kChunk = 4096;
-
-void fnv1a(std::uint64_t& h, const void* data, std::size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ULL;
-  }
-}
 
 std::int64_t parse_int(const std::string& path, const std::string& key, const std::string& v) {
   std::int64_t x = 0;
@@ -57,7 +50,7 @@ Tensor id_range(std::int64_t first, std::int64_t n, Device device) {
 }  // namespace
 
 std::string weights_fingerprint(const nn::Module& module) {
-  std::uint64_t h = 14695981039346656037ULL;
+  std::uint64_t h = kFnv1aOffset;
   for (const auto& [name, t] : module.state_dict()) {
     fnv1a(h, name.data(), name.size() + 1);  // with the terminator: "ab"+"c" != "a"+"bc"
     for (std::int64_t d : t.shape()) fnv1a(h, &d, sizeof d);

@@ -32,7 +32,9 @@
 #include <cblas.h>
 #endif
 
+#include "core/cpu_info.h"
 #include "core/error.h"
+#include "core/fnv1a.h"
 
 namespace define::kernels::cpu {
 namespace {
@@ -132,27 +134,9 @@ GemmProviderSettings settings_from_environment() {
   return s;
 }
 
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const char ch : s) {
-    h ^= static_cast<unsigned char>(ch);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 // "<cpu model>-<hash>": the model for a reader, the hash over what else changes the timings.
 std::string machine_name() {
-  std::string model = "unknown-cpu", flags;
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string key = line.substr(0, line.find_first_of(" \t"));
-    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "model" && line.rfind("model name", 0) == 0 && model == "unknown-cpu") model = value;
-    if (key == "flags" && flags.empty()) flags = value;
-  }
+  const std::string model = cpuinfo_field("model name", "unknown-cpu"), flags = cpuinfo_field("flags");
   std::string readable;
   for (const char ch : model) {
     const bool keep = std::isalnum(static_cast<unsigned char>(ch)) != 0;
@@ -171,7 +155,10 @@ std::string machine_name() {
 #ifndef NDEBUG
   build += " debug";
 #endif
-  return fmt::format("{}-{:016x}", readable.empty() ? "cpu" : readable, fnv1a(model + '\n' + flags + '\n' + build));
+  const std::string facts = model + '\n' + flags + '\n' + build;
+  std::uint64_t hash = kFnv1aOffset;
+  fnv1a(hash, facts.data(), facts.size());
+  return fmt::format("{}-{:016x}", readable.empty() ? "cpu" : readable, hash);
 }
 
 // ---- measuring ----------------------------------------------------------------------------------
@@ -268,7 +255,7 @@ struct State {
   bool loaded = false;
   GemmProviderSettings settings;
   std::string folder;  // cpu-gemm/<machine>, empty without a cache
-  std::map<std::string, GemmProvider> chosen;
+  std::map<std::uint32_t, GemmProvider> chosen;  // by class_key: no string built per GEMM
   std::vector<GemmDecision> decisions;
 
   void load_locked() {
@@ -293,10 +280,16 @@ std::string file_name_of(const std::string& shape_class) {
   return f;
 }
 
-std::int64_t power_of_four_floor(std::int64_t x) {
-  if (x <= 1) return 1;
-  const int bits = std::bit_width(static_cast<std::uint64_t>(x)) - 1;  // floor(log2 x)
-  return std::int64_t{1} << (bits - bits % 2);
+// floor(log4 x), 0 for x <= 1.
+int log4_floor(std::int64_t x) {
+  return x <= 1 ? 0 : (std::bit_width(static_cast<std::uint64_t>(x)) - 1) / 2;
+}
+std::int64_t power_of_four_floor(std::int64_t x) { return std::int64_t{1} << (2 * log4_floor(x)); }
+
+// The shape class as a number: the three exponents (each < 32) and the dtype.
+std::uint32_t class_key(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double) {
+  return static_cast<std::uint32_t>((log4_floor(m) << 11) | (log4_floor(n) << 6) | (log4_floor(k) << 1) |
+                                    (is_double ? 1 : 0));
 }
 
 }  // namespace
@@ -341,8 +334,9 @@ GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool 
     case GemmChoice::Auto: break;
   }
   if (!openblas_available() || is_double) return GemmProvider::Eigen;
+  const std::uint32_t key = class_key(m, n, k, is_double);
+  if (const auto it = s.chosen.find(key); it != s.chosen.end()) return it->second;
   const std::string shape_class = gemm_shape_class(m, n, k, is_double);
-  if (const auto it = s.chosen.find(shape_class); it != s.chosen.end()) return it->second;
 
   GemmDecision d;
   d.shape_class = shape_class;
@@ -358,7 +352,7 @@ GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool 
       d.provider = published;
     }
   }
-  s.chosen.emplace(shape_class, d.provider);
+  s.chosen.emplace(key, d.provider);
   s.decisions.push_back(d);
   return d.provider;
 }
