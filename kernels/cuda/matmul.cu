@@ -12,7 +12,8 @@
 //     Every output is one thread's sum in a fixed k order: results are deterministic, the same for
 //     any block order or thread schedule.
 //   * cublas: cublasSgemm/cublasDgemm, or their StridedBatched forms when every operand's batch
-//     offsets are a multiple of the batch index, else one call per batch entry. cuBLAS is
+//     offsets are a multiple of the batch index; else one StridedBatched call per run of the
+//     longest batch dim along which every operand is strided; else one call per batch entry. cuBLAS is
 //     column-major; a row-major out is computed as out^T = op(b)^T op(a)^T, which only flips the
 //     operations. An operand with neither a unit row nor a unit column stride (or a leading
 //     dimension cuBLAS refuses) is first made contiguous; such an out is computed into a contiguous
@@ -158,6 +159,38 @@ bool uniform_batch_stride(const std::vector<std::int64_t>& offsets, std::int64_t
   for (std::size_t i = 0; i < offsets.size(); ++i)
     if (offsets[i] != static_cast<std::int64_t>(i) * stride) return false;
   return true;
+}
+
+// A batch that is strided along one of its dims: for the batch shape `batch`, dim `dim` steps every
+// operand's offset by a fixed stride (strides[k] for operand k), so each run of that dim is one
+// StridedBatched call. Attention's [B, H, T, d] views of a [B, T, H, d] tensor are such a batch
+// (uniform along B and along H, not over the flattened B*H index): one call per head instead of
+// one GEMM per (sentence, head), which had made a Transformer training step launch-bound on a GPU.
+struct StridedBatchDim {
+  std::int64_t size = 0;   // the dim's extent: the batch count of each call
+  std::int64_t step = 0;   // flattened batch positions between neighbours along the dim
+  std::int64_t strides[3] = {0, 0, 0};
+};
+
+// The longest dim of `batch` along which all of `offsets` are strided; size 0 when none is.
+StridedBatchDim strided_batch_dim(const Shape& batch, const std::vector<std::int64_t>* const (&offsets)[3]) {
+  StridedBatchDim best;
+  std::int64_t step = 1;
+  for (std::size_t d = batch.size(); d-- > 0; step *= batch[d]) {
+    const std::int64_t size = batch[d];
+    if (size <= best.size || size < 2) continue;
+    StridedBatchDim candidate{size, step, {0, 0, 0}};
+    bool strided = true;
+    for (int k = 0; k < 3 && strided; ++k) {
+      const std::vector<std::int64_t>& o = *offsets[k];
+      candidate.strides[k] = o[static_cast<std::size_t>(step)] - o[0];
+      for (std::size_t i = 0; i < o.size() && strided; ++i)
+        if ((static_cast<std::int64_t>(i) / step) % size != 0)
+          strided = o[i] - o[i - static_cast<std::size_t>(step)] == candidate.strides[k];
+    }
+    if (strided) best = candidate;
+  }
+  return best;
 }
 
 // The tiled GEMM on a, b, out with the batch layout ma, mb, mc (from batched_matrix).
@@ -340,16 +373,32 @@ void run_cublas(const Tensor& a, const Tensor& b, const Tensor& c, bool trans_a,
     check_cublas(cublas_gemm(handle, first.op, second.op, rows, cols, k, &alpha_t, first.data, ld1, second.data, ld2,
                              &beta_t, pc, ldc),
                  "cublas<t>gemm");
-  } else if (uniform) {
+    return;
+  }
+  if (uniform) {
     check_cublas(cublas_gemm_strided(handle, first.op, second.op, rows, cols, k, &alpha_t, first.data, ld1, stride1,
                                      second.data, ld2, stride2, &beta_t, pc, ldc, stride_c, static_cast<int>(count)),
                  "cublas<t>gemmStridedBatched");
-  } else {
-    for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i)
-      check_cublas(cublas_gemm(handle, first.op, second.op, rows, cols, k, &alpha_t, first.data + (*first.offsets)[i],
-                               ld1, second.data + (*second.offsets)[i], ld2, &beta_t, pc + mc.batch_offsets[i], ldc),
-                   "cublas<t>gemm");
+    return;
   }
+  const std::vector<std::int64_t>* const offsets[3] = {first.offsets, second.offsets, &mc.batch_offsets};
+  const StridedBatchDim dim = strided_batch_dim(batch, offsets);
+  if (dim.size > 0) {  // one StridedBatched call per run of the strided dim
+    for (std::int64_t i = 0; i < count; ++i) {
+      if ((i / dim.step) % dim.size != 0) continue;
+      const auto at = static_cast<std::size_t>(i);
+      check_cublas(cublas_gemm_strided(handle, first.op, second.op, rows, cols, k, &alpha_t,
+                                       first.data + (*first.offsets)[at], ld1, dim.strides[0],
+                                       second.data + (*second.offsets)[at], ld2, dim.strides[1], &beta_t,
+                                       pc + mc.batch_offsets[at], ldc, dim.strides[2], static_cast<int>(dim.size)),
+                   "cublas<t>gemmStridedBatched");
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i)
+    check_cublas(cublas_gemm(handle, first.op, second.op, rows, cols, k, &alpha_t, first.data + (*first.offsets)[i],
+                             ld1, second.data + (*second.offsets)[i], ld2, &beta_t, pc + mc.batch_offsets[i], ldc),
+                 "cublas<t>gemm");
 }
 
 // t itself when cuBLAS can read op(t), else a contiguous copy (which it always can).

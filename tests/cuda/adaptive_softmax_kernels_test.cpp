@@ -16,9 +16,10 @@
 #include "kernels/devices.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 using define::test::check_close;
 using define::test::check_identical;
-using define::test::to_emu;
 using Bounds = std::vector<std::int64_t>;
 
 namespace {
@@ -97,10 +98,10 @@ TEST_CASE("cuda adaptive_softmax: bit-identical under forward, reverse and rando
   // warps in every row) and block-per-row rows (7 rows, head 1027 wide, tail 1100 wide).
   for (const auto& [rows, b] : {std::pair{33, Bounds{11, 18, 38}}, std::pair{7, Bounds{1025, 1030, 2130}}}) {
     const Problem p = make_problem(rows, b, DType::Float32, 7, 5);
-    const std::vector<Tensor> first = run_family(p, Device::emu());
+    const std::vector<Tensor> first = run_family(p, kernel_test_device());
     for (const std::string schedule : {"reverse", "random:4242", "race:17"}) {
       kernels::EmuScheduleGuard guard(schedule);
-      const std::vector<Tensor> again = run_family(p, Device::emu());
+      const std::vector<Tensor> again = run_family(p, kernel_test_device());
       REQUIRE(again.size() == first.size());
       for (std::size_t i = 0; i < first.size(); ++i)
         check_identical(again[i], first[i], "output " + std::to_string(i) + " under " + schedule);
@@ -125,7 +126,7 @@ void check_against_reference(const Case& c) {
       kernels::CpuBackendGuard guard(kernels::Backend::Ref);
       return run_family(p, Device::cpu());
     }();
-    const std::vector<Tensor> emu = run_family(p, Device::emu());
+    const std::vector<Tensor> emu = run_family(p, kernel_test_device());
     const std::vector<Tensor> cpu = run_family(p, Device::cpu());
     REQUIRE(emu.size() == ref.size());
     const double tol = dtype == DType::Float32 ? 1e-5 : 1e-12;

@@ -21,11 +21,12 @@
 #include "kernels/dropout.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 using define::test::check_close;
 using define::test::check_identical;
 using define::test::on_cpu_backend;
 using define::test::run_all_schedules;
-using define::test::to_emu;
 
 namespace {
 
@@ -59,9 +60,9 @@ std::vector<Tensor> row_kernels(const Tensor& scores, const Tensor& grad, const 
 
 void check_schedules(const Shape& shape, bool causal, double p) {
   Generator gen(4);
-  const Tensor scores = to_emu(rand_uniform(shape, -3, 3, {}, gen));
-  const Tensor grad = to_emu(rand_uniform(shape, -1, 1, {}, gen));
-  const kernels::AttentionMasking m = masking(to_emu(padding(shape[0], shape[3])), causal, p);
+  const Tensor scores = to_test_device(rand_uniform(shape, -3, 3, {}, gen));
+  const Tensor grad = to_test_device(rand_uniform(shape, -1, 1, {}, gen));
+  const kernels::AttentionMasking m = masking(to_test_device(padding(shape[0], shape[3])), causal, p);
   for (std::size_t i = 0; i < 4; ++i) {
     run_all_schedules([&] { return row_kernels(scores, grad, m)[i]; },
                       "row kernel output " + std::to_string(i) + " of " + shape_str(shape));
@@ -99,8 +100,8 @@ TEST_CASE("attention kernels: the whole op at larger shapes against the referenc
     kernels::CpuBackendGuard guard(kernels::Backend::Ref);
     const kernels::AttentionOutput ref = kernels::attention_forward(q, k, v, m, scale, true);
     const kernels::AttentionGrads ref_g = kernels::attention_backward(up, q, k, v, ref.probs, m, scale, true, true, true);
-    const kernels::AttentionOutput emu = kernels::attention_forward(to_emu(q), to_emu(k), to_emu(v), m, scale, true);
-    const kernels::AttentionGrads emu_g = kernels::attention_backward(to_emu(up), to_emu(q), to_emu(k), to_emu(v),
+    const kernels::AttentionOutput emu = kernels::attention_forward(to_test_device(q), to_test_device(k), to_test_device(v), m, scale, true);
+    const kernels::AttentionGrads emu_g = kernels::attention_backward(to_test_device(up), to_test_device(q), to_test_device(k), to_test_device(v),
                                                                       emu.probs, m, scale, true, true, true);
     check_close(emu.out, ref.out, what + " out");
     check_close(emu.probs, ref.probs, what + " probs");
@@ -121,7 +122,7 @@ TEST_CASE("attention kernels: a decoding step, one query over a key / value cach
     const Tensor q = rand_uniform({3, 4, 1, 16}, -1, 1, {}, gen);
     const Tensor k_rows = rand_uniform({3, tk, 4, 16}, -1, 1, {}, gen), v_rows = rand_uniform({3, tk, 4, 8}, -1, 1, {}, gen);
     const Tensor k = permute(k_rows, {0, 2, 1, 3}), v = permute(v_rows, {0, 2, 1, 3});
-    const Tensor emu_k = permute(to_emu(k_rows), {0, 2, 1, 3}), emu_v = permute(to_emu(v_rows), {0, 2, 1, 3});
+    const Tensor emu_k = permute(to_test_device(k_rows), {0, 2, 1, 3}), emu_v = permute(to_test_device(v_rows), {0, 2, 1, 3});
     const kernels::AttentionMasking m{.key_padding_mask = padding(3, tk)};
     const double scale = 0.25;
     const std::string what = "decoding step over " + std::to_string(tk) + " keys";
@@ -135,10 +136,10 @@ TEST_CASE("attention kernels: a decoding step, one query over a key / value cach
       kernels::CpuBackendGuard guard(kernels::Backend::Cpu);
       cpu = kernels::attention_forward(q, k, v, m, scale, false);
     }
-    const kernels::AttentionOutput emu = kernels::attention_forward(to_emu(q), emu_k, emu_v, m, scale, false);
+    const kernels::AttentionOutput emu = kernels::attention_forward(to_test_device(q), emu_k, emu_v, m, scale, false);
     check_close(cpu.out, ref.out, what + ", cpu");
     check_close(emu.out, ref.out, what + ", emu");
-    run_all_schedules([&] { return kernels::attention_forward(to_emu(q), emu_k, emu_v, m, scale, false).out; }, what);
+    run_all_schedules([&] { return kernels::attention_forward(to_test_device(q), emu_k, emu_v, m, scale, false).out; }, what);
 
     // The step equals the last row of a causal pass whose queries end with it.
     kernels::CpuBackendGuard guard(kernels::Backend::Ref);
@@ -157,7 +158,7 @@ TEST_CASE("attention kernels: float64 row kernels against the reference", "[cuda
     const TensorOptions f64{.dtype = DType::Float64};
     const Tensor scores = rand_uniform(shape, -3, 3, f64, gen), grad = rand_uniform(shape, -1, 1, f64, gen);
     const kernels::AttentionMasking m = masking(padding(2, tk), true, 0.2);
-    const std::vector<Tensor> emu = row_kernels(to_emu(scores), to_emu(grad), m);
+    const std::vector<Tensor> emu = row_kernels(to_test_device(scores), to_test_device(grad), m);
     std::vector<Tensor> ref;
     {
       kernels::CpuBackendGuard guard(kernels::Backend::Ref);
@@ -177,7 +178,7 @@ TEST_CASE("attention kernels: the dropout mask equals the CPU paths' and the dro
     const Shape shape{2, 3, 4, tk};
     const Tensor scores = rand_uniform(shape, -2, 2, {}, gen);
     const kernels::AttentionMasking m = masking(padding(2, tk), true, 0.35);
-    const kernels::AttentionProbs emu = kernels::attention_softmax(to_emu(scores), m);
+    const kernels::AttentionProbs emu = kernels::attention_softmax(to_test_device(scores), m);
     // The kept pattern (D != 0 where P > 0; masked entries are 0 everywhere) on every backend.
     const auto kept = [](const Tensor& d) {
       std::vector<int> k;
@@ -210,7 +211,7 @@ TEST_CASE("attention kernels: fully masked rows are exact zeros, forward and bac
   const Tensor pad = from_vector(std::vector<std::int32_t>{1, 1, 1, 1, 0, 0, 0, 0}, Shape{2, 4});
   for (const bool causal : {false, true}) {
     const kernels::AttentionMasking m{.key_padding_mask = pad, .causal = causal};
-    const Tensor emu = kernels::attention_softmax(to_emu(scores), m).probs;
+    const Tensor emu = kernels::attention_softmax(to_test_device(scores), m).probs;
     const Tensor ref = on_cpu_backend(kernels::Backend::Ref, [&] { return kernels::attention_softmax(scores, m).probs; });
     const Tensor cpu = on_cpu_backend(kernels::Backend::Cpu, [&] { return kernels::attention_softmax(scores, m).probs; });
     const std::vector<double> p = values(emu);
@@ -219,7 +220,7 @@ TEST_CASE("attention kernels: fully masked rows are exact zeros, forward and bac
     check_close(emu, ref, causal ? "causal probs vs ref" : "probs vs ref");
     check_close(cpu, ref, causal ? "causal probs, cpu vs ref" : "probs, cpu vs ref");
     const std::vector<double> g =
-        values(kernels::attention_softmax_backward(emu, to_emu(ones_like(scores)), m, 1.0).grad_scores);
+        values(kernels::attention_softmax_backward(emu, to_test_device(ones_like(scores)), m, 1.0).grad_scores);
     for (double x : g) CHECK(std::isfinite(x));
     for (std::size_t i = 0; i < 12; ++i) CHECK(g[i] == 0.0);
     for (std::size_t i = 20; i < 24; ++i) CHECK(g[i] == 0.0);

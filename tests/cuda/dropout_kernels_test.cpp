@@ -12,8 +12,11 @@
 #include "kernels/backend.h"
 #include "kernels/devices.h"
 #include "kernels/dropout.h"
+#include "cuda/emu_test_util.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
@@ -73,8 +76,8 @@ TEST_CASE("cuda dropout: equal bit for bit to the CPU paths", "[cuda][dropout][f
         kernels::CpuBackendGuard guard(kernels::Backend::Ref);
         ref = kernels::dropout_apply(x, c.p, c.seed, c.offset);
       }
-      const Tensor emu = kernels::dropout_apply(copy_to_device(x, Device::emu()), c.p, c.seed, c.offset);
-      REQUIRE(emu.device() == Device::emu());
+      const Tensor emu = kernels::dropout_apply(copy_to_device(x, kernel_test_device()), c.p, c.seed, c.offset);
+      REQUIRE(emu.device() == kernel_test_device());
       if (dtype == DType::Float32) {
         CHECK(bits32(emu) == bits32(fast));
         CHECK(bits32(emu) == bits32(ref));
@@ -91,7 +94,7 @@ TEST_CASE("cuda dropout: element i keeps x_i exactly when its Philox word says s
   const std::uint64_t seed = 2024, offset = 13;
   const double p = 0.5;
   const std::int64_t n = 777;
-  const Tensor x = ones({n}, {.device = Device::emu()});
+  const Tensor x = ones({n}, {.device = kernel_test_device()});
   const std::vector<float> y = kernels::dropout_apply(x, p, seed, offset).to_vector<float>();
   std::int64_t kept = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -110,7 +113,7 @@ TEST_CASE("cuda dropout: non-contiguous input reads in logical order", "[cuda][d
   const Tensor base = rand_uniform({37, 29}, -1, 1, {}, gen);
   const Tensor xt = base.as_strided({29, 37}, {1, 29}, 0);  // the transpose, a strided view
   const Tensor fast = kernels::dropout_apply(xt, 0.4, 11, 3);
-  const Tensor emu = kernels::dropout_apply(copy_to_device(base, Device::emu()).as_strided({29, 37}, {1, 29}, 0), 0.4, 11, 3);
+  const Tensor emu = kernels::dropout_apply(copy_to_device(base, kernel_test_device()).as_strided({29, 37}, {1, 29}, 0), 0.4, 11, 3);
   CHECK(emu.shape() == Shape{29, 37});
   CHECK(bits32(emu) == bits32(fast));
 }

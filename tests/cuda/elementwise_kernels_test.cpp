@@ -25,6 +25,8 @@
 #include "kernels/index.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 using kernels::BinaryOp;
 using kernels::UnaryOp;
 
@@ -32,7 +34,6 @@ namespace {
 
 using test::check_identical;
 using test::to_cpu;
-using test::to_emu;
 
 // Runs f on the reference CPU path.
 Tensor reference(const std::function<Tensor()>& f) { return test::on_cpu_backend(kernels::Backend::Ref, f); }
@@ -40,7 +41,7 @@ Tensor reference(const std::function<Tensor()>& f) { return test::on_cpu_backend
 // The emulated device's result must be within atol + rtol*|ref| of the reference everywhere
 // (NaN where the reference has NaN).
 void check_close(const Tensor& emu, const Tensor& ref, double atol, double rtol, const std::string& what) {
-  REQUIRE(emu.device() == Device::emu());
+  REQUIRE(emu.device() == kernel_test_device());
   test::check_close(emu, ref, what, atol, rtol);
 }
 
@@ -121,8 +122,8 @@ TEST_CASE("cuda elementwise: every op on broadcast strided operands vs reference
     const Tensor b = grid_values({cfg.cols}, dt, gen);
     const Tensor b_pos = kernels::cast(rand_uniform({cfg.cols}, 0.5, 2.0, {}, gen), dt);
     const Tensor a = transpose(a_base, 0, 1), a_pos = transpose(a_pos_base, 0, 1);
-    const Tensor ea = transpose(to_emu(a_base), 0, 1), ea_pos = transpose(to_emu(a_pos_base), 0, 1);
-    const Tensor eb = to_emu(b), eb_pos = to_emu(b_pos);
+    const Tensor ea = transpose(to_test_device(a_base), 0, 1), ea_pos = transpose(to_test_device(a_pos_base), 0, 1);
+    const Tensor eb = to_test_device(b), eb_pos = to_test_device(b_pos);
     REQUIRE_FALSE(ea.is_contiguous());
 
     for (const UnaryCase& c : all_unary_cases()) {
@@ -160,7 +161,7 @@ TEST_CASE("cuda elementwise: odd flat sizes and the grid-stride loop past the gr
   // 4096 blocks of 256 threads cover 1,048,576 elements; the last size makes every thread loop.
   for (const std::int64_t n : {1, 31, 33, 255, 257, 4097, 1048576 + 333}) {
     const Tensor a = rand_uniform({n}, -2, 2, {}, gen), b = rand_uniform({n}, -2, 2, {}, gen);
-    const Tensor ea = to_emu(a), eb = to_emu(b);
+    const Tensor ea = to_test_device(a), eb = to_test_device(b);
     const std::string size = "n=" + std::to_string(n);
     check_close(kernels::binary(BinaryOp::GeluBackward, ea, eb),
                 reference([&] { return kernels::binary(BinaryOp::GeluBackward, a, b); }), 1e-5, 1e-5, size + " gelu backward");
@@ -180,8 +181,8 @@ TEST_CASE("cuda elementwise: many non-mergeable dims", "[cuda][elementwise][fami
   const Tensor other = rand_uniform({6, 1, 5, 1}, -2, 2, {}, gen);
   const Tensor x = permute(base, {4, 2, 0, 3, 1});  // [7, 5, 3, 6, 4]
   const Tensor y = permute(other, {2, 1, 0, 3});    // [5, 1, 6, 1], broadcast to x's last 4 dims
-  const Tensor ex = permute(to_emu(base), {4, 2, 0, 3, 1});
-  const Tensor ey = permute(to_emu(other), {2, 1, 0, 3});
+  const Tensor ex = permute(to_test_device(base), {4, 2, 0, 3, 1});
+  const Tensor ey = permute(to_test_device(other), {2, 1, 0, 3});
   REQUIRE(ex.shape() == Shape{7, 5, 3, 6, 4});
   check_close(kernels::binary(BinaryOp::Mul, ex, ey), reference([&] { return kernels::binary(BinaryOp::Mul, x, y); }),
               1e-6, 1e-6, "mul");
@@ -208,7 +209,7 @@ TEST_CASE("cuda elementwise: integer comparisons are exact", "[cuda][elementwise
     const Tensor row_base = kernels::cast(rand_int({82}, 5, {.dtype = DType::Int64}, gen), dt);
     const Tensor row = row_base.as_strided({41}, {2}, 0);
     const Tensor col = kernels::cast(rand_int({37, 1}, 5, {.dtype = DType::Int64}, gen), dt);
-    const Tensor ea = to_emu(a), erow = to_emu(row_base).as_strided({41}, {2}, 0), ecol = to_emu(col);
+    const Tensor ea = to_test_device(a), erow = to_test_device(row_base).as_strided({41}, {2}, 0), ecol = to_test_device(col);
     for (const auto& [bop, uop] : ops) {
       const std::string name = std::string(kernels::op_name(bop)) + " " + std::string(dtype_name(dt));
       const Tensor r1 = kernels::binary(bop, ea, erow);
@@ -225,10 +226,10 @@ TEST_CASE("cuda elementwise: integer comparisons are exact", "[cuda][elementwise
   }
   // Values beyond float precision: a float32 scalar would round 16777217 to 16777216.
   const Tensor big = from_vector<std::int32_t>({16777216, 16777217, 16777218});
-  CHECK(to_cpu(kernels::unary(UnaryOp::EqScalar, to_emu(big), 16777217.0)).to_vector<std::int32_t>() ==
+  CHECK(to_cpu(kernels::unary(UnaryOp::EqScalar, to_test_device(big), 16777217.0)).to_vector<std::int32_t>() ==
         std::vector<std::int32_t>{0, 1, 0});
   const Tensor i64 = from_vector<std::int64_t>({-3, 0, 7});
-  CHECK(to_cpu(kernels::unary(UnaryOp::LtScalar, to_emu(i64), -2.5)).to_vector<std::int64_t>() ==
+  CHECK(to_cpu(kernels::unary(UnaryOp::LtScalar, to_test_device(i64), -2.5)).to_vector<std::int64_t>() ==
         std::vector<std::int64_t>{1, 0, 0});
 }
 
@@ -243,13 +244,13 @@ TEST_CASE("cuda elementwise: where and masked_fill are exact for every dtype pai
   const std::vector<double> int_cond = {0, 1, 0, 3, -1, -2, 0, 2, 0, 0, 1};
   for (const DType cd : dtypes) {
     const Tensor cond = kernels::cast(from_vector<double>(is_integral(cd) ? int_cond : float_cond, {11, 1}), cd);
-    const Tensor econd = to_emu(cond);
+    const Tensor econd = to_test_device(cond);
     for (const DType vd : dtypes) {
       const std::string what = std::string("cond ") + std::string(dtype_name(cd)) + ", values " + std::string(dtype_name(vd));
       // x: a non-contiguous [11, 13] (transpose of [13, 11]); y: a [13] row.
       const Tensor x_base = kernels::cast(kernels::cast(rand_int({13, 11}, 1000, {.dtype = DType::Int64}, gen), DType::Float64) - 500.0, vd);
       const Tensor y = kernels::cast(kernels::cast(rand_int({13}, 1000, {.dtype = DType::Int64}, gen), DType::Float64) - 500.0, vd);
-      const Tensor x = transpose(x_base, 0, 1), ex = transpose(to_emu(x_base), 0, 1), ey = to_emu(y);
+      const Tensor x = transpose(x_base, 0, 1), ex = transpose(to_test_device(x_base), 0, 1), ey = to_test_device(y);
       check_identical(kernels::where(econd, ex, ey), reference([&] { return kernels::where(cond, x, y); }),
                       what + " where(cond, x, row)");
       check_identical(kernels::where(econd, ey, ex), reference([&] { return kernels::where(cond, y, x); }),
@@ -276,13 +277,13 @@ TEST_CASE("cuda elementwise: in place on strided views", "[cuda][elementwise][in
     return kernels::masked_fill(t, mask, 3.0);
   });
   // On the device, each step writes into the transposed view of `ebase` itself.
-  const Tensor ebase = to_emu(base);
+  const Tensor ebase = to_test_device(base);
   const Tensor view = transpose(ebase, 0, 1);
-  const Tensor erow = to_emu(row);
+  const Tensor erow = to_test_device(row);
   kernels::binary_into(BinaryOp::AddScaled, view, view, erow, -0.5);
   kernels::unary_into(UnaryOp::Gelu, view, view);
   kernels::binary_into(BinaryOp::Mul, view, view, view);
-  kernels::masked_fill_into(view, view, to_emu(mask), 3.0);
+  kernels::masked_fill_into(view, view, to_test_device(mask), 3.0);
   check_close(view, expected, 1e-5, 1e-5, "in-place sequence");
   check_close(ebase, reference([&] { return kernels::contiguous(transpose(expected, 0, 1)); }), 1e-5, 1e-5,
               "written through to the base");
@@ -298,7 +299,7 @@ TEST_CASE("cuda elementwise: 32-bit and 64-bit index math give the same results"
   const Tensor other = rand_uniform({6, 1, 5, 1}, -2, 2, {}, gen);
   const Tensor index = rand_int({7, 5, 3, 6, 2}, 4, {.dtype = DType::Int64}, gen);
   const Tensor rows = rand_int({9}, 7, {.dtype = DType::Int32}, gen);
-  const Tensor ebase = to_emu(base), eother = to_emu(other), eindex = to_emu(index), erows = to_emu(rows);
+  const Tensor ebase = to_test_device(base), eother = to_test_device(other), eindex = to_test_device(index), erows = to_test_device(rows);
   // Every output of the kernels that take the index-width choice, on non-mergeable dims.
   auto outputs = [&] {
     const Tensor x = permute(ebase, {4, 2, 0, 3, 1});  // [7, 5, 3, 6, 4]
@@ -342,14 +343,14 @@ TEST_CASE("cuda copy: offsets beyond int32 take the 64-bit path", "[cuda][copy][
   const std::int64_t far = std::int64_t{1} << 31;
   Tensor big;
   try {
-    big = empty({far + 8}, {DType::Int32, Device::emu()});
+    big = empty({far + 8}, {DType::Int32, kernel_test_device()});
   } catch (const define::Error& e) {
     WARN("skipped: no 8 GiB of address space for the emulated device (" << e.what() << ")");
     return;
   }
   std::vector<std::int32_t> v(16);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int32_t>(i + 1);
-  const Tensor src = to_emu(from_vector<std::int32_t>(v, {2, 8}));
+  const Tensor src = to_test_device(from_vector<std::int32_t>(v, {2, 8}));
   const Tensor view = big.as_strided({2, 8}, {far, 1}, 0);
   kernels::copy_into(view, src);
   CHECK(test::to_cpu(kernels::contiguous(view)).to_vector<std::int32_t>() == v);

@@ -36,12 +36,12 @@ Tensor check_backward(const Tensor& grad, const Tensor& ids, std::int64_t rows, 
                                     [&] { return kernels::embedding_backward(grad, ids, rows, padding_idx); });
   const Tensor cpu = on_cpu_backend(kernels::Backend::Cpu,
                                     [&] { return kernels::embedding_backward(grad, ids, rows, padding_idx); });
-  const Tensor g = to_emu(grad), i = to_emu(ids);
+  const Tensor g = to_test_device(grad), i = to_test_device(ids);
   Tensor first;
   for (const std::string& schedule : kSchedules) {
     kernels::EmuScheduleGuard guard(schedule);
     const Tensor got = kernels::embedding_backward(g, i, rows, padding_idx);
-    REQUIRE(got.device() == Device::emu());
+    REQUIRE(got.device() == kernel_test_device());
     if (!first.defined()) first = got;
     check_identical(got, first, what + ": schedule " + schedule + " vs forward");
   }
@@ -75,7 +75,7 @@ TEST_CASE("cuda embedding: backward padding row stays zero", "[cuda][embedding][
   const std::vector<float> w = got.to_vector<float>();
   for (int k = 0; k < 9; ++k) CHECK(w[3 * 9 + k] == 0.0f);
   // The padding row also stays zero when every token is padding.
-  const Tensor all_pad = to_cpu(kernels::embedding_backward(to_emu(grad), to_emu(zeros({3000}, {.dtype = DType::Int64})), 2, 0));
+  const Tensor all_pad = to_cpu(kernels::embedding_backward(to_test_device(grad), to_test_device(zeros({3000}, {.dtype = DType::Int64})), 2, 0));
   CHECK(all_pad.to_vector<float>() == std::vector<float>(18, 0.0f));
 }
 
@@ -96,7 +96,7 @@ TEST_CASE("cuda embedding: backward over several radix passes and tiles", "[cuda
 
 TEST_CASE("cuda embedding: backward with no tokens writes zeros", "[cuda][embedding][family:embedding]") {
   REQUIRE(kernels::register_devices().emu);
-  const Tensor got = kernels::embedding_backward(to_emu(zeros({0, 3})), to_emu(zeros({0}, {.dtype = DType::Int64})), 5, -1);
+  const Tensor got = kernels::embedding_backward(to_test_device(zeros({0, 3})), to_test_device(zeros({0}, {.dtype = DType::Int64})), 5, -1);
   CHECK(to_cpu(got).to_vector<float>() == std::vector<float>(15, 0.0f));
 }
 
@@ -107,9 +107,9 @@ TEST_CASE("cuda embedding: lookup with odd shapes and strided tables", "[cuda][e
     const Tensor table = rand_uniform({width, 31}, -1, 1, {}, gen).as_strided({31, width}, {1, 31}, 0);  // transposed
     const Tensor ids = rand_int({3, 67}, 31, {.dtype = DType::Int32}, gen);
     const Tensor ref = on_cpu_backend(kernels::Backend::Ref, [&] { return kernels::embedding(table, ids); });
-    Tensor emu_table = empty({width, 31}, {.device = Device::emu()}).as_strided({31, width}, {1, 31}, 0);
-    kernels::copy_into(emu_table, to_emu(kernels::contiguous(table)));
-    const Tensor got = kernels::embedding(emu_table, to_emu(ids));
+    Tensor emu_table = empty({width, 31}, {.device = kernel_test_device()}).as_strided({31, width}, {1, 31}, 0);
+    kernels::copy_into(emu_table, to_test_device(kernels::contiguous(table)));
+    const Tensor got = kernels::embedding(emu_table, to_test_device(ids));
     CHECK(got.shape() == Shape{3, 67, width});
     check_identical(got, ref, "lookup width " + std::to_string(width));
   }

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -18,6 +19,26 @@
 
 namespace define::test {
 
+// The device the kernel tests run on: the emulated device, or the first GPU when
+// DEFINE_KERNEL_TEST_DEVICE=cuda. On a GPU the same tests check the nvcc build of each kernel against
+// the reference, and the schedule loops (run_all_schedules) run it several times, so they check
+// that a GPU's results repeat bit for bit (no order-dependent atomics).
+inline Device kernel_test_device() {
+  static const Device device = [] {
+    const char* env = std::getenv("DEFINE_KERNEL_TEST_DEVICE");
+    const std::string name = env ? env : "emu";
+    const kernels::DeviceAvailability available = kernels::register_devices();
+    if (name == "cuda") {
+      if (available.cuda_devices == 0) FAIL("DEFINE_KERNEL_TEST_DEVICE=cuda, but this build or machine has no GPU");
+      return Device::cuda();
+    }
+    if (name != "emu") FAIL("DEFINE_KERNEL_TEST_DEVICE must be emu or cuda, not '" << name << "'");
+    return Device::emu();
+  }();
+  return device;
+}
+inline Tensor to_test_device(const Tensor& t) { return copy_to_device(t, kernel_test_device()); }
+// Always the emulated device (tests of the emulator itself).
 inline Tensor to_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }
 // A contiguous CPU copy (any device, any strides).
 inline Tensor to_cpu(const Tensor& t) {

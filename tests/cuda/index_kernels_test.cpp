@@ -53,9 +53,9 @@ struct Inputs {
 Inputs on_emu(const Inputs& in, bool strided) {
   const auto place = [&](const Tensor& t) {
     if (!t.defined()) return t;
-    return strided && t.dim() >= 2 ? transposed_layout(t, Device::emu()) : to_emu(t);
+    return strided && t.dim() >= 2 ? transposed_layout(t, kernel_test_device()) : to_test_device(t);
   };
-  return {place(in.x), to_emu(in.index), place(in.src)};
+  return {place(in.x), to_test_device(in.index), place(in.src)};
 }
 
 }  // namespace
@@ -85,7 +85,7 @@ TEST_CASE("cuda index: gather and index_select equal the reference exactly", "[c
       for (bool strided : {false, true}) {
         const Inputs e = on_emu({c.x, index, Tensor()}, strided);
         // The index in a transposed layout too, when strided.
-        const Tensor ei = strided ? transposed_layout(index, Device::emu()) : e.index;
+        const Tensor ei = strided ? transposed_layout(index, kernel_test_device()) : e.index;
         check_identical(kernels::gather(e.x, c.dim, ei), ref,
                         "gather " + c.name + (strided ? " strided" : "") + " " + std::string(dtype_name(id_dtype)));
       }
@@ -102,7 +102,7 @@ TEST_CASE("cuda index: gather and index_select equal the reference exactly", "[c
     for (bool strided : {false, true}) {
       const Inputs e = on_emu({c.x, index, Tensor()}, strided);
       // When strided, the index too: a stride-3 view.
-      Tensor strided_index = empty({3 * 67}, {DType::Int32, Device::emu()}).as_strided({67}, {3}, 1);
+      Tensor strided_index = empty({3 * 67}, {DType::Int32, kernel_test_device()}).as_strided({67}, {3}, 1);
       kernels::copy_into(strided_index, e.index);
       check_identical(kernels::index_select(e.x, c.dim, strided ? strided_index : e.index), ref,
                       "index_select " + shape_str(c.x.shape()) + " dim " + std::to_string(c.dim) +

@@ -14,12 +14,15 @@
 #include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/layer_norm.h"
+#include "cuda/emu_test_util.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
-Tensor on_emu(const Tensor& t) { return t.defined() ? copy_to_device(t, Device::emu()) : t; }
+Tensor on_emu(const Tensor& t) { return t.defined() ? copy_to_device(t, kernel_test_device()) : t; }
 
 std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
 

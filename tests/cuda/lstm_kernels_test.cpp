@@ -18,6 +18,8 @@
 #include "kernels/lstm.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 using define::test::check_close;
 using define::test::run_all_schedules;
 using define::test::to_cpu;
@@ -72,7 +74,7 @@ void check_against_reference(const LayerInputs& cpu_inputs, const std::string& w
     kernels::CpuBackendGuard guard(kernels::Backend::Ref);
     return run_layer(cpu_inputs);
   }();
-  const std::vector<Tensor> emu = run_layer(on_device(cpu_inputs, Device::emu()));
+  const std::vector<Tensor> emu = run_layer(on_device(cpu_inputs, kernel_test_device()));
   for (std::size_t i = 0; i < ref.size(); ++i) check_close(emu[i], ref[i], what + ": " + kResultNames[i], tol, tol);
 }
 
@@ -81,7 +83,7 @@ void check_against_reference(const LayerInputs& cpu_inputs, const std::string& w
 TEST_CASE("cuda lstm: layer forward and backward identical under forward, reverse and random schedules",
           "[cuda][lstm][family:lstm]") {
   REQUIRE(kernels::register_devices().emu);
-  const LayerInputs in = on_device(random_inputs(3, 5, 7, 33, DType::Float32), Device::emu());
+  const LayerInputs in = on_device(random_inputs(3, 5, 7, 33, DType::Float32), kernel_test_device());
   run_all_schedules([&] { return flattened(run_layer(in)); }, "lstm layer T 3 B 5 I 7 H 33");
 }
 
@@ -109,7 +111,7 @@ TEST_CASE("cuda lstm: saturated gates", "[cuda][lstm][family:lstm]") {
   const LayerInputs in = random_inputs(3, 4, 6, 9, DType::Float32, 400.0);
   check_against_reference(in, "saturated", 1e-5);
   std::int64_t non_finite = 0;
-  for (const Tensor& t : run_layer(on_device(in, Device::emu())))
+  for (const Tensor& t : run_layer(on_device(in, kernel_test_device())))
     for (double v : define::test::to_doubles(t)) non_finite += std::isfinite(v) ? 0 : 1;
   CHECK(non_finite == 0);
 }

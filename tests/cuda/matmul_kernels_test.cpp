@@ -25,8 +25,11 @@
 #include "kernels/emu/emu_cublas.hpp"
 #include "kernels/emu/emu_runtime.hpp"
 #include "kernels/matmul.h"
+#include "cuda/emu_test_util.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
@@ -44,11 +47,7 @@ const char* layout_name(Layout l) {
   return "?";
 }
 
-Device emu() {
-  static const bool registered = kernels::register_devices().emu;
-  REQUIRE(registered);
-  return Device::emu();
-}
+
 
 // A tensor on `device` holding `values` (a CPU tensor), stored with `layout`.
 Tensor with_layout(const Tensor& values, Device device, Layout layout) {
@@ -125,7 +124,8 @@ Shape matrix_shape(Shape batch, std::int64_t rows, std::int64_t cols, bool trans
 
 // Batch dims of a, b and out, broadcast in various ways. Offsets that are i * stride for batch
 // entry i take one cublas<t>gemmStridedBatched call on the cuBLAS path (stride 0 for a broadcast
-// operand); any other pattern one cublas<t>gemm call per entry (the tiled kernel: an offset table).
+// operand); any other pattern one such call per run of its longest batch dim (the tiled kernel: an
+// offset table).
 struct BatchCase {
   const char* name;
   Shape batch_a, batch_b, batch_out;
@@ -135,8 +135,8 @@ const BatchCase kBatchCases[] = {
     {"a batch against a batch", {3}, {3}, {3}, 0, 1},
     {"b broadcast to a's batch (batch stride 0)", {4}, {1}, {4}, 0, 1},
     {"one matrix a against a batch of b", {}, {3}, {3}, 0, 1},
-    {"a repeats along dim 1, b along dim 0", {2, 1}, {3}, {2, 3}, 6, 0},
-    {"both broadcast in different dims", {1, 3}, {2, 1}, {2, 3}, 6, 0},
+    {"a repeats along dim 1, b along dim 0", {2, 1}, {3}, {2, 3}, 0, 2},
+    {"both broadcast in different dims", {1, 3}, {2, 1}, {2, 3}, 0, 2},
 };
 
 // check(case, a, b, out, trans_a, trans_b) for every batch case and trans flags, with CPU values
@@ -162,7 +162,7 @@ void for_batch_cases(
 // of a, b and out, with op(a) m x k, op(b) k x n and random values.
 void for_trans_and_layouts(Generator& gen, std::int64_t m, std::int64_t n, std::int64_t k,
                            const std::function<void(const Tensor&, const Tensor&, const Tensor&, bool, bool)>& check) {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   for (const bool ta : {false, true}) {
     for (const bool tb : {false, true}) {
       const Tensor va = rand_uniform(matrix_shape({}, m, k, ta), -1, 1, {}, gen);
@@ -184,7 +184,7 @@ void for_trans_and_layouts(Generator& gen, std::int64_t m, std::int64_t n, std::
 }  // namespace
 
 TEST_CASE("gemm kernels: 256^3 float32 against the reference", "[cuda][matmul][family:matmul]") {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   Generator gen(11);
   const Tensor a = rand_uniform({256, 256}, -1, 1, {}, gen);
   const Tensor b = rand_uniform({256, 256}, -1, 1, {}, gen);
@@ -203,7 +203,7 @@ TEST_CASE("gemm kernels: 256^3 float32 against the reference", "[cuda][matmul][f
 }
 
 TEST_CASE("gemm kernels: alpha and beta", "[cuda][matmul][family:matmul]") {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   Generator gen(12);
   const Tensor a = with_layout(rand_uniform({67, 45}, -1, 1, {}, gen), dev, Layout::Contiguous);
   const Tensor b = with_layout(rand_uniform({45, 93}, -1, 1, {}, gen), dev, Layout::Contiguous);
@@ -238,7 +238,7 @@ TEST_CASE("gemm kernels: trans flags with transposed and strided operands", "[cu
 }
 
 TEST_CASE("gemm kernels: broadcast batch dims", "[cuda][matmul][family:matmul]") {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   Generator gen(14);
   for_batch_cases(gen, [&](const BatchCase&, const Tensor& va, const Tensor& vb, const Tensor& init, bool ta, bool tb) {
     check_gemm<float>(with_layout(va, dev, Layout::Contiguous), with_layout(vb, dev, Layout::Transposed),
@@ -249,7 +249,7 @@ TEST_CASE("gemm kernels: broadcast batch dims", "[cuda][matmul][family:matmul]")
 }
 
 TEST_CASE("gemm kernels: float64", "[cuda][matmul][family:matmul]") {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   const TensorOptions f64{DType::Float64};
   Generator gen(15);
   for (const bool ta : {false, true}) {
@@ -265,7 +265,7 @@ TEST_CASE("gemm kernels: float64", "[cuda][matmul][family:matmul]") {
 }
 
 TEST_CASE("gemm kernels: bit-identical under every thread schedule", "[cuda][matmul][family:matmul]") {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   Generator gen(16);
   const Tensor a = with_layout(rand_uniform({2, 1, 45, 67}, -1, 1, {}, gen), dev, Layout::Contiguous);
   const Tensor b = with_layout(rand_uniform({3, 45, 93}, -1, 1, {}, gen), dev, Layout::Transposed);
@@ -327,15 +327,17 @@ void check_gemm_cublas(const Tensor& a, const Tensor& b, const Tensor& out, bool
   const kernels::CudaGemmGuard cublas(kernels::CudaGemm::Cublas);
   const CublasCallCount calls;
   check_gemm<T>(a, b, out, ta, tb, alpha, beta, tol, tol);
-  CHECK(calls.gemm() == gemm_calls);
-  CHECK(calls.strided_batched() == strided_calls);
+  if (kernel_test_device().is_emu()) {  // only the emulated cuBLAS counts its calls
+    CHECK(calls.gemm() == gemm_calls);
+    CHECK(calls.strided_batched() == strided_calls);
+  }
 }
 
 }  // namespace
 
 TEST_CASE("gemm kernels: the emulated device defaults to the tiled kernels, cuBLAS when selected",
           "[cuda][matmul][family:matmul]") {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   Generator gen(21);
   const Tensor a = with_layout(rand_uniform({33, 20}, -1, 1, {}, gen), dev, Layout::Contiguous);
   const Tensor b = with_layout(rand_uniform({20, 17}, -1, 1, {}, gen), dev, Layout::Contiguous);
@@ -355,7 +357,7 @@ TEST_CASE("gemm kernels: the emulated device defaults to the tiled kernels, cuBL
     CHECK(kernels::cuda_gemm_in_effect(false) == which);
     const CublasCallCount calls;
     check_gemm<float>(a, b, with_layout(init, dev, Layout::Contiguous), false, false, 1.0, 0.0, 1e-5, 1e-5);
-    CHECK(calls.gemm() == (which == kernels::CudaGemm::Cublas ? 1 : 0));
+    if (dev.is_emu()) CHECK(calls.gemm() == (which == kernels::CudaGemm::Cublas ? 1 : 0));
   }
 }
 
@@ -371,7 +373,7 @@ TEST_CASE("gemm kernels: cuBLAS path, trans flags with transposed and strided op
 }
 
 TEST_CASE("gemm kernels: cuBLAS path, float64, odd shapes and vectors", "[cuda][matmul][cublas][family:matmul]") {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   const TensorOptions f64{DType::Float64};
   Generator gen(23);
   // Size-1 dims may carry any stride: cuBLAS then needs a leading dimension of its own choosing.
@@ -395,9 +397,9 @@ TEST_CASE("gemm kernels: cuBLAS path, float64, odd shapes and vectors", "[cuda][
   }
 }
 
-TEST_CASE("gemm kernels: cuBLAS path, batches (strided batched or one call per entry)",
+TEST_CASE("gemm kernels: cuBLAS path, batches (strided batched, at once or per run of a batch dim)",
           "[cuda][matmul][cublas][family:matmul]") {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   Generator gen(24);
   for_batch_cases(
       gen, [&](const BatchCase& c, const Tensor& va, const Tensor& vb, const Tensor& init, bool ta, bool tb) {
@@ -411,7 +413,10 @@ TEST_CASE("gemm kernels: cuBLAS path, batches (strided batched or one call per e
         check(Layout::Gapped, Layout::Contiguous, Layout::Gapped, 2.0, 0.5);
       });
 
-  SECTION("batch dims stored out of order: offsets 0, 2S, 4S, S, 3S, 5S (one call per entry)") {
+  // Attention's layout: [B, H, T, d] read from a [B, T, H, d] tensor is strided along B and along
+  // H but not over the flattened B*H index. One call per run of the longer dim (2 calls of 3, not
+  // 6 single GEMMs: per-entry calls had made a Transformer step on a GPU launch-bound).
+  SECTION("batch dims stored out of order: offsets 0, 2S, 4S, S, 3S, 5S (a call per run of dim 1)") {
     const std::int64_t m = 37, n = 66, k = 19;
     const TensorOptions f64{DType::Float64};
     const Tensor values = rand_uniform({2, 3, m, k}, -1, 1, f64, gen);
@@ -421,14 +426,28 @@ TEST_CASE("gemm kernels: cuBLAS path, batches (strided batched or one call per e
     kernels::copy_into(a, copy_to_device(values, dev));
     const Tensor b = with_layout(rand_uniform({k, n}, -1, 1, f64, gen), dev, Layout::Contiguous);
     const Tensor init = rand_uniform({2, 3, m, n}, -1, 1, f64, gen);
-    check_gemm_cublas<double>(a, b, with_layout(init, dev, Layout::Contiguous), false, false, 1.0, 0.5, 1e-12, 6, 0);
-    check_gemm_cublas<double>(a, b, with_layout(init, dev, Layout::Transposed), false, false, 1.0, 0.5, 1e-12, 6, 0);
+    check_gemm_cublas<double>(a, b, with_layout(init, dev, Layout::Contiguous), false, false, 1.0, 0.5, 1e-12, 0, 2);
+    check_gemm_cublas<double>(a, b, with_layout(init, dev, Layout::Transposed), false, false, 1.0, 0.5, 1e-12, 0, 2);
+  }
+
+  SECTION("the longer strided dim is the batched one: [5, 3] batch from a [5, T, 3, d] layout") {
+    const std::int64_t heads = 3, batch = 5, t = 7, d = 4;
+    const TensorOptions f32{DType::Float32};
+    // q and k as attention holds them: [B, T, H, d] storage viewed as [B, H, T, d].
+    const auto heads_first = [&](const Tensor& btHd) {
+      return copy_to_device(btHd, dev).as_strided({batch, heads, t, d}, {t * heads * d, d, heads * d, 1}, 0);
+    };
+    const Tensor q = heads_first(rand_uniform({batch, t, heads, d}, -1, 1, f32, gen));
+    const Tensor key = heads_first(rand_uniform({batch, t, heads, d}, -1, 1, f32, gen));
+    const Tensor init = rand_uniform({batch, heads, t, t}, -1, 1, f32, gen);
+    // scores = q k^T: 3 calls (one per head) of 5 (the sentences), no single GEMMs.
+    check_gemm_cublas<float>(q, key, with_layout(init, dev, Layout::Contiguous), false, true, 0.5, 0.0, 1e-5, 0, 3);
   }
 }
 
 TEST_CASE("gemm kernels: cuBLAS path, alpha, beta == 0 over NaN, k == 0, the second device",
           "[cuda][matmul][cublas][family:matmul]") {
-  const Device dev = emu();
+  const Device dev = kernel_test_device();
   Generator gen(25);
   const Tensor va = rand_uniform({67, 45}, -1, 1, {}, gen), vb = rand_uniform({45, 93}, -1, 1, {}, gen);
   const Tensor a = with_layout(va, dev, Layout::Contiguous), b = with_layout(vb, dev, Layout::Transposed);

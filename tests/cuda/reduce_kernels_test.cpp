@@ -23,12 +23,13 @@
 #include "kernels/reduce.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
 using Dims = std::vector<std::int64_t>;
 
-using define::test::to_emu;
 
 std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
 
@@ -45,7 +46,7 @@ auto reference(F&& f) {
 }
 
 void check_close(const std::string& what, const Tensor& got, const Tensor& ref, double tol) {
-  REQUIRE(got.device() == Device::emu());
+  REQUIRE(got.device() == kernel_test_device());
   REQUIRE(got.shape() == ref.shape());
   const define::test::Comparison cmp = define::test::compare(values(got), values(ref), tol, tol);
   INFO(what << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst << " (" << 100 * cmp.max_share
@@ -94,7 +95,7 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce][fami
   };
   for (const Case& c : cases) {
     const Tensor x = rand_uniform(c.shape, -1, 1, {}, gen);
-    const Tensor xe = to_emu(x);
+    const Tensor xe = to_test_device(x);
     check_close("sum " + c.name, kernels::sum(xe, c.dims, false), reference([&] { return kernels::sum(x, c.dims, false); }),
                 1e-6);
     if (c.with_mean)
@@ -104,20 +105,20 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce][fami
   // Transposed input: the reduced dim of a row sum becomes the strided one.
   const Tensor x = rand_uniform({4099, 257}, -1, 1, {}, gen);
   for (std::int64_t dim : {0, 1}) {
-    const Tensor t = transposed(to_emu(x));
+    const Tensor t = transposed(to_test_device(x));
     check_close("sum transposed dim " + std::to_string(dim), kernels::sum(t, {dim}, false),
                 reference([&] { return kernels::sum(transposed(x), {dim}, false); }), 1e-6);
   }
   // Same-sign data, where a float accumulator would drift: all partial sums of 0.1f are exact in
   // double, so the mean equals the reference's bit for bit.
   const Tensor tenths = full({1000003}, 0.1);
-  const Tensor got = kernels::mean(to_emu(tenths), {}, false);
+  const Tensor got = kernels::mean(to_test_device(tenths), {}, false);
   const Tensor want = reference([&] { return kernels::mean(tenths, {}, false); });
   CHECK(values(got) == values(want));
   // float64.
   const Tensor xd = rand_uniform({129, 1031}, -1, 1, {.dtype = DType::Float64}, gen);
   for (std::int64_t dim : {0, 1})
-    check_close("float64 sum dim " + std::to_string(dim), kernels::sum(to_emu(xd), {dim}, false),
+    check_close("float64 sum dim " + std::to_string(dim), kernels::sum(to_test_device(xd), {dim}, false),
                 reference([&] { return kernels::sum(xd, {dim}, false); }), 1e-12);
 }
 
@@ -136,7 +137,7 @@ TEST_CASE("reduce kernels: float32 sums of mixed magnitudes stay accurate", "[cu
   for (std::int64_t i = 17; i + 100 < n; i += 100) v[i] = (bigs++ % 2 == 0) ? big : -big;
   if (bigs % 2 == 1) v[17] = 0.5f;  // an even count: the bigs cancel
   const Tensor x = from_vector<float>(v, {n});
-  const Tensor xe = to_emu(x);
+  const Tensor xe = to_test_device(x);
   // Relative error of the emulated device's float32 sum against the float64 sum of the same values.
   auto rel_err = [](const Tensor& got, const Tensor& x64, const std::vector<std::int64_t>& dims) {
     const std::vector<double> g = values(got);
@@ -165,20 +166,20 @@ TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce
     for (DType dtype : {DType::Float32, DType::Float64}) {
       const Tensor x = rand_uniform(s, -1, 1, {.dtype = dtype}, gen);
       INFO("shape " << shape_str(s) << " " << dtype_name(dtype));
-      check_close("column_sum", kernels::column_sum(to_emu(x)), reference([&] { return kernels::column_sum(x); }),
+      check_close("column_sum", kernels::column_sum(to_test_device(x)), reference([&] { return kernels::column_sum(x); }),
                   1e-6);
     }
   }
   // Non-contiguous: a transposed matrix, and every other column of a wider one (as linear's
   // backward may hand it a strided gradient).
   const Tensor base = rand_uniform({257, 66}, -1, 1, {}, gen);
-  const Tensor base_emu = to_emu(base);
+  const Tensor base_emu = to_test_device(base);
   check_close("column_sum transposed", kernels::column_sum(transposed(base_emu)),
               reference([&] { return kernels::column_sum(transposed(base)); }), 1e-6);
   check_close("column_sum stride-2 columns", kernels::column_sum(base_emu.as_strided({257, 33}, {66, 2}, 1)),
               reference([&] { return kernels::column_sum(base.as_strided({257, 33}, {66, 2}, 1)); }), 1e-6);
   // No rows: zeros.
-  CHECK(values(kernels::column_sum(to_emu(zeros({0, 3})))) == std::vector<double>{0, 0, 0});
+  CHECK(values(kernels::column_sum(to_test_device(zeros({0, 3})))) == std::vector<double>{0, 0, 0});
 }
 
 TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference", "[cuda][reduce][family:reduce]") {
@@ -188,7 +189,7 @@ TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference
   for (DType dtype : {DType::Float32, DType::Float64}) {
     const std::int64_t rows = dtype == DType::Float32 ? 257 : 129, cols = dtype == DType::Float32 ? 4099 : 1031;
     const Tensor x = ties_with_nans(rows, cols, 7, {5 * cols + 20, 9 * cols + 20, 100 * cols + 1000}, dtype);
-    const Tensor xe = to_emu(x);
+    const Tensor xe = to_test_device(x);
     for (std::int64_t dim : {0, 1}) {
       INFO(dtype_name(dtype) << " dim " << dim);
       const auto [v, i] = kernels::max(xe, dim, false);
@@ -203,7 +204,7 @@ TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference
   std::vector<double> line(1000003, -1.0);
   for (std::int64_t i : {700001, 12345, 999999}) line[i] = 2.0;
   const Tensor l = from_vector<double>(line, {1000003});
-  CHECK(values(kernels::argmax(to_emu(l), 0, false)) == std::vector<double>{12345});
+  CHECK(values(kernels::argmax(to_test_device(l), 0, false)) == std::vector<double>{12345});
 }
 
 TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][reduce][family:reduce]") {
@@ -215,7 +216,7 @@ TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][re
       const auto [v, idx] = reference([&] { return kernels::max(x, dim, keepdim); });
       const Tensor grad = rand_uniform(v.shape(), -1, 1, {}, gen);
       INFO("dim " << dim << " keepdim " << keepdim);
-      const Tensor got = kernels::max_backward(to_emu(grad), to_emu(idx), x.shape(), dim, keepdim);
+      const Tensor got = kernels::max_backward(to_test_device(grad), to_test_device(idx), x.shape(), dim, keepdim);
       const Tensor want = reference([&] { return kernels::max_backward(grad, idx, x.shape(), dim, keepdim); });
       CHECK(values(got) == values(want));
     }
@@ -226,11 +227,11 @@ TEST_CASE("reduce kernels: bit-identical under forward, reverse and random sched
           "[cuda][reduce][family:reduce]") {
   kernels::register_devices();
   Generator gen(24);
-  const Tensor rows = to_emu(rand_uniform({33, 2051}, -1, 1, {}, gen));
-  const Tensor cols = to_emu(rand_uniform({513, 257}, -1, 1, {}, gen));
-  const Tensor long_line = to_emu(rand_uniform({100003}, -1, 1, {}, gen));
-  const Tensor ties = to_emu(ties_with_nans(257, 131, 3, {40 * 131 + 7, 41 * 131 + 7}));
-  const Tensor grad = to_emu(rand_uniform({1, 131}, -1, 1, {}, gen));
+  const Tensor rows = to_test_device(rand_uniform({33, 2051}, -1, 1, {}, gen));
+  const Tensor cols = to_test_device(rand_uniform({513, 257}, -1, 1, {}, gen));
+  const Tensor long_line = to_test_device(rand_uniform({100003}, -1, 1, {}, gen));
+  const Tensor ties = to_test_device(ties_with_nans(257, 131, 3, {40 * 131 + 7, 41 * 131 + 7}));
+  const Tensor grad = to_test_device(rand_uniform({1, 131}, -1, 1, {}, gen));
   // Every kernel and layout: rows with several warps per output, sub-warp rows, columns, both
   // split across blocks, max in both layouts, column_sum, max backward.
   const std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {

@@ -22,12 +22,13 @@
 #include "kernels/softmax.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
 std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
 
-using define::test::to_emu;
 
 void register_emu() {
   static const kernels::DeviceAvailability devices = kernels::register_devices();
@@ -101,7 +102,7 @@ TEST_CASE("cuda softmax: [64, 10007] log_softmax and cross entropy match the ref
   Tensor target = from_vector<std::int64_t>(t);
   Tensor dy = rand_uniform({rows, classes}, -1, 1, {}, gen);
 
-  Tensor xe = to_emu(x), te = to_emu(target), dye = to_emu(dy);
+  Tensor xe = to_test_device(x), te = to_test_device(target), dye = to_test_device(dy);
   Tensor ly = kernels::log_softmax(xe, 1);
   Tensor dly = kernels::log_softmax_backward(ly, dye, 1);
   kernels::CrossEntropyRows ce = kernels::cross_entropy_rows(xe, te, -100, 0.1);
@@ -136,7 +137,7 @@ TEST_CASE("cuda softmax: a long row of small terms keeps its sum", "[cuda][softm
   std::vector<float> v(static_cast<std::size_t>(n), -17.0f);
   for (std::size_t j = 0; j < 512; ++j) v[j] = 0.0f;
   const Tensor x = from_vector<float>(v, {1, n});
-  const Tensor xe = to_emu(x);
+  const Tensor xe = to_test_device(x);
   kernels::CpuBackendGuard ref_backend(kernels::Backend::Ref);
   const Tensor x64 = kernels::cast(x, DType::Float64);
   // Absolute error of log-probabilities (the error of log(sum)), relative error of probabilities.
@@ -155,10 +156,10 @@ TEST_CASE("cuda softmax: results are bit-identical under forward, reverse and ra
           "[cuda][softmax][family:softmax]") {
   register_emu();
   Generator gen(5);
-  Tensor x3d = to_emu(rand_uniform({3, 37, 45}, -3, 3, {}, gen));  // 45 columns: a full and a partial tile
-  Tensor rows = to_emu(rand_uniform({19, 300}, -3, 3, {}, gen));
-  Tensor long_rows = to_emu(rand_uniform({5, 2000}, -6, 6, {}, gen));
-  Tensor target = to_emu(from_vector<std::int64_t>({1999, -100, 0, 1234, -100}));
+  Tensor x3d = to_test_device(rand_uniform({3, 37, 45}, -3, 3, {}, gen));  // 45 columns: a full and a partial tile
+  Tensor rows = to_test_device(rand_uniform({19, 300}, -3, 3, {}, gen));
+  Tensor long_rows = to_test_device(rand_uniform({5, 2000}, -6, 6, {}, gen));
+  Tensor target = to_test_device(from_vector<std::int64_t>({1999, -100, 0, 1234, -100}));
 
   std::vector<std::vector<double>> forward;
   {
@@ -183,7 +184,7 @@ TEST_CASE("cuda softmax: inf and NaN follow the reference", "[cuda][softmax][fam
   const std::vector<float> v = {0.f, -inf, 1.f, -inf, 2.f,  -inf, -inf, -inf, -inf, -inf, 1.f, 2.f, inf,
                                 0.f, -1.f, nan, 1.f,  2.f,  3.f,  -inf, 5.f,  4.f,  nan,  0.f, -inf};
   Tensor target = from_vector<std::int64_t>({2, 0, 1, 4, 3});
-  Tensor te = to_emu(target);
+  Tensor te = to_test_device(target);
   for (std::int64_t n : {5, 1100}) {  // one warp per row; one block per row (patterns padded with -inf)
     std::vector<float> padded;
     for (int r = 0; r < 5; ++r) {
@@ -191,7 +192,7 @@ TEST_CASE("cuda softmax: inf and NaN follow the reference", "[cuda][softmax][fam
       for (std::int64_t j = 5; j < n; ++j) padded.push_back(-inf);
     }
     Tensor x = from_vector<float>(padded, {5, n});
-    Tensor xe = to_emu(x);
+    Tensor xe = to_test_device(x);
     INFO("row length " << n);
     const auto run = [&](const Tensor& t, const Tensor& tt) {
       return std::vector<Tensor>{kernels::softmax(t, 1),
@@ -226,19 +227,19 @@ TEST_CASE("cuda softmax: every target ignored gives 0 loss and zero gradients, n
   register_emu();
   for (std::int64_t classes : {7, 1500}) {  // one warp per row, one block per row
     for (DType target_dtype : {DType::Int64, DType::Int32}) {
-      Tensor target = to_emu(kernels::cast(from_vector<std::int64_t>({-100, -100, -100}), target_dtype));
+      Tensor target = to_test_device(kernels::cast(from_vector<std::int64_t>({-100, -100, -100}), target_dtype));
       for (double smoothing : {0.0, 0.2}) {
         for (Reduction reduction : {Reduction::Mean, Reduction::Sum}) {
           INFO("classes " << classes << ", smoothing " << smoothing << ", reduction " << int(reduction));
-          Tensor logits = to_emu(rand_uniform({3, classes}, -1, 1));
+          Tensor logits = to_test_device(rand_uniform({3, classes}, -1, 1));
           logits.set_requires_grad();
           Tensor loss = cross_entropy(logits, target, -100, smoothing, reduction);
-          CHECK(loss.device() == Device::emu());
+          CHECK(loss.device() == kernel_test_device());
           CHECK(values(loss) == std::vector<double>{0.0});
           backward(loss);
           for (double g : values(logits.grad())) REQUIRE(g == 0.0);
 
-          Tensor lp = to_emu(rand_uniform({3, classes}, -1, 1));
+          Tensor lp = to_test_device(rand_uniform({3, classes}, -1, 1));
           lp.set_requires_grad();
           Tensor nll = nll_loss(lp, target, -100, reduction);
           CHECK(values(nll) == std::vector<double>{0.0});
@@ -247,7 +248,7 @@ TEST_CASE("cuda softmax: every target ignored gives 0 loss and zero gradients, n
         }
       }
       // The per-row pieces directly: zero rows, zero lse, weight 0 for a mean.
-      Tensor logits = to_emu(rand_uniform({3, classes}, -1, 1));
+      Tensor logits = to_test_device(rand_uniform({3, classes}, -1, 1));
       kernels::CrossEntropyRows ce = kernels::cross_entropy_rows(logits, target, -100, 0.1);
       CHECK(values(ce.loss) == std::vector<double>{0, 0, 0});
       CHECK(values(ce.lse) == std::vector<double>{0, 0, 0});
@@ -271,7 +272,7 @@ TEST_CASE("cuda softmax: loss reduction over many rows is exact in count and det
     kept += t[i] != -1;
   }
   Tensor target = from_vector<std::int64_t>(t);
-  Tensor re = to_emu(rows), te = to_emu(kernels::cast(target, DType::Int32));
+  Tensor re = to_test_device(rows), te = to_test_device(kernels::cast(target, DType::Int32));
   kernels::ReducedLoss mean = kernels::reduce_loss_rows(re, te, -1, true);
   kernels::ReducedLoss sum = kernels::reduce_loss_rows(re, te, -1, false);
   CHECK(values(mean.total_weight) == std::vector<double>{double(kept)});
@@ -282,7 +283,7 @@ TEST_CASE("cuda softmax: loss reduction over many rows is exact in count and det
   check_close("mean", mean.loss, kernels::reduce_loss_rows(rows, target, -1, true).loss, 0, 1e-6);
   check_close("sum", sum.loss, kernels::reduce_loss_rows(rows, target, -1, false).loss, 0, 1e-6);
   // Zero rows: the empty mean is 0 with weight 0.
-  Tensor none = to_emu(zeros({0})), no_target = to_emu(zeros({0}, {.dtype = DType::Int64}));
+  Tensor none = to_test_device(zeros({0})), no_target = to_test_device(zeros({0}, {.dtype = DType::Int64}));
   kernels::ReducedLoss empty_mean = kernels::reduce_loss_rows(none, no_target, -100, true);
   CHECK(values(empty_mean.loss) == std::vector<double>{0.0});
   CHECK(values(empty_mean.total_weight) == std::vector<double>{0.0});

@@ -17,10 +17,11 @@
 #include "kernels/split_mix.h"
 
 using namespace define;
+using test::kernel_test_device;
+using test::to_test_device;
 using define::test::check_identical;
 using define::test::on_cpu_backend;
 using define::test::run_all_schedules;
-using define::test::to_emu;
 
 namespace {
 
@@ -42,10 +43,10 @@ void check_against_reference(const Tensor& x, const Tensor& y, const Tensor& gra
     kernels::CpuBackendGuard guard(kernels::Backend::Ref);
     return kernels::split_mix_backward(grad_out, m.p, m.g, m.s);
   }();
-  const Tensor emu = kernels::split_mix(to_emu(x), to_emu(y), m.g, m.s);
-  REQUIRE(emu.device() == Device::emu());
+  const Tensor emu = kernels::split_mix(to_test_device(x), to_test_device(y), m.g, m.s);
+  REQUIRE(emu.device() == kernel_test_device());
   check_identical(emu, ref, what + ": forward");
-  const kernels::SplitMixGrads emu_grads = kernels::split_mix_backward(to_emu(grad_out), m.p, m.g, m.s);
+  const kernels::SplitMixGrads emu_grads = kernels::split_mix_backward(to_test_device(grad_out), m.p, m.g, m.s);
   check_identical(emu_grads.grad_x, ref_grads.grad_x, what + ": grad_x");
   check_identical(emu_grads.grad_y, ref_grads.grad_y, what + ": grad_y");
   // The CPU fast path too (its unrolled transposes and strided fallbacks).
@@ -80,9 +81,9 @@ TEST_CASE("cuda split_mix: the same under forward, reverse and random schedules"
           "[cuda][split_mix][family:split_mix]") {
   REQUIRE(kernels::register_devices().emu);
   const MixShape m{31, 12, 20, 4, 2};
-  const Tensor x = to_emu(random_of({m.rows, m.p}, DType::Float32, 4));
-  const Tensor y = to_emu(random_of({m.rows, m.q}, DType::Float32, 5));
-  const Tensor go = to_emu(random_of({m.rows, m.p + m.q}, DType::Float32, 6));
+  const Tensor x = to_test_device(random_of({m.rows, m.p}, DType::Float32, 4));
+  const Tensor y = to_test_device(random_of({m.rows, m.q}, DType::Float32, 5));
+  const Tensor go = to_test_device(random_of({m.rows, m.p + m.q}, DType::Float32, 6));
   const Tensor out = run_all_schedules([&] { return kernels::split_mix(x, y, m.g, m.s); }, "forward");
   const Tensor gx = run_all_schedules([&] { return kernels::split_mix_backward(go, m.p, m.g, m.s).grad_x; }, "grad_x");
   const Tensor gy = run_all_schedules([&] { return kernels::split_mix_backward(go, m.p, m.g, m.s).grad_y; }, "grad_y");
@@ -112,7 +113,7 @@ TEST_CASE("cuda split_mix: strided views read in place (column slice, transposed
                                gb.as_strided({m.rows, m.p + m.q}, {64, 1}, 3)};
   };
   const std::vector<Tensor> host = views(xbase, ybase, gbase);
-  const std::vector<Tensor> dev = views(to_emu(xbase), to_emu(ybase), to_emu(gbase));
+  const std::vector<Tensor> dev = views(to_test_device(xbase), to_test_device(ybase), to_test_device(gbase));
   CHECK_FALSE(dev[0].is_contiguous());
   CHECK_FALSE(dev[1].is_contiguous());
   const Tensor ref = on_cpu_backend(kernels::Backend::Ref, [&] { return kernels::split_mix(host[0], host[1], m.g, m.s); });
@@ -133,8 +134,8 @@ TEST_CASE("cuda split_mix: backward inverts forward, over several grid-stride ro
   REQUIRE(kernels::register_devices().emu);
   // 4200 x 256 = 1,075,200 elements: more than the 4096 x 256 threads of one grid-stride round.
   const MixShape m{4200, 96, 160, 8, 8};
-  const Tensor x = to_emu(random_of({m.rows, m.p}, DType::Float32, 10));
-  const Tensor y = to_emu(random_of({m.rows, m.q}, DType::Float32, 11));
+  const Tensor x = to_test_device(random_of({m.rows, m.p}, DType::Float32, 10));
+  const Tensor y = to_test_device(random_of({m.rows, m.q}, DType::Float32, 11));
   const Tensor out = kernels::split_mix(x, y, m.g, m.s);
   const kernels::SplitMixGrads back = kernels::split_mix_backward(out, m.p, m.g, m.s);
   check_identical(back.grad_x, x, "x recovered");
