@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Compiles every CUDA kernel file with nvcc for each target architecture with `-Xptxas -v` and
 # fails when any kernel spills registers to local memory (ptxas "N bytes spill stores/loads" with
-# N > 0). Prints one table row per kernel and architecture: registers, spill stores, spill loads,
+# N > 0), or uses more than 64 registers without __launch_bounds__ (a 1,024-thread block of it
+# would not fit a multiprocessor's 65,536 registers; with bounds, ptxas fits them to the bound and
+# the emulator refuses larger blocks). Prints one table row per kernel and architecture: registers, spill stores, spill loads,
 # shared memory. No GPU needed. Usage:
 #   tools/check-ptxas.sh [file.cu ...]      (default: kernels/cuda/*.cu and tests/emu/kernels/*.cu)
 # Environment: ARCHS (default "75 80 90"; "none" for none), NVCC (default: nvcc on PATH or
@@ -43,11 +45,24 @@ table_rows() {
     }' "$3" | c++filt | sed -E 's/define::kernels::cuda::\(anonymous namespace\):://; s/\(anonymous namespace\):://g; s/\(.*$//'
 }
 
-# Fails (status 1) on rows with spills, except sm_61 rows of kernels in the known list.
+# Kernels declared with __launch_bounds__: ptxas fits their registers to that many threads, and
+# the emulator refuses larger blocks (EMU_CHECK_LAUNCH_BOUNDS).
+bounded="$(tools/check-launch-bounds.sh --names | sort -u)"
+# Fails (status 1) on rows with spills, except sm_61 rows of kernels in the known list, and on a
+# kernel without __launch_bounds__ using more than 64 registers: a multiprocessor has 65,536, so
+# a block of 1,024 threads (which the emulator accepts) would not launch on the GPU.
 check_spills() {
-  local rows="$1"
+  local rows="$1" base
   while IFS= read -r row; do
-    read -r file arch _ st ld _ name <<< "$row"
+    read -r file arch regs st ld _ name <<< "$row"
+    base="${name#void }"
+    base="${base%%<*}"
+    if [ "$regs" -gt 64 ] && ! grep -qxF "$base" <<< "$bounded"; then
+      echo "check-ptxas: $name in $file uses $regs registers for $arch without __launch_bounds__: a block of" \
+        "more than $((65536 / (((regs + 7) / 8) * 8 * 32) * 32)) threads could not launch; give it" \
+        "__launch_bounds__(its largest block) and EMU_CHECK_LAUNCH_BOUNDS" >&2
+      status=1
+    fi
     [ "$st" -gt 0 ] || [ "$ld" -gt 0 ] || continue
     if [ "$arch" = sm_61 ] && grep -qxF "$(basename "$file") $name" "$known_sm61" 2>/dev/null; then continue; fi
     echo "check-ptxas: register spills in $file for $arch: $name" >&2

@@ -51,6 +51,10 @@ using define::nvcc::launch;
   extern __shared__ __align__(16) unsigned char name##_emu_raw_[]; \
   T* name = reinterpret_cast<T*>(name##_emu_raw_)
 
+// A bounded kernel's first statement repeats its __launch_bounds__ for the emulator, which checks
+// the block size against it (kernels/emu/emu_device.hpp); nvcc has the attribute itself.
+#define EMU_CHECK_LAUNCH_BOUNDS(...) static_cast<void>(0)
+
 // The type comes last (variadic) so template arguments with commas need no parentheses.
 // (The emulator's version places the array in a per-block arena that it counts, poisons and checks.)
 #define EMU_STATIC_SHARED(name, ...) __shared__ ::std::type_identity_t<__VA_ARGS__> name

@@ -153,18 +153,21 @@ struct PowScalarBackward {
 template <bool kIndex32, typename T, typename F>
 __global__ void __launch_bounds__(kBlockSize)
     unary_kernel(T* out, const T* x, std::int64_t n, bool flat, OffsetCalc<2> calc, F f) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   for_each_element<kIndex32, 2>(n, flat, calc, [&](const auto& off) { out[off[0]] = f(x[off[1]]); });
 }
 
 template <bool kIndex32, typename T, typename F>
 __global__ void __launch_bounds__(kBlockSize)
     binary_kernel(T* out, const T* a, const T* b, std::int64_t n, bool flat, OffsetCalc<3> calc, F f) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) { out[off[0]] = f(a[off[1]], b[off[2]]); });
 }
 
 template <bool kIndex32, typename C, typename T>
 __global__ void __launch_bounds__(kBlockSize)
     where_kernel(T* out, const C* cond, const T* a, const T* b, std::int64_t n, bool flat, OffsetCalc<4> calc) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   for_each_element<kIndex32, 4>(n, flat, calc, [&](const auto& off) {
     out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
   });
@@ -173,6 +176,7 @@ __global__ void __launch_bounds__(kBlockSize)
 template <bool kIndex32, typename M, typename T>
 __global__ void __launch_bounds__(kBlockSize)
     masked_fill_kernel(T* out, const T* x, const M* mask, T value, std::int64_t n, bool flat, OffsetCalc<3> calc) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) {
     out[off[0]] = mask[off[2]] != M(0) ? value : x[off[1]];
   });

@@ -123,6 +123,7 @@ __device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T>& p, s
 // registers at 128 (the same bound as kernels/cuda/matmul.cu's tiled kernel).
 template <typename T, bool kADepthContiguous, bool kBDepthContiguous>
 __global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GroupedGemmArgs<T> p) {
+  EMU_CHECK_LAUNCH_BOUNDS(kGemmThreads, 2);
   EMU_STATIC_SHARED(a_tile, SliceTile<T>);
   EMU_STATIC_SHARED(b_tile, SliceTile<T>);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kTile;

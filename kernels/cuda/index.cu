@@ -185,6 +185,7 @@ template <typename K>
 __global__ void __launch_bounds__(kSortThreads)
     count_tile_digits_kernel(const K* __restrict__ keys, std::int64_t n, int shift, std::int64_t tiles,
                              std::int64_t* __restrict__ counts, bool verify, IndexCheck check) {
+  EMU_CHECK_LAUNCH_BOUNDS(kSortThreads);
   // Block-uniform loop: every thread of the block runs the same tiles (the scan has barriers).
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const std::int64_t first = tile * kTileItems + threadIdx.x * kItemsPerThread;
@@ -200,6 +201,7 @@ __global__ void __launch_bounds__(kSortThreads)
 // In-place exclusive prefix sum of data[0, m) by one block: each thread sums a contiguous chunk,
 // the block scans the chunk sums, then each thread rewrites its chunk.
 __global__ void __launch_bounds__(kSortThreads) exclusive_scan_kernel(std::int64_t* data, std::int64_t m) {
+  EMU_CHECK_LAUNCH_BOUNDS(kSortThreads);
   const std::int64_t per_thread = (m + kSortThreads - 1) / kSortThreads;
   const std::int64_t first = threadIdx.x * per_thread, last = first + per_thread < m ? first + per_thread : m;
   std::int64_t sum = 0;
@@ -220,6 +222,7 @@ __global__ void __launch_bounds__(kSortThreads)
                                  std::int64_t n, int shift, std::int64_t tiles,
                                  const std::int64_t* __restrict__ run_starts, K* __restrict__ keys_out,
                                  std::int64_t* __restrict__ order_out) {
+  EMU_CHECK_LAUNCH_BOUNDS(kSortThreads);
   EMU_STATIC_SHARED(tile_start, std::int64_t[kDigits]);
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     if (threadIdx.x < kDigits) tile_start[threadIdx.x] = run_starts[threadIdx.x * tiles + tile];

@@ -33,6 +33,7 @@ constexpr int kWarp = 32;
 constexpr std::int64_t kMaxWarpRowCols = 1024;
 constexpr int kWarpRowsPerBlock = 4;  // warp-per-row: 4 warps = 4 rows per 128-thread block
 constexpr int kRowBlockWarps = 8;     // block-per-row: 256 threads per row
+constexpr int kMaxRowThreads = kWarp * kRowBlockWarps;  // the larger of the two row block shapes
 // Shared memory for the per-row element cache; beyond it rows are re-read from global memory.
 constexpr std::size_t kMaxRowCacheBytes = 32 * 1024;
 
@@ -109,10 +110,11 @@ struct RowThreads {
 // One row per warp or block: mean and rstd by two passes, then y = (x - mean) * rstd * w + b.
 // `cache` says whether the dynamic shared memory holds `cols` elements per row slot.
 template <typename T, bool kBlockPerRow>
-__global__ void layer_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ weight,
-                                          const T* __restrict__ bias, T* __restrict__ y, T* __restrict__ mean,
-                                          T* __restrict__ rstd, std::int64_t rows, std::int64_t cols, T eps,
-                                          bool cache) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    layer_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
+                              T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd, std::int64_t rows,
+                              std::int64_t cols, T eps, bool cache) {
+  EMU_CHECK_LAUNCH_BOUNDS(kMaxRowThreads);
   EMU_DYNAMIC_SHARED(T, smem);
   const RowThreads<kBlockPerRow> t;
   T* row_cache = cache ? smem + t.slot * cols : nullptr;
@@ -155,9 +157,11 @@ __global__ void layer_norm_forward_kernel(const T* __restrict__ x, const T* __re
 // g = dy * w and xhat = (x - mean) * rstd. With `cache`, the first pass keeps xhat and g in
 // shared memory (2 * cols elements per row slot) for the second.
 template <typename T, bool kBlockPerRow>
-__global__ void layer_norm_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ weight,
-                                     const T* __restrict__ mean, const T* __restrict__ rstd, T* __restrict__ dx,
-                                     std::int64_t rows, std::int64_t cols, bool cache) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    layer_norm_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ weight,
+                         const T* __restrict__ mean, const T* __restrict__ rstd, T* __restrict__ dx, std::int64_t rows,
+                         std::int64_t cols, bool cache) {
+  EMU_CHECK_LAUNCH_BOUNDS(kMaxRowThreads);
   EMU_DYNAMIC_SHARED(T, smem);
   const RowThreads<kBlockPerRow> t;
   T* xhat_cache = cache ? smem + 2 * t.slot * cols : nullptr;

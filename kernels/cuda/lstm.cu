@@ -36,9 +36,11 @@ __device__ __forceinline__ T bias_at(const T* __restrict__ b_ih, const T* __rest
 }
 
 template <typename T>
-__global__ void lstm_cell_forward_kernel(T* __restrict__ gates, const T* __restrict__ b_ih,
-                                         const T* __restrict__ b_hh, const T* __restrict__ c_prev,
-                                         T* __restrict__ c, T* __restrict__ h, std::int64_t n, std::int64_t hidden) {
+__global__ void __launch_bounds__(kBlockSize)
+    lstm_cell_forward_kernel(T* __restrict__ gates, const T* __restrict__ b_ih, const T* __restrict__ b_hh,
+                             const T* __restrict__ c_prev, T* __restrict__ c, T* __restrict__ h, std::int64_t n,
+                             std::int64_t hidden) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t u = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < n; u += step) {
     const std::int64_t b = u / hidden, j = u - b * hidden;
@@ -60,10 +62,11 @@ __global__ void lstm_cell_forward_kernel(T* __restrict__ gates, const T* __restr
 // The formulas of kernels/ref/lstm.cpp: dct = dc + (dy + dh) * o * (1 - tanh(c)^2), then the gate
 // gradients through sigmoid' = a (1 - a) and tanh' = 1 - a^2, and dc_{t-1} = dct * f.
 template <typename T>
-__global__ void lstm_cell_backward_kernel(const T* __restrict__ dy, const T* __restrict__ dh, T* __restrict__ dc,
-                                          const T* __restrict__ gates, const T* __restrict__ c_prev,
-                                          const T* __restrict__ c, T* __restrict__ dgates, std::int64_t n,
-                                          std::int64_t hidden) {
+__global__ void __launch_bounds__(kBlockSize)
+    lstm_cell_backward_kernel(const T* __restrict__ dy, const T* __restrict__ dh, T* __restrict__ dc,
+                              const T* __restrict__ gates, const T* __restrict__ c_prev, const T* __restrict__ c,
+                              T* __restrict__ dgates, std::int64_t n, std::int64_t hidden) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t u = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < n; u += step) {
     const std::int64_t b = u / hidden, j = u - b * hidden;

@@ -137,6 +137,7 @@ __device__ __forceinline__ void gemm_tile(const TiledGemmArgs<T>& p, const T* __
 // unrolled k loop's shared loads (and spilled on sm_80/90 with 256 threads alone as the bound).
 template <typename T>
 __global__ void __launch_bounds__(kGemmThreads, 2) gemm_tiled_kernel(TiledGemmArgs<T> p) {
+  EMU_CHECK_LAUNCH_BOUNDS(kGemmThreads, 2);
   EMU_STATIC_SHARED(a_tile, SliceTile<T>);
   EMU_STATIC_SHARED(b_tile, SliceTile<T>);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kTile;

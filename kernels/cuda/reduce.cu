@@ -152,6 +152,7 @@ template <typename Op>
 __global__ void __launch_bounds__(kReduceThreads)
     reduce_rows_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
                        typename Op::acc_t* partial) {
+  EMU_CHECK_LAUNCH_BOUNDS(kReduceThreads);
   using Acc = typename Op::acc_t;
   EMU_STATIC_SHARED(warp_results, Acc[kReduceThreads / kWarpSize]);
   const int lanes = g.lanes;
@@ -191,6 +192,7 @@ template <typename Op>
 __global__ void __launch_bounds__(kReduceThreads)
     reduce_columns_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
                           typename Op::acc_t* partial) {
+  EMU_CHECK_LAUNCH_BOUNDS(kReduceThreads);
   using Acc = typename Op::acc_t;
   EMU_STATIC_SHARED(part_results, Acc[kReduceThreads]);
   const int lanes = g.lanes;

@@ -112,6 +112,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBlockSize) unshift_kernel(const T* __restrict__ grad_scores,
                                                              T* __restrict__ grad_bd, std::int64_t rows,
                                                              std::int64_t queries, std::int64_t keys) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   const int lane = threadIdx.x % kWarp;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / kWarp);
   for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows;

@@ -141,6 +141,7 @@ __device__ State block_allreduce(State st, State* scratch) {
 
 template <typename Op>
 __global__ void __launch_bounds__(kBlockSize) warp_per_row_kernel(Op op, std::int64_t rows) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   using State = typename Op::State;
   const int lane = threadIdx.x % kWarp;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / kWarp);
@@ -156,6 +157,7 @@ __global__ void __launch_bounds__(kBlockSize) warp_per_row_kernel(Op op, std::in
 
 template <typename Op>
 __global__ void __launch_bounds__(kRowBlock) block_per_row_kernel(Op op, std::int64_t rows) {
+  EMU_CHECK_LAUNCH_BOUNDS(kRowBlock);
   using State = typename Op::State;
   EMU_STATIC_SHARED(scratch, State[kRowBlockWarps + 1]);
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {  // block-uniform: barriers are safe

@@ -155,6 +155,7 @@ struct CrossEntropyRowOp {
 template <typename Op>
 __global__ void __launch_bounds__(kColumnTile * kColumnSlices)
     column_kernel(Op op, std::int64_t outer, std::int64_t n, std::int64_t inner) {
+  EMU_CHECK_LAUNCH_BOUNDS(kColumnTile * kColumnSlices);
   using State = typename Op::State;
   EMU_STATIC_SHARED(partial, State[kColumnSlices][kColumnTile]);
   const std::int64_t column_tiles = (inner + kColumnTile - 1) / kColumnTile;
@@ -214,6 +215,7 @@ template <typename T, typename I>
 __global__ void __launch_bounds__(kLossBlock)
     reduce_loss_kernel(const T* __restrict__ rows, const I* __restrict__ target, std::int64_t n,
                        std::int64_t ignore_index, bool mean, T* __restrict__ loss, T* __restrict__ total_weight) {
+  EMU_CHECK_LAUNCH_BOUNDS(kLossBlock);
   EMU_STATIC_SHARED(sums, SumAcc<T>[kLossBlock]);
   EMU_STATIC_SHARED(counts, std::int64_t[kLossBlock]);
   SumAcc<T> sum = SumAcc<T>::zero();

@@ -11,7 +11,8 @@
 //     order; race also switches threads at memory accesses, emu_race.hpp), CUDA_EMU_DEBUG=1
 //     (NaN-filled shared memory), CUDA_EMU_STRICT=1, CUDA_EMU_ARCH (per-block limits of sm_61 by
 //     default), divergent-barrier, divergent-warp-collective and warp-deadlock detection, guard
-//     pages and canaries; kernel failures come back from launch() as cuda_emu::kernel_error.
+//     pages and canaries, blocks larger than a kernel's __launch_bounds__ (EMU_CHECK_LAUNCH_BOUNDS);
+//     kernel failures come back from launch() as cuda_emu::kernel_error.
 //
 // Kernel files include their standard headers first and then kernels/cuda/cuda_compat.cuh, which
 // includes this header in the emulator build.

@@ -71,6 +71,27 @@ T& static_shared(const SharedSite* site) {
   ::std::type_identity_t<__VA_ARGS__>& name =                                                           \
       ::cuda_emu::detail::static_shared<::std::type_identity_t<__VA_ARGS__>>(&name##_emu_site_)
 
+// __launch_bounds__(max_threads[, min_blocks]) caps a kernel's registers so that max_threads fit on a
+// multiprocessor, and a GPU refuses a larger block (cudaErrorLaunchOutOfResources). The emulator
+// cannot read the attribute (it expands to nothing here), so each bounded kernel repeats its bound as
+// its first statement, `EMU_CHECK_LAUNCH_BOUNDS(max_threads[, min_blocks]);` (nothing under nvcc;
+// tools/check-launch-bounds.sh checks that the two agree), and a block larger than the bound fails
+// its launch here too, before any of the kernel's code has run.
+namespace cuda_emu::detail {
+constexpr long long launch_bound_threads(long long max_threads, long long /*min_blocks*/ = 0) { return max_threads; }
+inline void check_launch_bounds(long long max_threads, const char* bounds, const char* file, int line) {
+  const unsigned long long threads = static_cast<unsigned long long>(blockDim.x) * blockDim.y * blockDim.z;
+  if (threads <= static_cast<unsigned long long>(max_threads)) return;
+  launch_bounds_exceeded.store(true, std::memory_order_relaxed);
+  throw std::runtime_error(cat("too many resources requested for launch: a block of ", threads,
+                               " threads, more than the kernel's __launch_bounds__(", bounds, ") allows (",
+                               call_site(file, line), ")"));
+}
+}  // namespace cuda_emu::detail
+#define EMU_CHECK_LAUNCH_BOUNDS(...)                                                                           \
+  ::cuda_emu::detail::check_launch_bounds(::cuda_emu::detail::launch_bound_threads(__VA_ARGS__), #__VA_ARGS__, \
+                                          __FILE__, __LINE__)
+
 // ---------------------------------------------------------------------------------------------
 // Block barriers. The default arguments capture the call site, used to report divergent barriers.
 

@@ -260,6 +260,10 @@ std::string foreign_pointer_argument(const Tuple& params) {
   return out;
 }
 
+// Set by a block larger than its kernel's __launch_bounds__ (EMU_CHECK_LAUNCH_BOUNDS in
+// emu_device.hpp), so that its launch fails as a GPU's does, with cudaErrorLaunchOutOfResources.
+inline std::atomic<bool> launch_bounds_exceeded{false};
+
 inline void run_launch(LaunchJob& job) {
   if (tls_runner) {
     throw std::logic_error("launch() inside a kernel: dynamic parallelism is not supported by the emulator");
@@ -270,9 +274,11 @@ inline void run_launch(LaunchJob& job) {
     throw kernel_error(bad, uint3{0, 0, 0}, -1);
   }
   Pool::Failure failure;
+  launch_bounds_exceeded.store(false, std::memory_order_relaxed);
   Pool::instance().run(job, failure);
   if (failure.failed) {
-    set_last_error(cudaErrorLaunchFailure);
+    const bool too_large = launch_bounds_exceeded.exchange(false, std::memory_order_relaxed);
+    set_last_error(too_large ? cudaErrorLaunchOutOfResources : cudaErrorLaunchFailure);
     throw kernel_error(failure.message, failure.block, failure.linear);
   }
 }

@@ -182,6 +182,24 @@ TEST_CASE("emu strict: shared memory over the architecture's per-block limit fai
   CHECK_THAT(msg, Contains("at most 1024 threads"));
 }
 
+TEST_CASE("emu strict: a block larger than the kernel's __launch_bounds__ fails the launch", "[emu][strict][limits]") {
+  DeviceBuffer<int> out(128);
+  emu_test::bounded(out.get(), 64);  // at the bound: runs
+  CHECK(out.download()[63] == 63);
+  (void)cudaGetLastError();
+  const std::string msg = launch_error([&] { emu_test::bounded(out.get(), 65); });
+  INFO(msg);
+  CHECK_THAT(msg, Contains("too many resources requested for launch: a block of 65 threads, more than the kernel's "
+                           "__launch_bounds__(64) allows (strict.cu:"));
+  // The GPU's error code, and nothing of the kernel ran (out[64] was never written).
+  CHECK(cudaGetLastError() == cudaErrorLaunchOutOfResources);
+  CHECK(out.download()[64] != 64);
+  // The flag does not leak into the next failure: another kind of launch error keeps its own code.
+  DeviceBuffer<float> shuffled(32);
+  launch_error([&] { emu_test::divergent_shuffle(shuffled.get()); });
+  CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+}
+
 TEST_CASE("emu strict: lanes shuffling from different call sites are a divergent collective", "[emu][strict][warp]") {
   DeviceBuffer<float> out(32);
   const std::string msg = launch_error([&] { emu_test::divergent_shuffle(out.get()); });

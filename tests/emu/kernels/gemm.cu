@@ -14,6 +14,7 @@ constexpr int kThreads = 16;  // per dimension; each thread owns a 2x2 block of 
 __global__ void __launch_bounds__(kThreads * kThreads)
     sgemm_tiled_kernel(int m, int n, int k, const float* __restrict__ a, const float* __restrict__ b,
                        float* __restrict__ c) {
+  EMU_CHECK_LAUNCH_BOUNDS(kThreads * kThreads);
   __shared__ float as[kTile][kTile + 1];  // +1: no bank conflicts on the GPU
   __shared__ float bs[kTile][kTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;

@@ -44,6 +44,7 @@ __device__ float block_sum(float v) {
 template <int BLOCK>
 __global__ void __launch_bounds__(BLOCK) reduce_kernel(const float* __restrict__ x, std::size_t n,
                                                        float* __restrict__ out, bool accumulate_atomically) {
+  EMU_CHECK_LAUNCH_BOUNDS(BLOCK);
   float v = 0.f;
   for (std::size_t i = std::size_t(blockIdx.x) * BLOCK + threadIdx.x; i < n; i += std::size_t(gridDim.x) * BLOCK)
     v += x[i];
@@ -60,6 +61,7 @@ __global__ void __launch_bounds__(BLOCK) reduce_kernel(const float* __restrict__
 template <int BLOCK>
 __global__ void __launch_bounds__(BLOCK) softmax_kernel(const float* __restrict__ x, float* __restrict__ y,
                                                         int cols) {
+  EMU_CHECK_LAUNCH_BOUNDS(BLOCK);
   EMU_DYNAMIC_SHARED(float, scratch);  // BLOCK / 32 floats: one per warp
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const float* row = x + std::size_t(blockIdx.x) * cols;

@@ -88,6 +88,12 @@ __global__ void shared_budget_kernel(float* out) {
   out[t] = s[t] + d[t];
 }
 
+// Declared for at most 64 threads a block (the registers ptxas may then use would not fit more).
+__global__ void __launch_bounds__(64) bounded_kernel(int* out) {
+  EMU_CHECK_LAUNCH_BOUNDS(64);
+  out[threadIdx.x] = int(threadIdx.x);
+}
+
 }  // namespace
 
 namespace emu_test {
@@ -133,6 +139,8 @@ void shared_budget(float* out, bool large_static, unsigned dynamic_bytes, cudaSt
 int shared_budget_optin(int bytes) {
   return int(cudaFuncSetAttribute(shared_budget_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
+
+void bounded(int* out, int threads, cudaStream_t stream) { launch(bounded_kernel, 1, threads, 0, stream, out); }
 
 void divergent_shuffle(float* out, cudaStream_t stream) { launch(divergent_shuffle_kernel, 1, 32, 0, stream, out); }
 

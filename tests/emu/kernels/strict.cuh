@@ -1,6 +1,7 @@
 // Host wrappers for the planted bugs that the stricter emulator must catch (strict.cu): static
 // shared-memory overflow, a missing __syncwarp, a race between blocks, read-modify-write races,
-// over-limit shared memory, a divergent shuffle and a shuffle reading outside its mask.
+// over-limit shared memory, a block larger than its kernel's __launch_bounds__, a divergent shuffle and
+// a shuffle reading outside its mask.
 #pragma once
 
 struct CUstream_st;
@@ -30,6 +31,8 @@ void count_shared(int* out, int threads, bool atomic, cudaStream_t stream = null
 void shared_budget(float* out, bool large_static, unsigned dynamic_bytes, cudaStream_t stream = nullptr);
 // cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) of shared_budget's kernel.
 int shared_budget_optin(int bytes);
+// One block of `threads` threads of a kernel declared __launch_bounds__(64): out[t] = t.
+void bounded(int* out, int threads, cudaStream_t stream = nullptr);
 // One warp: even lanes shuffle at one call site, odd lanes at another.
 void divergent_shuffle(float* out, cudaStream_t stream = nullptr);
 // One warp: lanes 0-15 shuffle with mask 0x0000ffff from lane 20.
