@@ -28,11 +28,11 @@ namespace {
 constexpr std::int64_t kIgnore = -100;
 
 Tensor emu_ids(const std::vector<std::int64_t>& v, const Shape& shape, DType dtype = DType::Int64) {
-  return to_test_device(kernels::cast(from_vector<std::int64_t>(v, shape), dtype));
+  return to_emu(kernels::cast(from_vector<std::int64_t>(v, shape), dtype));
 }
 Tensor emu_values(const Shape& shape, std::uint64_t seed) {
   Generator gen(seed);
-  return to_test_device(rand_uniform(shape, -1, 1, {}, gen));
+  return to_emu(rand_uniform(shape, -1, 1, {}, gen));
 }
 
 // Runs f, which launches kernels on the emulated device, counting device-to-host copies; nothing
