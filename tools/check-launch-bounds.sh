@@ -43,7 +43,8 @@ awk -v names="$names" '
     line = $0
     gsub(/^[ \t]+|[ \t]+$/, "", line)
     if (!names && line != "EMU_CHECK_LAUNCH_BOUNDS(" pending ");") {
-      printf "%s: __launch_bounds__(%s): the body must begin with EMU_CHECK_LAUNCH_BOUNDS(%s);\n", where, pending, pending
+      printf "%s: __launch_bounds__(%s): the body must begin with EMU_CHECK_LAUNCH_BOUNDS(%s);\n", where, pending,
+        pending
       bad++
     }
     pending = ""; opened = 0

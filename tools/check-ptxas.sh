@@ -3,8 +3,8 @@
 # fails when any kernel spills registers to local memory (ptxas "N bytes spill stores/loads" with
 # N > 0), or uses more than 64 registers without __launch_bounds__ (a 1,024-thread block of it
 # would not fit a multiprocessor's 65,536 registers; with bounds, ptxas fits them to the bound and
-# the emulator refuses larger blocks). Prints one table row per kernel and architecture: registers, spill stores, spill loads,
-# shared memory. No GPU needed. Usage:
+# the emulator refuses larger blocks). Prints one table row per kernel and architecture:
+# registers, spill stores, spill loads, shared memory. No GPU needed. Usage:
 #   tools/check-ptxas.sh [file.cu ...]      (default: kernels/cuda/*.cu and tests/emu/kernels/*.cu)
 # Environment: ARCHS (default "75 80 90"; "none" for none), NVCC (default: nvcc on PATH or
 # /usr/local/cuda/bin/nvcc), PTXAS12 (a CUDA 12 ptxas, e.g. from tools/get-ptxas12.sh: adds sm_61).

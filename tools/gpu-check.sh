@@ -37,7 +37,10 @@ else
   DATA=${3:-../shared/data}
 fi
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 DATA=$(cd "$DATA" && pwd)
+[ -n "${CPU_REFERENCE:-}" ] && CPU_REFERENCE=$(cd "$CPU_REFERENCE" && pwd)
+cd "$(dirname "$0")/.."  # configs/ and tests/ are read from the repository
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 export DEFINE_DATA_DIR=$DATA DEFINE_CACHE_DIR=off OMP_WAIT_POLICY=PASSIVE
@@ -110,7 +113,9 @@ echo "cuBLAS: ${cublas:-not found}" | tee -a "$SUMMARY"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | tee -a "$SUMMARY"
 step devices 20 "$BIN/define" devices
-kernel_files=$(cd "$(dirname "$0")/../tests/cuda" && ls *_kernels_test.cpp | sed 's/\.cpp$//; s/^/[#/; s/$/]/' | paste -sd,)
+# Catch's file tags of the kernel tests: [#softmax_kernels_test],[#reduce_kernels_test],...
+kernel_files=$(cd tests/cuda && ls *_kernels_test.cpp | sed 's/\.cpp$//; s/^/[#/; s/$/]/' |
+  paste -sd,)
 stages=" ${STAGES:-tests train bench} "
 
 if [[ $stages == *" tests "* ]]; then

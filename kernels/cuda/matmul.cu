@@ -12,8 +12,8 @@
 //     Every output is one thread's sum in a fixed k order: results are deterministic, the same for
 //     any block order or thread schedule.
 //   * cublas: cublasSgemm/cublasDgemm, or their StridedBatched forms when every operand's batch
-//     offsets are a multiple of the batch index; else one StridedBatched call per run of the
-//     longest batch dim along which every operand is strided; else one call per batch entry. cuBLAS is
+//     offsets are a multiple of the batch index, else one StridedBatched call per run of the
+//     longest batch dim (attention's [B, H] batch of a [B, T, H, d] tensor: one per head). cuBLAS is
 //     column-major; a row-major out is computed as out^T = op(b)^T op(a)^T, which only flips the
 //     operations. An operand with neither a unit row nor a unit column stride (or a leading
 //     dimension cuBLAS refuses) is first made contiguous; such an out is computed into a contiguous
@@ -173,7 +173,7 @@ struct StridedBatchDim {
   std::int64_t strides[3] = {0, 0, 0};
 };
 
-// The longest dim of `batch` along which all of `offsets` are strided; size 0 when none is.
+// The longest dim of `batch` (of size >= 2) along which all of `offsets` are strided; size 0 when none is.
 StridedBatchDim strided_batch_dim(const Shape& batch, const std::vector<std::int64_t>* const (&offsets)[3]) {
   StridedBatchDim best;
   std::int64_t step = 1;
@@ -382,24 +382,21 @@ void run_cublas(const Tensor& a, const Tensor& b, const Tensor& c, bool trans_a,
                  "cublas<t>gemmStridedBatched");
     return;
   }
+  // Offsets come from strides, so every batch dim is strided for every operand and some dim of
+  // size >= 2 exists (count > 1): one StridedBatched call per run of the longest.
   const std::vector<std::int64_t>* const offsets[3] = {first.offsets, second.offsets, &mc.batch_offsets};
   const StridedBatchDim dim = strided_batch_dim(batch, offsets);
-  if (dim.size > 0) {  // one StridedBatched call per run of the strided dim
-    for (std::int64_t i = 0; i < count; ++i) {
-      if ((i / dim.step) % dim.size != 0) continue;
-      const auto at = static_cast<std::size_t>(i);
-      check_cublas(cublas_gemm_strided(handle, first.op, second.op, rows, cols, k, &alpha_t,
-                                       first.data + (*first.offsets)[at], ld1, dim.strides[0],
-                                       second.data + (*second.offsets)[at], ld2, dim.strides[1], &beta_t,
-                                       pc + mc.batch_offsets[at], ldc, dim.strides[2], static_cast<int>(dim.size)),
-                   "cublas<t>gemmStridedBatched");
-    }
-    return;
+  if (dim.size == 0)
+    fail("gemm", "internal: batch offsets of shape {} are not strided along any dim", shape_str(batch));
+  for (std::int64_t i = 0; i < count; ++i) {
+    if ((i / dim.step) % dim.size != 0) continue;
+    const auto at = static_cast<std::size_t>(i);
+    check_cublas(cublas_gemm_strided(handle, first.op, second.op, rows, cols, k, &alpha_t,
+                                     first.data + (*first.offsets)[at], ld1, dim.strides[0],
+                                     second.data + (*second.offsets)[at], ld2, dim.strides[1], &beta_t,
+                                     pc + mc.batch_offsets[at], ldc, dim.strides[2], static_cast<int>(dim.size)),
+                 "cublas<t>gemmStridedBatched");
   }
-  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i)
-    check_cublas(cublas_gemm(handle, first.op, second.op, rows, cols, k, &alpha_t, first.data + (*first.offsets)[i],
-                             ld1, second.data + (*second.offsets)[i], ld2, &beta_t, pc + mc.batch_offsets[i], ldc),
-                 "cublas<t>gemm");
 }
 
 // t itself when cuBLAS can read op(t), else a contiguous copy (which it always can).

@@ -82,7 +82,7 @@ constexpr long long launch_bound_threads(long long max_threads, long long /*min_
 inline void check_launch_bounds(long long max_threads, const char* bounds, const char* file, int line) {
   const unsigned long long threads = static_cast<unsigned long long>(blockDim.x) * blockDim.y * blockDim.z;
   if (threads <= static_cast<unsigned long long>(max_threads)) return;
-  launch_bounds_exceeded.store(true, std::memory_order_relaxed);
+  Pool::instance().launch_bounds_exceeded();
   throw std::runtime_error(cat("too many resources requested for launch: a block of ", threads,
                                " threads, more than the kernel's __launch_bounds__(", bounds, ") allows (",
                                call_site(file, line), ")"));

@@ -105,13 +105,19 @@ class Pool {
     uint3 block{0, 0, 0};
     long long linear = -1;
     std::string message;
+    cudaError_t code = cudaErrorLaunchFailure;  // what cudaGetLastError reports for it
   };
+
+  // Called by a block larger than its kernel's __launch_bounds__ (EMU_CHECK_LAUNCH_BOUNDS in
+  // emu_device.hpp): the launch then fails as a GPU's does, with cudaErrorLaunchOutOfResources.
+  void launch_bounds_exceeded() { bounds_exceeded_.store(true, std::memory_order_relaxed); }
 
   void run(const LaunchJob& job, Failure& failure) {
     const std::uint64_t nblocks = std::uint64_t(job.grid.x) * job.grid.y * job.grid.z;
     if (getpid() != pid_) {  // forked child: single-threaded, the parent's workers do not exist here
       setup(job, nblocks, failure);
       work();
+      finish(failure);
       return;
     }
     std::lock_guard<std::mutex> serial(launch_mutex_);
@@ -134,6 +140,7 @@ class Pool {
       std::unique_lock<std::mutex> lock(mutex_);
       done_.wait(lock, [this] { return active_ == 0; });
     }
+    finish(failure);
   }
 
  private:
@@ -145,6 +152,13 @@ class Pool {
     failure_ = &failure;
     next_.store(0, std::memory_order_relaxed);
     failed_.store(false, std::memory_order_relaxed);
+    bounds_exceeded_.store(false, std::memory_order_relaxed);
+  }
+
+  // A failed launch's error code: out of resources when a block exceeded its kernel's bound.
+  void finish(Failure& failure) {
+    if (failure.failed && bounds_exceeded_.load(std::memory_order_relaxed))
+      failure.code = cudaErrorLaunchOutOfResources;
   }
 
   // Claims and runs blocks until none are left or one failed.
@@ -205,6 +219,7 @@ class Pool {
   std::uint64_t nblocks_ = 0;
   std::atomic<std::uint64_t> next_{0};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> bounds_exceeded_{false};
   std::mutex failure_mutex_;
   Failure* failure_ = nullptr;
 };
@@ -260,10 +275,6 @@ std::string foreign_pointer_argument(const Tuple& params) {
   return out;
 }
 
-// Set by a block larger than its kernel's __launch_bounds__ (EMU_CHECK_LAUNCH_BOUNDS in
-// emu_device.hpp), so that its launch fails as a GPU's does, with cudaErrorLaunchOutOfResources.
-inline std::atomic<bool> launch_bounds_exceeded{false};
-
 inline void run_launch(LaunchJob& job) {
   if (tls_runner) {
     throw std::logic_error("launch() inside a kernel: dynamic parallelism is not supported by the emulator");
@@ -274,11 +285,9 @@ inline void run_launch(LaunchJob& job) {
     throw kernel_error(bad, uint3{0, 0, 0}, -1);
   }
   Pool::Failure failure;
-  launch_bounds_exceeded.store(false, std::memory_order_relaxed);
   Pool::instance().run(job, failure);
   if (failure.failed) {
-    const bool too_large = launch_bounds_exceeded.exchange(false, std::memory_order_relaxed);
-    set_last_error(too_large ? cudaErrorLaunchOutOfResources : cudaErrorLaunchFailure);
+    set_last_error(failure.code);
     throw kernel_error(failure.message, failure.block, failure.linear);
   }
 }
