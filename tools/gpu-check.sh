@@ -18,7 +18,7 @@
 #
 # BIN_DIR holds define, define_tests and kernel_bench from a build for that GPU (for an H100 / H200:
 # -DCMAKE_CUDA_ARCHITECTURES=90) and, optionally, lib/ with shared libraries the machine lacks. DATA_DIR
-# holds ptb/, wikitext-2/ and multi30k/ (as ../shared/data), default ../shared/data.
+# holds ptb/, wikitext-2/ and multi30k/, default the ../shared/data beside the repository.
 #
 #   tools/gpu-check.sh --cpu-reference OUT_DIR [DATA_DIR]   (build/release binaries, no GPU needed)
 #
@@ -30,11 +30,11 @@ if [ "${1:-}" = "--cpu-reference" ]; then
   shift
   BIN=$(cd "$(dirname "$0")/../build/release/tools" && pwd)
   OUT=$1
-  DATA=${2:-../shared/data}
+  DATA=${2:-$(dirname "$0")/../../shared/data}
 else
   BIN=$(cd "$1" && pwd)
   OUT=$2
-  DATA=${3:-../shared/data}
+  DATA=${3:-$(dirname "$0")/../../shared/data}
 fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
