@@ -16,10 +16,10 @@
 #include "kernels/devices.h"
 
 using namespace define;
-using test::kernel_test_device;
-using test::to_test_device;
 using define::test::check_close;
 using define::test::check_identical;
+using test::kernel_test_device;
+using test::to_test_device;
 using Bounds = std::vector<std::int64_t>;
 
 namespace {

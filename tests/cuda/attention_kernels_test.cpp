@@ -21,12 +21,12 @@
 #include "kernels/dropout.h"
 
 using namespace define;
-using test::kernel_test_device;
-using test::to_test_device;
 using define::test::check_close;
 using define::test::check_identical;
 using define::test::on_cpu_backend;
 using define::test::run_all_schedules;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
@@ -100,9 +100,11 @@ TEST_CASE("attention kernels: the whole op at larger shapes against the referenc
     kernels::CpuBackendGuard guard(kernels::Backend::Ref);
     const kernels::AttentionOutput ref = kernels::attention_forward(q, k, v, m, scale, true);
     const kernels::AttentionGrads ref_g = kernels::attention_backward(up, q, k, v, ref.probs, m, scale, true, true, true);
-    const kernels::AttentionOutput emu = kernels::attention_forward(to_test_device(q), to_test_device(k), to_test_device(v), m, scale, true);
-    const kernels::AttentionGrads emu_g = kernels::attention_backward(to_test_device(up), to_test_device(q), to_test_device(k), to_test_device(v),
-                                                                      emu.probs, m, scale, true, true, true);
+    const kernels::AttentionOutput emu =
+        kernels::attention_forward(to_test_device(q), to_test_device(k), to_test_device(v), m, scale, true);
+    const kernels::AttentionGrads emu_g =
+        kernels::attention_backward(to_test_device(up), to_test_device(q), to_test_device(k), to_test_device(v),
+                                    emu.probs, m, scale, true, true, true);
     check_close(emu.out, ref.out, what + " out");
     check_close(emu.probs, ref.probs, what + " probs");
     check_close(emu_g.grad_q, ref_g.grad_q, what + " grad_q");
@@ -122,7 +124,8 @@ TEST_CASE("attention kernels: a decoding step, one query over a key / value cach
     const Tensor q = rand_uniform({3, 4, 1, 16}, -1, 1, {}, gen);
     const Tensor k_rows = rand_uniform({3, tk, 4, 16}, -1, 1, {}, gen), v_rows = rand_uniform({3, tk, 4, 8}, -1, 1, {}, gen);
     const Tensor k = permute(k_rows, {0, 2, 1, 3}), v = permute(v_rows, {0, 2, 1, 3});
-    const Tensor emu_k = permute(to_test_device(k_rows), {0, 2, 1, 3}), emu_v = permute(to_test_device(v_rows), {0, 2, 1, 3});
+    const Tensor emu_k = permute(to_test_device(k_rows), {0, 2, 1, 3}),
+                 emu_v = permute(to_test_device(v_rows), {0, 2, 1, 3});
     const kernels::AttentionMasking m{.key_padding_mask = padding(3, tk)};
     const double scale = 0.25;
     const std::string what = "decoding step over " + std::to_string(tk) + " keys";
@@ -139,7 +142,8 @@ TEST_CASE("attention kernels: a decoding step, one query over a key / value cach
     const kernels::AttentionOutput emu = kernels::attention_forward(to_test_device(q), emu_k, emu_v, m, scale, false);
     check_close(cpu.out, ref.out, what + ", cpu");
     check_close(emu.out, ref.out, what + ", emu");
-    run_all_schedules([&] { return kernels::attention_forward(to_test_device(q), emu_k, emu_v, m, scale, false).out; }, what);
+    run_all_schedules([&] { return kernels::attention_forward(to_test_device(q), emu_k, emu_v, m, scale, false).out; },
+                      what);
 
     // The step equals the last row of a causal pass whose queries end with it.
     kernels::CpuBackendGuard guard(kernels::Backend::Ref);

@@ -9,10 +9,10 @@
 
 #include "core/factory.h"
 #include "core/philox.h"
+#include "cuda/emu_test_util.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
 #include "kernels/dropout.h"
-#include "cuda/emu_test_util.h"
 
 using namespace define;
 using test::kernel_test_device;
@@ -113,7 +113,8 @@ TEST_CASE("cuda dropout: non-contiguous input reads in logical order", "[cuda][d
   const Tensor base = rand_uniform({37, 29}, -1, 1, {}, gen);
   const Tensor xt = base.as_strided({29, 37}, {1, 29}, 0);  // the transpose, a strided view
   const Tensor fast = kernels::dropout_apply(xt, 0.4, 11, 3);
-  const Tensor emu = kernels::dropout_apply(copy_to_device(base, kernel_test_device()).as_strided({29, 37}, {1, 29}, 0), 0.4, 11, 3);
+  const Tensor emu =
+      kernels::dropout_apply(copy_to_device(base, kernel_test_device()).as_strided({29, 37}, {1, 29}, 0), 0.4, 11, 3);
   CHECK(emu.shape() == Shape{29, 37});
   CHECK(bits32(emu) == bits32(fast));
 }

@@ -25,10 +25,10 @@
 #include "kernels/index.h"
 
 using namespace define;
-using test::kernel_test_device;
-using test::to_test_device;
 using kernels::BinaryOp;
 using kernels::UnaryOp;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
@@ -209,7 +209,8 @@ TEST_CASE("cuda elementwise: integer comparisons are exact", "[cuda][elementwise
     const Tensor row_base = kernels::cast(rand_int({82}, 5, {.dtype = DType::Int64}, gen), dt);
     const Tensor row = row_base.as_strided({41}, {2}, 0);
     const Tensor col = kernels::cast(rand_int({37, 1}, 5, {.dtype = DType::Int64}, gen), dt);
-    const Tensor ea = to_test_device(a), erow = to_test_device(row_base).as_strided({41}, {2}, 0), ecol = to_test_device(col);
+    const Tensor ea = to_test_device(a), erow = to_test_device(row_base).as_strided({41}, {2}, 0),
+                 ecol = to_test_device(col);
     for (const auto& [bop, uop] : ops) {
       const std::string name = std::string(kernels::op_name(bop)) + " " + std::string(dtype_name(dt));
       const Tensor r1 = kernels::binary(bop, ea, erow);
@@ -299,7 +300,8 @@ TEST_CASE("cuda elementwise: 32-bit and 64-bit index math give the same results"
   const Tensor other = rand_uniform({6, 1, 5, 1}, -2, 2, {}, gen);
   const Tensor index = rand_int({7, 5, 3, 6, 2}, 4, {.dtype = DType::Int64}, gen);
   const Tensor rows = rand_int({9}, 7, {.dtype = DType::Int32}, gen);
-  const Tensor ebase = to_test_device(base), eother = to_test_device(other), eindex = to_test_device(index), erows = to_test_device(rows);
+  const Tensor ebase = to_test_device(base), eother = to_test_device(other), eindex = to_test_device(index),
+               erows = to_test_device(rows);
   // Every output of the kernels that take the index-width choice, on non-mergeable dims.
   auto outputs = [&] {
     const Tensor x = permute(ebase, {4, 2, 0, 3, 1});  // [7, 5, 3, 6, 4]

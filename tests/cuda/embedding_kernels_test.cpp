@@ -75,7 +75,8 @@ TEST_CASE("cuda embedding: backward padding row stays zero", "[cuda][embedding][
   const std::vector<float> w = got.to_vector<float>();
   for (int k = 0; k < 9; ++k) CHECK(w[3 * 9 + k] == 0.0f);
   // The padding row also stays zero when every token is padding.
-  const Tensor all_pad = to_cpu(kernels::embedding_backward(to_test_device(grad), to_test_device(zeros({3000}, {.dtype = DType::Int64})), 2, 0));
+  const Tensor all_pad = to_cpu(
+      kernels::embedding_backward(to_test_device(grad), to_test_device(zeros({3000}, {.dtype = DType::Int64})), 2, 0));
   CHECK(all_pad.to_vector<float>() == std::vector<float>(18, 0.0f));
 }
 
@@ -96,7 +97,8 @@ TEST_CASE("cuda embedding: backward over several radix passes and tiles", "[cuda
 
 TEST_CASE("cuda embedding: backward with no tokens writes zeros", "[cuda][embedding][family:embedding]") {
   REQUIRE(kernels::register_devices().emu);
-  const Tensor got = kernels::embedding_backward(to_test_device(zeros({0, 3})), to_test_device(zeros({0}, {.dtype = DType::Int64})), 5, -1);
+  const Tensor got = kernels::embedding_backward(to_test_device(zeros({0, 3})),
+                                                 to_test_device(zeros({0}, {.dtype = DType::Int64})), 5, -1);
   CHECK(to_cpu(got).to_vector<float>() == std::vector<float>(15, 0.0f));
 }
 

@@ -17,11 +17,11 @@
 #include "kernels/grouped_linear.h"
 
 using namespace define;
-using test::kernel_test_device;
-using test::to_test_device;
 using define::test::check_close;
 using define::test::check_identical;
 using define::test::on_cpu_backend;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
@@ -41,7 +41,9 @@ Problem make_problem(std::int64_t rows, std::int64_t g, std::int64_t k_in, std::
   return p;
 }
 
-Problem on_emu(const Problem& p) { return {to_test_device(p.x), to_test_device(p.w), to_test_device(p.b), to_test_device(p.dy)}; }
+Problem on_emu(const Problem& p) {
+  return {to_test_device(p.x), to_test_device(p.w), to_test_device(p.b), to_test_device(p.dy)};
+}
 
 // Everything one forward and one backward call produce.
 struct Results {

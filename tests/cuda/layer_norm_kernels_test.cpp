@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "core/factory.h"
+#include "cuda/emu_test_util.h"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/layer_norm.h"
-#include "cuda/emu_test_util.h"
 
 using namespace define;
 using test::kernel_test_device;

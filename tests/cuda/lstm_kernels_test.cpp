@@ -18,11 +18,11 @@
 #include "kernels/lstm.h"
 
 using namespace define;
-using test::kernel_test_device;
-using test::to_test_device;
 using define::test::check_close;
 using define::test::run_all_schedules;
 using define::test::to_cpu;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 

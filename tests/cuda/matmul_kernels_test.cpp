@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/factory.h"
+#include "cuda/emu_test_util.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/matmul_config.h"
@@ -25,7 +26,6 @@
 #include "kernels/emu/emu_cublas.hpp"
 #include "kernels/emu/emu_runtime.hpp"
 #include "kernels/matmul.h"
-#include "cuda/emu_test_util.h"
 
 using namespace define;
 using test::kernel_test_device;
@@ -46,8 +46,6 @@ const char* layout_name(Layout l) {
   }
   return "?";
 }
-
-
 
 // A tensor on `device` holding `values` (a CPU tensor), stored with `layout`.
 Tensor with_layout(const Tensor& values, Device device, Layout layout) {

@@ -30,7 +30,6 @@ namespace {
 
 using Dims = std::vector<std::int64_t>;
 
-
 std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
 
 // The transpose of a 2-d tensor, as a view.
@@ -166,8 +165,8 @@ TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce
     for (DType dtype : {DType::Float32, DType::Float64}) {
       const Tensor x = rand_uniform(s, -1, 1, {.dtype = dtype}, gen);
       INFO("shape " << shape_str(s) << " " << dtype_name(dtype));
-      check_close("column_sum", kernels::column_sum(to_test_device(x)), reference([&] { return kernels::column_sum(x); }),
-                  1e-6);
+      check_close("column_sum", kernels::column_sum(to_test_device(x)),
+                  reference([&] { return kernels::column_sum(x); }), 1e-6);
     }
   }
   // Non-contiguous: a transposed matrix, and every other column of a wider one (as linear's

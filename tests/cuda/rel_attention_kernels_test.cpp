@@ -22,12 +22,12 @@
 #include "kernels/rel_attention.h"
 
 using namespace define;
-using test::kernel_test_device;
-using test::to_test_device;
 using define::test::check_close;
 using define::test::check_identical;
 using define::test::on_cpu_backend;
 using define::test::run_all_schedules;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
@@ -51,7 +51,8 @@ std::vector<Tensor> row_kernels(const Tensor& ac, const Tensor& bd, const Tensor
 
 void check_schedules(const Shape& shape, std::int64_t window, double p) {
   Generator gen(4);
-  const Tensor ac = to_test_device(rand_uniform(shape, -3, 3, {}, gen)), bd = to_test_device(rand_uniform(shape, -3, 3, {}, gen));
+  const Tensor ac = to_test_device(rand_uniform(shape, -3, 3, {}, gen)),
+               bd = to_test_device(rand_uniform(shape, -3, 3, {}, gen));
   const Tensor grad = to_test_device(rand_uniform(shape, -1, 1, {}, gen));
   for (std::size_t i = 0; i < 3; ++i)
     run_all_schedules([&] { return row_kernels(ac, bd, grad, params(window, p))[i]; },
@@ -91,9 +92,11 @@ TEST_CASE("rel_attention kernels: the whole op at larger shapes against the refe
     const kernels::RelAttentionOutput ref = kernels::rel_attention_forward(q, k, v, r, u, w, pr, true);
     const kernels::RelAttentionGrads rg = kernels::rel_attention_backward(up, q, k, v, r, u, w, ref.probs, pr, {});
     const kernels::RelAttentionOutput emu =
-        kernels::rel_attention_forward(to_test_device(q), to_test_device(k), to_test_device(v), to_test_device(r), to_test_device(u), to_test_device(w), pr, true);
-    const kernels::RelAttentionGrads eg = kernels::rel_attention_backward(
-        to_test_device(up), to_test_device(q), to_test_device(k), to_test_device(v), to_test_device(r), to_test_device(u), to_test_device(w), emu.probs, pr, {});
+        kernels::rel_attention_forward(to_test_device(q), to_test_device(k), to_test_device(v), to_test_device(r),
+                                       to_test_device(u), to_test_device(w), pr, true);
+    const kernels::RelAttentionGrads eg =
+        kernels::rel_attention_backward(to_test_device(up), to_test_device(q), to_test_device(k), to_test_device(v),
+                                        to_test_device(r), to_test_device(u), to_test_device(w), emu.probs, pr, {});
     check_close(emu.out, ref.out, what + " out");
     check_close(emu.probs, ref.probs, what + " probs");
     check_close(eg.grad_q, rg.grad_q, what + " grad_q");
@@ -170,7 +173,8 @@ TEST_CASE("rel_attention kernels: rows whose visible scores are all -inf are exa
   const Tensor ac = from_vector(a, Shape{1, 1, 3, 5}), bd = from_vector(b, Shape{1, 1, 3, 5});
   for (const double p : {0.0, 0.5}) {
     const kernels::RelAttentionParams pr = params(2, p);
-    const std::vector<double> emu = values(kernels::rel_attention_softmax(to_test_device(ac), to_test_device(bd), pr).probs);
+    const std::vector<double> emu =
+        values(kernels::rel_attention_softmax(to_test_device(ac), to_test_device(bd), pr).probs);
     const auto probs = [&] { return kernels::rel_attention_softmax(ac, bd, pr).probs; };
     const Tensor ref = on_cpu_backend(kernels::Backend::Ref, probs);
     const Tensor cpu = on_cpu_backend(kernels::Backend::Cpu, probs);

@@ -29,7 +29,6 @@ namespace {
 
 std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
 
-
 void register_emu() {
   static const kernels::DeviceAvailability devices = kernels::register_devices();
   REQUIRE(devices.emu);

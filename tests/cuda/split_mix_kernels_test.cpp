@@ -17,11 +17,11 @@
 #include "kernels/split_mix.h"
 
 using namespace define;
-using test::kernel_test_device;
-using test::to_test_device;
 using define::test::check_identical;
 using define::test::on_cpu_backend;
 using define::test::run_all_schedules;
+using test::kernel_test_device;
+using test::to_test_device;
 
 namespace {
 
