@@ -533,9 +533,48 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
   std::int64_t skipped_in_a_row = 0;
   auto window_start = std::chrono::steady_clock::now();
   const double session_start_seconds = p.seconds;
+  const std::int64_t session_start_step = p.step;
   const auto session_start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return session_start_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
+  };
+
+  // Validates the weights in place (the caller swaps in NT-ASGD's averages when it averages) and
+  // keeps them as best.ckpt when they beat every earlier validation. Data parallel: rank 0
+  // validates (every rank holds the same weights) and tells the others.
+  auto validate_and_keep_best = [&](bool end_of_budget) {
+    double val = writer ? task.validate() : 0.0;
+    if (world > 1) {
+      Tensor v = scalar_tensor(val, {.dtype = DType::Float64});
+      comm->broadcast(v, 0);
+      val = v.item_double();
+    }
+    if (writer) {
+      if (end_of_budget)
+        fmt::print("end of budget in epoch {}, after step {} | valid loss {:.4f} | valid ppl {:.2f} | {:.0f} s\n",
+                   p.epoch, p.step, val, std::exp(val), elapsed());
+      else
+        fmt::print("epoch {} | valid loss {:.4f} | valid ppl {:.2f} | {:.0f} s\n", p.epoch, val, std::exp(val),
+                   elapsed());
+      std::fflush(stdout);  // interleaves correctly with the progress line on stderr when logged
+      std::map<std::string, double> fields = {{"epoch", static_cast<double>(p.epoch)},
+                                              {"step", static_cast<double>(p.step)},
+                                              {"loss", val},
+                                              {"perplexity", std::exp(val)}};
+      if (end_of_budget) fields["end_of_budget"] = 1;
+      run.log_metrics("valid", fields);
+    }
+    if (val < p.best_valid && writer) {
+      p.best_valid = val;
+      checkpoint("best", [&] {
+        std::map<std::string, std::string> labels = task.checkpoint_labels();
+        labels["epoch"] = std::to_string(p.epoch);
+        labels["step"] = std::to_string(p.step);
+        nn::save_checkpoint(run.file(kBest), nn::make_checkpoint(model, nullptr, std::move(labels)));
+      });
+    }
+    if (val < p.best_valid) p.best_valid = val;  // the other ranks keep the same record
+    return val;
   };
 
   for (; p.epoch <= ts.epochs && !out_of_budget; ++p.epoch) {
@@ -661,30 +700,9 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     p.mid_epoch = false;
 
     // End of an epoch: validate (on the averaged weights once NT-ASGD averages), keep the best.
-    // Data parallel: rank 0 validates (every rank holds the same weights) and tells the others.
     std::optional<optim::AveragedWeights> averaged;
     if (ntasgd && ntasgd->averaging()) averaged.emplace(*ntasgd);
-    double val = writer ? task.validate() : 0.0;
-    if (world > 1) {
-      Tensor v = scalar_tensor(val, {.dtype = DType::Float64});
-      comm->broadcast(v, 0);
-      val = v.item_double();
-    }
-    if (writer) {
-      fmt::print("epoch {} | valid loss {:.4f} | valid ppl {:.2f} | {:.0f} s\n", p.epoch, val, std::exp(val), elapsed());
-      std::fflush(stdout);  // interleaves correctly with the progress line on stderr when logged
-      run.log_metrics("valid", {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)},
-                                {"loss", val}, {"perplexity", std::exp(val)}});
-    }
-    if (val < p.best_valid && writer) {
-      p.best_valid = val;
-      checkpoint("best", [&] {
-        std::map<std::string, std::string> labels = task.checkpoint_labels();
-        labels["epoch"] = std::to_string(p.epoch);
-        nn::save_checkpoint(run.file(kBest), nn::make_checkpoint(model, nullptr, std::move(labels)));
-      });
-    }
-    if (val < p.best_valid) p.best_valid = val;  // the other ranks keep the same record
+    const double val = validate_and_keep_best(false);
     if (ts.keep_epoch_checkpoints > 0 && writer) {
       // The weights after this epoch, for `define average` (the last N averaged, as fairseq's
       // average_checkpoints); the oldest beyond N is removed once the new one is safely written.
@@ -702,6 +720,15 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
       fmt::print("switching to averaged SGD (no improvement over the last {} evaluations)\n", ts.nonmono);
     p.seconds = elapsed();
     checkpoint("latest", [&] { save_latest(p.epoch + 1); });
+  }
+  // A budget (time or steps) that ends inside an epoch: the steps since the last validation count
+  // too. Without this a 30-minute run on a corpus whose epoch takes 8 minutes would report the
+  // weights of minute 24. Only the record of the best changes (NT-ASGD's trigger still sees epochs
+  // only), and it is saved in latest.ckpt, so a resumed run keeps the same best.
+  if (out_of_budget && p.mid_epoch && p.step > session_start_step) {
+    std::optional<optim::AveragedWeights> averaged;
+    if (ntasgd && ntasgd->averaging()) averaged.emplace(*ntasgd);
+    validate_and_keep_best(true);
   }
   p.seconds = elapsed();
   if (p.mid_epoch) checkpoint("latest", [&] { save_latest(p.epoch); });

@@ -1,7 +1,7 @@
 // The training loop every `define train` run goes through, whatever it trains: optimizer and
 // parameter groups, learning-rate schedule, gradient clipping, per-part gradient norms, the time
-// and step budget, non-finite loss detection, evaluation after every epoch (on NT-ASGD's averaged
-// weights once it averages), best / latest checkpoints with exact resume, metrics.jsonl and the
+// and step budget, non-finite loss detection, evaluation after every epoch and where a budget ends
+// inside one (on NT-ASGD's averaged weights once it averages), best / latest checkpoints with exact resume, metrics.jsonl and the
 // live progress line. It knows no model type: what it trains is a TrainingTask (a model with its
 // data and carried state), e.g. tools/lm_trainer.cpp's language-model task.
 //

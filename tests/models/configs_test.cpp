@@ -4,6 +4,7 @@
 // again from files here would only repeat seconds of allocation.)
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 
 #include "core/config.h"
@@ -59,6 +60,33 @@ TEST_CASE("configs: the PTB comparison (DeFINE 3.53 M, standard 3.58 M and 7.34 
   CHECK(total(parts_of("ptb-lstm-small.json", 10000)) == 3575952);     // 170-d table, LSTM 512 / 170
   CHECK(total(parts_of("ptb-lstm-baseline.json", 10000)) == 7344272);  // 400-d table, LSTM 512 / 400
   CHECK(total(parts_of("ptb-lstm-long.json", 10000)) == 7344272);
+}
+
+TEST_CASE("configs: the WikiText-2 LSTM comparison (DeFINE, standard, adaptive at 6.53-6.55 M)", "[models][configs]") {
+  // Issue 17's table compares token representations at equal total size on WikiText-2's 33,278
+  // words; each config's one free width (table 144, adaptive 474) was chosen to match the DeFINE
+  // model's total within 0.3%.
+  constexpr std::int64_t kVocab = 33278;
+  const auto define = parts_of("wt2-lstm-define.json", kVocab);
+  REQUIRE(define.size() == 3);
+  CHECK(define[0].name == kPartDefine);
+  CHECK(define[0].count == 337280);  // the main job's unit: the map width does not depend on V
+  CHECK(define[1].count == 1905664);
+  CHECK(define[2].count == kVocab * 128 + kVocab);  // tied 128-d table and the softmax bias
+  CHECK(total(define) == 6535806);
+
+  const auto standard = parts_of("wt2-lstm-standard.json", kVocab);
+  REQUIRE(standard.size() == 2);
+  CHECK(standard[1].count == kVocab * 144 + kVocab);
+  CHECK(total(standard) == 6551902);
+
+  // Adaptive input bands 2,000 / 8,000 / 23,278 at 474 / 118 / 29 wide (factor 4), tied to the
+  // adaptive softmax, in front of LSTM 512 / 474.
+  const auto adaptive = parts_of("wt2-lstm-adaptive.json", kVocab);
+  REQUIRE(adaptive.size() == 2);
+  CHECK(total(adaptive) == 6534360);
+  for (const auto* parts : {&standard, &adaptive})
+    CHECK(std::abs(static_cast<double>(total(*parts)) / static_cast<double>(total(define)) - 1.0) < 0.003);
 }
 
 TEST_CASE("configs: DeLighT WMT'14 En-De d_m = 128 and 256 (spec 5.1)", "[models][configs]") {
