@@ -533,7 +533,6 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
   std::int64_t skipped_in_a_row = 0;
   auto window_start = std::chrono::steady_clock::now();
   const double session_start_seconds = p.seconds;
-  const std::int64_t session_start_step = p.step;
   const auto session_start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return session_start_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();
@@ -721,17 +720,21 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     p.seconds = elapsed();
     checkpoint("latest", [&] { save_latest(p.epoch + 1); });
   }
+  p.seconds = elapsed();
+  if (p.mid_epoch) checkpoint("latest", [&] { save_latest(p.epoch); });
   // A budget (time or steps) that ends inside an epoch: the steps since the last validation count
   // too. Without this a 30-minute run on a corpus whose epoch takes 8 minutes would report the
-  // weights of minute 24. Only the record of the best changes (NT-ASGD's trigger still sees epochs
-  // only), and it is saved in latest.ckpt, so a resumed run keeps the same best.
-  if (out_of_budget && p.mid_epoch && p.step > session_start_step) {
+  // weights of minute 24. It comes after latest.ckpt, so a resumed run continues exactly as an
+  // uninterrupted one (its log and record of the best do not hold this validation); best.ckpt
+  // and the final numbers do. NT-ASGD's trigger still sees epoch ends only. A resume of a run that
+  // had already reached its budget validates the same weights again (and logs the same line in
+  // place of the one its resume cut from the log), so a kill between latest.ckpt and this line
+  // loses nothing.
+  if (out_of_budget && p.mid_epoch) {
     std::optional<optim::AveragedWeights> averaged;
     if (ntasgd && ntasgd->averaging()) averaged.emplace(*ntasgd);
     validate_and_keep_best(true);
   }
-  p.seconds = elapsed();
-  if (p.mid_epoch) checkpoint("latest", [&] { save_latest(p.epoch); });
 
   // Final numbers from the best validated checkpoint; before any epoch completed, from the
   // current weights (averaged ones under NT-ASGD), which latest.ckpt holds. Rank 0 evaluates.

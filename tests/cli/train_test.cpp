@@ -106,8 +106,10 @@ TEST_CASE("train: resume continues exactly, corrupted checkpoints are refused", 
   const nn::Checkpoint cb = nn::load_checkpoint((root / "b" / "latest.ckpt").string());
   REQUIRE(ca.model.size() == cb.model.size());
   for (const auto& [name, t] : ca.model) CHECK(t.to_vector<float>() == cb.model.at(name).to_vector<float>());
-  // The same weights validate the same. (The best record may differ: b also validated at step 5.)
+  // b's validation at the end of its first budget (step 5) is not part of the resumed run's history:
+  // both end with the same validation and the same best.
   CHECK(last_validation(root / "b") == last_validation(root / "a"));
+  CHECK(a.valid_loss == b.valid_loss);
 
   // A truncated checkpoint is refused, and the run folder is left as it was.
   const std::string good = read_all(root / "b" / "latest.ckpt");
