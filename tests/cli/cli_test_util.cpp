@@ -53,6 +53,16 @@ std::vector<std::string> logged_without_clock(const std::filesystem::path& run) 
   return out;
 }
 
+std::vector<nlohmann::json> events(const std::filesystem::path& run, const std::string& event) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(run / "metrics.jsonl");
+  for (std::string line; std::getline(f, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["event"] == event) out.push_back(j);
+  }
+  return out;
+}
+
 std::vector<std::string> temporaries(const std::filesystem::path& dir) {
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator(dir))

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace define::test {
 
 // Writes train.txt / valid.txt / test.txt of a 40-word language in which each word is followed by
@@ -22,6 +24,9 @@ std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, in
 // The lines of <run>/metrics.jsonl without the fields that depend on the clock or the process
 // (tokens/s, memory, seconds): what two runs of the same training must log identically.
 std::vector<std::string> logged_without_clock(const std::filesystem::path& run);
+
+// The entries of <run>/metrics.jsonl whose "event" is `event` ("train", "valid", "final", ...), in order.
+std::vector<nlohmann::json> events(const std::filesystem::path& run, const std::string& event);
 
 // The names in `dir` of files that look like temporaries (".tmp" in the name): what a crash-safe
 // writer must not leave behind.

@@ -60,17 +60,12 @@ std::vector<std::string> train_lines(const fs::path& run) {
   return out;
 }
 
-// The loss of the last "valid" event in metrics.jsonl (written in the shortest form that reads back
-// as the same double), and whether that event is the validation at the end of a budget.
+// The loss of the last "valid" event in metrics.jsonl, and whether that event is the validation at
+// the end of a budget.
 std::pair<double, bool> last_validation(const fs::path& run) {
-  std::ifstream f(run / "metrics.jsonl");
-  std::string last;
-  for (std::string line; std::getline(f, line);)
-    if (line.find("\"event\":\"valid\"") != std::string::npos) last = line;
-  if (last.empty()) return {std::nan(""), false};
-  const auto at = last.find("\"loss\":") + 7;
-  return {std::stod(last.substr(at, last.find_first_of(",}", at) - at)),
-          last.find("\"end_of_budget\":1") != std::string::npos};
+  const std::vector<nlohmann::json> valid = test::events(run, "valid");
+  if (valid.empty()) return {std::nan(""), false};
+  return {valid.back()["loss"].get<double>(), valid.back().contains("end_of_budget")};
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/ops.h"
+#include "cli/cli_test_util.h"
 #include "core/factory.h"
 #include "nn/linear.h"
 #include "test_util.h"
@@ -81,16 +82,6 @@ fs::path fresh_run(const std::string& name) {
   return d;
 }
 
-std::vector<nlohmann::json> events(const fs::path& run, const std::string& event) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(run / "metrics.jsonl");
-  for (std::string line; std::getline(f, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    if (j["event"] == event) out.push_back(j);
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("training loop: a non-finite loss or gradient names the step and the parameter", "[cli][loop]") {
@@ -122,13 +113,13 @@ TEST_CASE("training loop: train.skip_nonfinite skips and counts such steps", "[c
   CHECK(r.steps == 10);
   CHECK(task.draws == 13);     // 10 updates and 3 skipped batches
   CHECK(task.discards == 3);
-  const auto skipped = events(dir, "skipped");
+  const auto skipped = test::events(dir, "skipped");
   REQUIRE(skipped.size() == 3);
   CHECK(skipped[0]["step"] == 2);  // after 2 completed updates
   CHECK(skipped[1]["step"] == 3);
   CHECK(skipped[2]["step"] == 4);
   CHECK_THAT(skipped[1]["reason"].get<std::string>(), Contains("first non-finite gradient: 'bias'"));
-  const auto train = events(dir, "train");
+  const auto train = test::events(dir, "train");
   REQUIRE(train.size() == 10);
   CHECK(train.back()["skipped_steps"] == 3);
   for (const auto& t : train) CHECK(std::isfinite(t["loss"].get<double>()));
