@@ -7,8 +7,9 @@
 //
 // Threading: Eigen parallelises one GEMM over OpenMP itself, and runs serially when called
 // inside an active OpenMP region. The batch loop picks one of the two levels:
-//   - batch-parallel (each GEMM on one thread) when the GEMMs are small, or when there are at
-//     least two GEMMs per thread: no synchronisation inside a GEMM, and the threads stay busy;
+//   - batch-parallel (each GEMM on one thread) when the GEMMs are small, when there are at
+//     least two GEMMs per thread, or when one GEMM split across all threads would leave each
+//     thread less than 1 M multiply-adds: no synchronisation inside a GEMM;
 //   - one GEMM after the other with Eigen's threading inside, for one or a few big GEMMs.
 // Measured on the 2-core AVX-512 build machine (float32, bench/gemm_bench.cpp, best of 5, in
 // moments when both cores were otherwise idle):
@@ -48,6 +49,13 @@ namespace {
 // m * n * k below which one GEMM is "small": the batch loop runs in parallel instead of
 // leaving the threads to Eigen (which would not split it much anyway).
 constexpr std::int64_t kSmallGemmWork = std::int64_t{128} * 128 * 128;
+// m * n * k a thread needs for splitting one GEMM across threads to pay: below it the blocks each
+// thread gets are too thin for the per-block synchronisation. At 2 threads the bound (2 M) sits
+// under kSmallGemmWork, so it changes nothing there; it matters on machines with more cores. On
+// a 16-core host with 8 threads, the 8-head position GEMMs of the fused relative attention
+// (150 x 300 x 48, 2.2 M multiply-adds) were split 8 ways one after the other, and the op ran
+// 3x slower than the composition that made one 64-GEMM batch of the same products.
+constexpr std::int64_t kMinWorkPerThread = std::int64_t{1} << 20;
 constexpr std::int64_t kParallelGrain = 1 << 15;
 
 enum class Order { Row, Col };
@@ -115,8 +123,7 @@ template <typename T, Order OA, Order OB, Order OC>
 void run_batch(const GemmPlan<T>& p) {
   const auto count = static_cast<std::int64_t>(p.mc.batch_offsets.size());
   const std::int64_t k = p.ma.cols;
-  const bool batch_parallel =
-      count > 1 && (p.mc.rows * p.mc.cols * k < kSmallGemmWork || count >= 2 * omp_get_max_threads());
+  const bool batch_parallel = gemm_batch_parallel(count, p.mc.rows * p.mc.cols * k, omp_get_max_threads());
 #pragma omp parallel for if (batch_parallel) schedule(static)
   for (std::int64_t n = 0; n < count; ++n) {
     MutMap<T, OC> C(p.c + p.mc.batch_offsets[n], p.mc.rows, p.mc.cols, Eigen::OuterStride<>(p.lc.outer));
@@ -208,6 +215,11 @@ void column_sum_rows(const Tensor& x, const Tensor& out) {
 }
 
 }  // namespace
+
+bool gemm_batch_parallel(std::int64_t count, std::int64_t work, int threads) {
+  if (count <= 1) return false;
+  return work < kSmallGemmWork || count >= 2 * std::int64_t{threads} || work < threads * kMinWorkPerThread;
+}
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, double alpha,
           double beta) {

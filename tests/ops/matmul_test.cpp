@@ -3,11 +3,14 @@
 // reference loops and check every gradient against finite differences.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/matmul.h"
+#include "test_util.h"
 
 using namespace define;
 using define::test::InputSpec;
@@ -182,6 +185,43 @@ TEST_CASE("matmul: gemm kernel flags, alpha and beta", "[ops][matmul][kernels][f
   CHECK(kernels::column_sum(from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2})).to_vector<float>() ==
         std::vector<float>{9, 12});
   CHECK(kernels::column_sum(empty({0, 3})).to_vector<float>() == std::vector<float>{0, 0, 0});
+}
+
+// The CPU batch loop's threading rule (kernels/cpu/matmul.cpp): one GEMM per thread unless there
+// are few GEMMs, each big enough that every thread's share of one is worth the synchronisation.
+TEST_CASE("matmul: CPU batch threading rule", "[ops][matmul][kernels][family:matmul]") {
+  const std::int64_t rel_attention_head = 150 * 300 * 48;  // Transformer-XL's position GEMM, per head
+  // 8 heads at 8 threads: 0.27 M multiply-adds a thread if each GEMM were split; one GEMM a thread.
+  CHECK(kernels::cpu::gemm_batch_parallel(8, rel_attention_head, 8));
+  CHECK(kernels::cpu::gemm_batch_parallel(8, rel_attention_head, 16));
+  // 2 threads, the build machine's: as before the rule existed (two GEMMs a thread, or small ones).
+  CHECK(kernels::cpu::gemm_batch_parallel(8, rel_attention_head, 2));
+  CHECK_FALSE(kernels::cpu::gemm_batch_parallel(3, rel_attention_head, 2));
+  CHECK(kernels::cpu::gemm_batch_parallel(3, 100 * 100 * 100, 2));
+  // Big GEMMs, few of them: each split across the threads.
+  CHECK_FALSE(kernels::cpu::gemm_batch_parallel(4, std::int64_t{1024} * 1024 * 1024, 8));
+  CHECK_FALSE(kernels::cpu::gemm_batch_parallel(1, 10, 8));
+  CHECK_FALSE(kernels::cpu::gemm_batch_parallel(0, 10, 8));
+
+  // Either way the products are the same: the batch at 8 threads (one GEMM a thread) against each
+  // GEMM alone at 1 thread, to float rounding.
+  kernels::CpuBackendGuard guard(kernels::Backend::Cpu);
+  const Tensor q = rand_uniform({8, 150, 48}, -1, 1);
+  const Tensor r = rand_uniform({8, 300, 48}, -1, 1);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(8);
+  Tensor batched = empty({8, 150, 300});
+  kernels::gemm(q, r, batched, false, true, 1.0, 0.0);
+  omp_set_num_threads(1);
+  std::vector<double> alone;
+  for (std::int64_t h = 0; h < 8; ++h) {
+    Tensor one = empty({150, 300});
+    kernels::gemm(select(q, 0, h), select(r, 0, h), one, false, true, 1.0, 0.0);
+    const auto v = test::values(one);
+    alone.insert(alone.end(), v.begin(), v.end());
+  }
+  omp_set_num_threads(threads);
+  test::check_close(test::values(batched), alone, 1e-5, 1e-5);
 }
 
 TEST_CASE("matmul: bad input", "[ops][matmul][errors][family:matmul]") {
