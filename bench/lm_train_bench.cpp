@@ -32,6 +32,7 @@
 #include "bench/peer_bench_util.h"
 #include "core/config.h"
 #include "core/omp_wait.h"
+#include "kernels/cpu/denormals.h"
 #include "models/registry.h"
 #include "models/lstm_lm.h"
 #include "nn/optim/optim.h"
@@ -117,6 +118,7 @@ std::optional<PeerResult> run_peer(const Args& a) {
 
 int main(int argc, char** argv) {
   prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer below
+  kernels::cpu::flush_denormals(true);  // as the define CLI does; the peer sets torch.set_flush_denormal(True)
   const Args a = parse(argc, argv);
   omp_set_num_threads(static_cast<int>(a.threads));
   // Forward FLOPs per token: each LSTM layer 2 * 4H(I + H), the tied softmax 2 * V * emb; training

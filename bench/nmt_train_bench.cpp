@@ -46,6 +46,7 @@
 #include "bench/peer_bench_util.h"
 #include "core/config.h"
 #include "core/omp_wait.h"
+#include "kernels/cpu/denormals.h"
 #include "models/beam_search.h"
 #include "models/registry.h"
 #include "models/translation_model.h"
@@ -213,6 +214,7 @@ std::string range(const std::vector<double>& v) {
 
 int main(int argc, char** argv) {
   prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer
+  kernels::cpu::flush_denormals(true);  // as the define CLI does; the peer sets torch.set_flush_denormal(True)
   Args a;
   try {
     a = parse(argc, argv);

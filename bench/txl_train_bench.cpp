@@ -47,6 +47,7 @@
 #include "bench/peer_bench_util.h"
 #include "core/config.h"
 #include "core/omp_wait.h"
+#include "kernels/cpu/denormals.h"
 #include "models/language_model.h"
 #include "models/registry.h"
 #include "nn/optim/optim.h"
@@ -229,6 +230,7 @@ std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
 
 int main(int argc, char** argv) {
   prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer below
+  kernels::cpu::flush_denormals(true);  // as the define CLI does; the peer sets torch.set_flush_denormal(True)
   Args a;
   try {
     a = parse(argc, argv);

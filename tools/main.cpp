@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/omp_wait.h"
+#include "kernels/cpu/denormals.h"
 #include "tools/dispatch.h"
 
 int main(int argc, char** argv) {
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   // "could not write <file>", instead of the default SIGXFSZ killing the process unannounced.
   std::signal(SIGXFSZ, SIG_IGN);
   define::prefer_passive_omp_wait(argv);  // see core/omp_wait.h: up to 2x faster training on 2 cores
+  define::kernels::cpu::flush_denormals(true);  // see kernels/cpu/denormals.h: an LSTM's late steps up to 2x faster
   if (argc < 2) {
     define::cli::print_help();
     return 1;

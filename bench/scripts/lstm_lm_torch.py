@@ -49,6 +49,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
+    torch.set_flush_denormal(True)  # as define does (core/denormals.h)
     torch.manual_seed(0)
     model = LstmLm(a.vocab, a.emb, a.hidden, a.layers)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)

@@ -175,6 +175,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
+    torch.set_flush_denormal(True)  # as define does (core/denormals.h)
     torch.manual_seed(0)
     model = Seq2Seq(a.vocab, a.d_model, a.heads, a.ffn, a.layers)
     params = sum(p.numel() for p in model.parameters())

@@ -192,6 +192,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
+    torch.set_flush_denormal(True)  # as define does (core/denormals.h)
     torch.manual_seed(0)
     cutoffs = [] if a.cutoffs == "none" else [int(c) for c in a.cutoffs.split(",")]
     model = TransformerXL(a.vocab, a.d_model, a.heads, a.d_head, a.inner, a.layers, a.mem_len, cutoffs)
