@@ -27,7 +27,10 @@ for v in "${variants[@]}"; do
   sets=(--set "model.input.variant=\"$v\"")
   # Without a reduce the unit's output is its last layer (k wide), and there is nothing for the
   # reduce skip to feed.
-  [ "$v" = no-reduce ] && sets+=(--set model.input.reduce_skip=false --set model.input.out_dim=512)
+  if [ "$v" = no-reduce ]; then
+    k=$(python3 -c 'import json; print(json.load(open("configs/wt2-lstm-define.json"))["model"]["input"]["k"])')
+    sets+=(--set model.input.reduce_skip=false --set "model.input.out_dim=$k")
+  fi
   run="$root/$v"
   rm -rf "$run"
   "$bin" train --config configs/wt2-lstm-define.json --run-dir "$run" "${sets[@]}" \

@@ -53,9 +53,11 @@ class RelLayer : public nn::Module {
     const Tensor h = memory.defined() && memory.size(0) > 0 ? concat({memory, x}, 0) : x;
     const std::int64_t Tk = h.size(0);
     const Tensor heads = qkv_->forward(cfg_.pre_lnorm ? attn_norm_->forward(h) : h);  // [Tk, B, 3 H dh]
-    // [Tk, B, 3, H, dh] -> three [B, H, Tk, dh] views; q keeps the segment's last T rows.
-    const Tensor split = reshape(heads, {Tk, B, 3, H, dh});
-    auto head = [&](std::int64_t i) { return permute(select(split, 2, i), {1, 2, 0, 3}); };
+    // [Tk, B, 3, H, dh] -> three [B, H, Tk, dh] views; q keeps the segment's last T rows. One
+    // split, not three selects: its backward writes the three gradients into one buffer in one
+    // pass, where each select's would zero a buffer of all three and the engine would sum them.
+    const std::vector<Tensor> qkv = split(reshape(heads, {Tk, B, 3, H, dh}), {1, 1, 1}, 2);
+    auto head = [&](std::size_t i) { return permute(squeeze(qkv[i], 2), {1, 2, 0, 3}); };
     const Tensor q = narrow(head(0), 2, Tk - T, T), k = head(1), v = head(2);
     const Tensor rk = permute(reshape(r_net_->forward(r), {Tk, H, dh}), {1, 0, 2});  // [H, Tk, dh]
     const RelAttentionOptions opt{.window = window,
@@ -196,7 +198,8 @@ std::pair<Tensor, LmState> TransformerXL::features(const Tensor& tokens, const L
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     // The memory of layer l is its own input: the previous window's x_{l-1}, cut to mem_len.
     if (mem_len > 0) {
-      const Tensor all = M > 0 ? concat({memory[l], x}, 0) : x;
+      // When the segment alone fills the memory, its rows are the memory (no join to copy).
+      const Tensor all = M > 0 && mem_len > T ? concat({memory[l], x}, 0) : x;
       const std::int64_t keep = std::min(mem_len, all.size(0));
       next[fmt::format("mem{}", l)] = contiguous(detach(narrow(all, 0, all.size(0) - keep, keep)));
     }

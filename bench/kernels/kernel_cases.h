@@ -19,6 +19,7 @@
 #include "kernels/index.h"
 #include "kernels/layer_norm.h"
 #include "kernels/matmul.h"
+#include "kernels/optim.h"
 #include "kernels/reduce.h"
 #include "kernels/rel_attention.h"
 #include "kernels/softmax.h"
@@ -107,6 +108,14 @@ inline std::vector<Case> cases() {
                  return Problem{f32_bytes(3.0 * r * k + 2.0 * r), 0, [=] {
                                   (void)kernels::layer_norm_backward(dy, x, w, o.mean, o.rstd, true, true, true);
                                 }};
+               }});
+  c.push_back({"adam_update", "optim", "64M", "1M", [n_of](Device d, bool gpu) {
+                 const Shape s{n_of(gpu)};
+                 Tensor p = uniform(s, d), g = uniform(s, d), m = uniform(s, d);
+                 Tensor v = copy_to_device(rand_uniform(s, 0, 1), d);  // a second moment is >= 0
+                 const kernels::AdamHyper h{.step_size = 1e-3};
+                 // Reads p, g, m and v, writes p, m and v.
+                 return Problem{f32_bytes(7.0 * n_of(gpu)), 0, [=] { kernels::adam_update(p, g, m, v, h); }};
                }});
   c.push_back({"dropout", "dropout", "64M", "1M", [n_of](Device d, bool gpu) {
                  Tensor x = uniform({n_of(gpu)}, d);

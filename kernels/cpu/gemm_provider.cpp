@@ -48,7 +48,7 @@ constexpr std::int64_t kMaxCalibrationWork = std::int64_t{1} << 25;
 constexpr std::int64_t kMinTimedWork = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxReps = 4096;  // tiny classes: a few milliseconds in all, not a second
 constexpr int kRounds = 5;
-constexpr const char* kCacheVersion = "v1";
+constexpr const char* kCacheVersion = "v2";  // v2: Eigen must win by kEigenMargin
 
 // ---- Eigen and OpenBLAS on row-major operands -------------------------------------------------
 
@@ -197,7 +197,7 @@ void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmDecision& d) {
   omp_set_num_threads(saved_threads);
   d.eigen_seconds = best_eigen;
   d.openblas_seconds = best_blas;
-  d.provider = best_blas < best_eigen ? GemmProvider::OpenBlas : GemmProvider::Eigen;
+  d.provider = faster_provider(best_eigen, best_blas);
 }
 
 // ---- the cache ------------------------------------------------------------------------------------
@@ -293,6 +293,10 @@ std::uint32_t class_key(std::int64_t m, std::int64_t n, std::int64_t k, bool is_
 }
 
 }  // namespace
+
+GemmProvider faster_provider(double eigen_seconds, double openblas_seconds) {
+  return eigen_seconds < openblas_seconds * (1 - kEigenMargin) ? GemmProvider::Eigen : GemmProvider::OpenBlas;
+}
 
 const char* to_string(GemmProvider p) { return p == GemmProvider::OpenBlas ? "openblas" : "eigen"; }
 const char* to_string(GemmChoice c) {

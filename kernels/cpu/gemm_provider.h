@@ -4,7 +4,7 @@
 // (Zen 3) VM OpenBLAS's sgemm runs at 1.6-1.8x Eigen's from 256^3 to 1024^3; on an AMD EPYC Zen 4
 // it was 1.27x; on an earlier VM Eigen was level or a little ahead. A fixed default is right on
 // one machine and slow on the next, so `auto` (the default) times both on the first GEMM of each
-// shape class and keeps the faster.
+// shape class and keeps the faster (OpenBLAS unless Eigen wins by a margin: faster_provider below).
 //
 // A shape class is (dtype, m, n, k) with each size rounded down to a power of 4 (m 256 covers
 // 256..1023). The first GEMM of a class times both providers on one thread, on scratch operands
@@ -46,6 +46,16 @@ GemmChoice parse_gemm_choice(std::string_view s);  // auto | eigen | openblas, e
 
 // True when this build has the OpenBLAS path (CMake found libopenblas).
 bool openblas_available();
+
+// What a class's one-thread timings choose: OpenBLAS unless Eigen is faster by more than
+// kEigenMargin. Why the margin: the timing runs on one thread and on scaled-down operands, where
+// the two libraries often tie (within 1-4% on an Intel Xeon, model 167), while the real GEMMs of a
+// 2-thread run are larger and threaded, where OpenBLAS was 10-26% ahead on those same tied classes
+// (Eigen's win, where it had one, was 2-10%). Choosing OpenBLAS on a tie risks at most the margin;
+// choosing Eigen on a tie risked a quarter. Where Eigen clearly wins (products with a dimension
+// under 16, where OpenBLAS's call overhead shows: 20-70%), it is still chosen.
+inline constexpr double kEigenMargin = 0.05;
+GemmProvider faster_provider(double eigen_seconds, double openblas_seconds);
 
 // The provider for an m x k by k x n GEMM (one of a batch). Called outside OpenMP regions (it may
 // time both providers on first use of a shape class); thread-safe.

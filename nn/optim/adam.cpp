@@ -3,12 +3,9 @@
 #include <cmath>
 
 #include "core/factory.h"
-#include "kernels/elementwise.h"
+#include "kernels/optim.h"
 
 namespace define::optim {
-
-using kernels::BinaryOp;
-using kernels::UnaryOp;
 
 Adam::Adam(const char* name, bool decoupled, std::vector<GroupSpec> groups, AdamOptions opt)
     : Optimizer(name, std::move(groups), opt.lr, opt.weight_decay), opt_(opt), decoupled_(decoupled) {
@@ -32,9 +29,7 @@ AdamW::AdamW(NamedParameters params, AdamWOptions opt)
     : AdamW(std::vector<GroupSpec>{{std::move(params), {}, {}}}, opt) {}
 AdamW::AdamW(const std::vector<Tensor>& params, AdamWOptions opt) : AdamW(name_parameters(params), opt) {}
 
-// Ten in-place kernel calls and one scratch tensor per parameter (allocated per step from the
-// caching allocator): the scratch holds g (+ wd * p), then g^2, then the denominator, then the
-// update direction.
+// One fused pass per parameter (kernels/optim.h says why and gives the formula).
 void Adam::update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& st) {
   const auto [b1, b2] = opt_.betas;
   const double lr = group.lr, wd = group.weight_decay;
@@ -43,31 +38,15 @@ void Adam::update(const ParamGroup& group, const Tensor& p, const Tensor& g, Par
     st.tensors["exp_avg_sq"] = zeros_like(p);
     st.scalars["step"] = 0;
   }
-  const Tensor& m = st.tensors.at("exp_avg");
-  const Tensor& v = st.tensors.at("exp_avg_sq");
   const double t = ++st.scalars.at("step");
-
-  Tensor tmp = empty_like(p);
-  Tensor gg = g;  // the gradient the moments see
-  if (decoupled_) {
-    if (wd != 0) detail::scale_(p, 1 - lr * wd);
-  } else if (wd != 0) {
-    kernels::binary_into(BinaryOp::AddScaled, tmp, g, p, wd);
-    gg = tmp;
-  }
-  detail::scale_(m, b1);
-  detail::add_scaled_(m, gg, 1 - b1);
-  kernels::binary_into(BinaryOp::Mul, tmp, gg, gg);  // may overwrite gg == tmp: read first, same element
-  detail::scale_(v, b2);
-  detail::add_scaled_(v, tmp, 1 - b2);
-
-  const double bc1 = 1 - std::pow(b1, t);
-  const double bc2_sqrt = std::sqrt(1 - std::pow(b2, t));
-  kernels::unary_into(UnaryOp::Sqrt, tmp, v);
-  kernels::unary_into(UnaryOp::MulScalar, tmp, tmp, 1 / bc2_sqrt);
-  kernels::unary_into(UnaryOp::AddScalar, tmp, tmp, opt_.eps);
-  kernels::binary_into(BinaryOp::Div, tmp, m, tmp);
-  detail::add_scaled_(p, tmp, -lr / bc1);
+  kernels::adam_update(p, g, st.tensors.at("exp_avg"), st.tensors.at("exp_avg_sq"),
+                       {.beta1 = b1,
+                        .beta2 = b2,
+                        .eps = opt_.eps,
+                        .step_size = lr / (1 - std::pow(b1, t)),
+                        .inv_bias_sqrt = 1 / std::sqrt(1 - std::pow(b2, t)),
+                        .l2 = decoupled_ ? 0.0 : wd,
+                        .decay = decoupled_ ? 1 - lr * wd : 1.0});
 }
 
 }  // namespace define::optim

@@ -145,6 +145,16 @@ TEST_CASE("cpu gemm providers: grouped_linear forward and backward against the r
   omp_set_num_threads(saved_threads);
 }
 
+TEST_CASE("cpu gemm provider auto: Eigen is chosen only when it wins by the margin", "[matmul][gemm_provider]") {
+  using kernels::cpu::faster_provider;
+  const double m = kernels::cpu::kEigenMargin;
+  CHECK(faster_provider(1.0, 1.0) == GemmProvider::OpenBlas);                  // a tie
+  CHECK(faster_provider(1.0 - m / 2, 1.0) == GemmProvider::OpenBlas);          // Eigen ahead by less
+  CHECK(faster_provider(1.0 - 2 * m, 1.0) == GemmProvider::Eigen);             // Eigen ahead by more
+  CHECK(faster_provider(1.0, 1.0 - m / 2) == GemmProvider::OpenBlas);          // OpenBLAS ahead
+  CHECK(faster_provider(0.3e-6, 1.0e-6) == GemmProvider::Eigen);               // tiny products
+}
+
 TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the cache, read back",
           "[matmul][gemm_provider]") {
   if (!kernels::cpu::openblas_available()) {
@@ -166,7 +176,7 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   CHECK_FALSE(d[0].from_cache);
   CHECK(d[0].eigen_seconds > 0);
   CHECK(d[0].openblas_seconds > 0);
-  CHECK(first == (d[0].openblas_seconds < d[0].eigen_seconds ? GemmProvider::OpenBlas : GemmProvider::Eigen));
+  CHECK(first == kernels::cpu::faster_provider(d[0].eigen_seconds, d[0].openblas_seconds));
   const fs::path file = folder / "f32-m256-n64-k256";
   REQUIRE(fs::exists(file));
   CHECK(read_word(file) == kernels::cpu::to_string(first));
