@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "core/factory.h"
 #include "kernels/copy.h"
+#include "kernels/elementwise.h"
 
 namespace define {
 namespace {
@@ -34,10 +35,11 @@ void add_gradient(std::vector<Tensor>& slot_grads, std::uint32_t slot, const Ten
   if (!cur.defined()) {
     cur = g;
   } else {
-    // Sum into a fresh tensor: `cur` may alias a gradient another node still holds.
-    Tensor sum = kernels::cast(cur, cur.dtype());
-    kernels::accumulate_into(sum, g);
-    cur = sum;
+    // Sum into a fresh tensor, `cur` may alias a gradient another node still holds; one pass
+    // (cur + g written out), not a copy of cur and then g added to it.
+    if (g.shape() != cur.shape())
+      fail("backward", "gradients of shapes {} and {} reach one output", shape_str(cur.shape()), shape_str(g.shape()));
+    cur = kernels::binary(kernels::BinaryOp::Add, cur, g);
   }
 }
 
