@@ -1,5 +1,6 @@
 // Fast CPU copy kernels: contiguous same-dtype copies are memcpy; contiguous casts and
-// accumulations are flat OpenMP loops the compiler vectorises; everything else takes the
+// accumulations are flat OpenMP loops the compiler vectorises, as are copies into a contiguous
+// tensor from a source whose rows are contiguous (broadcasts, slabs); everything else takes the
 // strided loop (views are usually small or are made contiguous once and reused).
 #include <cstring>
 
@@ -34,8 +35,28 @@ void loop(const Tensor& dst, const Tensor& src, Op op) {
     }
   }
   const Strides sb = broadcast_strides(src.shape(), src.strides(), dst.shape());
-  strided_loop2(dst.shape(), dst.strides(), sb,
-                [&](std::int64_t od, std::int64_t os) { d[od] = op(d[od], s[os]); });
+  const Shape& shape = dst.shape();
+  const int nd = dst.dim();
+  if (dst.is_contiguous() && nd >= 1 && sb[nd - 1] == 1) {
+    // Rows contiguous on both sides (a bias broadcast over a layer's output rows, a slab of a
+    // larger tensor): one vectorised loop a row, rows shared out over the threads. The element-
+    // by-element strided loop below ran a Linear's bias fill over the 33,278-word WikiText-2 output
+    // (23 M elements a step) at a quarter of memory speed.
+    const std::int64_t inner = shape[nd - 1], rows = n / inner;
+#pragma omp parallel for if (n > kParallelGrain) schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::int64_t rest = r, offset = 0;
+      for (int k = nd - 2; k >= 0; --k) {
+        offset += (rest % shape[k]) * sb[k];
+        rest /= shape[k];
+      }
+      D* drow = d + r * inner;
+      const S* srow = s + offset;
+      for (std::int64_t i = 0; i < inner; ++i) drow[i] = op(drow[i], srow[i]);
+    }
+    return;
+  }
+  strided_loop2(shape, dst.strides(), sb, [&](std::int64_t od, std::int64_t os) { d[od] = op(d[od], s[os]); });
 }
 
 }  // namespace

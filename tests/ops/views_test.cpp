@@ -25,6 +25,13 @@ TEST_CASE("ops: views and copies", "[ops][harness][views][family:copy]") {
       {.name = "squeeze_unsqueeze", .inputs = {InputSpec{.shape = {1, 3, 1}}},
        .forward = [](V x) { return unsqueeze(squeeze(x[0]), 1); }},
       {.name = "contiguous", .inputs = {nc34}, .forward = [](V x) { return contiguous(x[0]); }},
+      // Sources whose rows are contiguous: a slab of a larger tensor, rows broadcast over leading
+      // dims (the CPU path's row loop), and one big enough to be shared out over threads.
+      {.name = "contiguous/slab_rows", .inputs = {m234}, .forward = [](V x) { return contiguous(narrow(x[0], 1, 1, 2)); }},
+      {.name = "contiguous/broadcast_rows", .inputs = {InputSpec{.shape = {4}}},
+       .forward = [](V x) { return contiguous(expand(x[0], {2, 3, 4})); }},
+      {.name = "contiguous/broadcast_rows_threads", .inputs = {InputSpec{.shape = {1, 3, 257}}},
+       .forward = [](V x) { return contiguous(expand(x[0], {60, 3, 257})); }, .gradcheck = false},
       {.name = "clone", .inputs = {m34}, .forward = [](V x) { return clone(x[0]); }},
       {.name = "to_dtype/round_trip", .inputs = {m34},
        // Up to float64 and back: exact in both directions for float32 inputs.
