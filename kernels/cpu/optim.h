@@ -1,4 +1,4 @@
-// Fast CPU optimizer kernels: one vectorised pass per parameter, OpenMP over chunks. Called by
+// Fast CPU optimizer kernels: one vectorised pass per parameter, a contiguous range a thread. Called by
 // kernels/optim.cpp; the arguments and layouts are the family's backend contract,
 // kernels/contracts/optim.inc.
 #pragma once
