@@ -6,11 +6,10 @@
 #include <cmath>
 #include <vector>
 
+#include "autograd/ops.h"
 #include "core/factory.h"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
-#include "kernels/copy.h"
-#include "kernels/index.h"
 #include "kernels/optim.h"
 
 using namespace define;
@@ -31,13 +30,10 @@ InputSpec value(Shape shape, double lo, double hi, bool non_contiguous = false) 
 
 // Inputs p, g, m, v (v >= 0, as a second moment is): the updated p, m and v, flattened and joined,
 // computed on copies so the harness's inputs stay as drawn.
-Tensor fresh_copy(const Tensor& t) { return kernels::cast(t, t.dtype()); }  // contiguous, never aliased
-Tensor flat(const Tensor& t) { return t.as_strided({t.numel()}, {1}, t.offset()); }
-
 Tensor adam_outputs(V x, const kernels::AdamHyper& h) {
-  const Tensor p = fresh_copy(x[0]), m = fresh_copy(x[2]), v = fresh_copy(x[3]);
+  const Tensor p = clone(x[0]), m = clone(x[2]), v = clone(x[3]);
   kernels::adam_update(p, x[1], m, v, h);
-  return kernels::concat({flat(p), flat(m), flat(v)}, 0, "adam test");
+  return concat({flatten(p), flatten(m), flatten(v)}, 0);
 }
 
 // Step 3 of Adam (0.9, 0.999) at lr 1e-3: the bias corrections are far from 1.
@@ -92,7 +88,7 @@ TEST_CASE("optim kernels: adam_update follows the formula in float64, every back
                             Vv = v0.to_vector<double>();
   for (const kernels::Backend b : {kernels::Backend::Ref, kernels::Backend::Cpu}) {
     kernels::CpuBackendGuard guard(b);
-    const Tensor p = fresh_copy(p0), m = fresh_copy(m0), v = fresh_copy(v0);
+    const Tensor p = clone(p0), m = clone(m0), v = clone(v0);
     kernels::adam_update(p, g, m, v, h);
     const std::vector<double> pp = p.to_vector<double>(), mm = m.to_vector<double>(), vv = v.to_vector<double>();
     for (std::int64_t i = 0; i < n; ++i) {
