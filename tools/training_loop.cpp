@@ -69,10 +69,21 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const LoopSettings& t, std::vec
   fail(kOp, "unknown train.optimizer '{}' (expected sgd, adam, adamw or ntasgd)", t.optimizer);
 }
 
-// The learning rate as a multiple of train.lr for the update after `step` completed ones.
+// The learning rate as a multiple of train.lr for the update after `step` completed ones,
+// `elapsed_s` seconds into the run (read by a schedule over time only).
 class LrFactor {
  public:
-  LrFactor(const LoopSettings& t, std::int64_t total_steps) : lr_(t.lr) {
+  LrFactor(const LoopSettings& t, std::int64_t total_steps)
+      : lr_(t.lr), over_time_(t.schedule_over_time), budget_s_(t.max_minutes * 60) {
+    if (over_time_) {
+      if (t.schedule != "cosine")
+        fail(kOp, "train.schedule_over time needs train.schedule cosine (the schedule that ends), got '{}'", t.schedule);
+      if (!(t.max_minutes > 0)) fail(kOp, "train.schedule_over time needs a time budget: set train.max_minutes");
+      if (t.schedule_steps > 0)
+        fail(kOp, "train.schedule_steps and train.schedule_over time both size the schedule; set one of them");
+      // A placeholder length; operator() projects the real one before every update.
+      total_steps = t.warmup_steps + 1;
+    }
     if (t.schedule == "constant") {
       if (t.warmup_steps > 0 || t.schedule_steps > 0)
         fail(kOp, "train.warmup_steps and train.schedule_steps need train.schedule cosine or inverse_sqrt");
@@ -87,20 +98,34 @@ class LrFactor {
                   "train.warmup_steps ({})", total_steps, t.warmup_steps);
       schedule_ = optim::WarmupCosine({.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .total_steps = total_steps,
                                        .min_lr = t.min_lr, .warmup_init_lr = t.warmup_init_lr});
+      warmup_steps_ = t.warmup_steps;
+      min_lr_ = t.min_lr;
+      warmup_init_lr_ = t.warmup_init_lr;
     } else if (t.schedule == "inverse_sqrt") {
       schedule_ = optim::InverseSqrt({.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .warmup_init_lr = t.warmup_init_lr});
     } else {
       fail(kOp, "unknown train.schedule '{}' (expected constant, cosine or inverse_sqrt)", t.schedule);
     }
   }
-  double operator()(std::int64_t step) const {
-    if (const auto* c = std::get_if<optim::WarmupCosine>(&schedule_)) return c->lr(step) / lr_;
+  double operator()(std::int64_t step, double elapsed_s) const {
+    if (const auto* c = std::get_if<optim::WarmupCosine>(&schedule_)) {
+      if (!over_time_) return c->lr(step) / lr_;
+      const std::int64_t total =
+          optim::projected_total_steps(step, elapsed_s, budget_s_, std::max(step, warmup_steps_) + 1);
+      return optim::WarmupCosine({.peak_lr = lr_, .warmup_steps = warmup_steps_, .total_steps = total,
+                                  .min_lr = min_lr_, .warmup_init_lr = warmup_init_lr_})
+                 .lr(step) / lr_;
+    }
     if (const auto* s = std::get_if<optim::InverseSqrt>(&schedule_)) return s->lr(step) / lr_;
     return 1.0;
   }
 
  private:
   double lr_;
+  bool over_time_;
+  double budget_s_;
+  std::int64_t warmup_steps_ = 0;
+  double min_lr_ = 0, warmup_init_lr_ = 0;
   std::variant<std::monostate, optim::WarmupCosine, optim::InverseSqrt> schedule_;
 };
 
@@ -334,6 +359,10 @@ LoopSettings read_loop_settings(const Config& c) {
   t.schedule = c.get_string("schedule", t.schedule);
   t.warmup_steps = c.get_int("warmup_steps", t.warmup_steps);
   t.schedule_steps = c.get_int("schedule_steps", t.schedule_steps);
+  const std::string schedule_over = c.get_string("schedule_over", "steps");
+  if (schedule_over != "steps" && schedule_over != "time")
+    fail(kOp, "{} must be 'steps' or 'time', got '{}'", c.path("schedule_over"), schedule_over);
+  t.schedule_over_time = schedule_over == "time";
   t.min_lr = c.get_double("min_lr", t.min_lr);
   t.warmup_init_lr = c.get_double("warmup_init_lr", t.warmup_init_lr);
   t.epochs = c.get_int("epochs", t.epochs);
@@ -583,9 +612,11 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
     for (;;) {
       // The budget is checked before drawing a batch, so the saved data position is the next
       // batch to train on.
-      // Ranks decide together (their clocks differ): rank 0's clock counts.
-      bool over_time = elapsed() >= budget_s;
-      if (world > 1 && std::isfinite(budget_s)) over_time = comm->sum(std::int64_t{writer && over_time}) > 0;
+      // Ranks decide together (their clocks differ): rank 0's clock counts, for the budget and
+      // for a schedule over time alike.
+      double now = elapsed();
+      if (world > 1 && std::isfinite(budget_s)) now = comm->sum(writer ? now : 0.0);
+      const bool over_time = now >= budget_s;
       if ((ts.max_steps > 0 && p.step >= ts.max_steps) || over_time) {
         out_of_budget = true;
         break;
@@ -646,9 +677,9 @@ TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run
         p.window_grad_norm += norm;
         p.window_loss += batch->loss;
       }
-      const double factor = lr_factor(p.step) * batch->lr_scale;
-      step_with_factor(*optimizer, base_lrs, factor);
-      const double lr = base_lrs[0] * lr_factor(p.step);
+      const double scheduled = lr_factor(p.step, now);
+      step_with_factor(*optimizer, base_lrs, scheduled * batch->lr_scale);
+      const double lr = base_lrs[0] * scheduled;
       ++p.step;
 
       ++p.window_steps;

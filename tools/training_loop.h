@@ -11,7 +11,10 @@
 //   schedule [constant] (constant | cosine | inverse_sqrt), warmup_steps [0], min_lr [0]
 //   (cosine's floor), warmup_init_lr [0], schedule_steps (cosine's length; [max_steps, else
 //   epochs x steps per epoch]: set it when a run is meant to be stopped and continued with a
-//   larger max_steps), epochs [1], max_minutes [0 = no limit], max_steps
+//   larger max_steps), schedule_over [steps] (steps | time: cosine's length is re-projected before
+//   every update as the steps the run will have made when max_minutes runs out, at its rate so
+//   far, so that models of different speeds trained under one time budget each finish their
+//   schedule; the curve then depends on the machine's speed), epochs [1], max_minutes [0 = no limit], max_steps
 //   [0 = no limit], nonmono [5], log_interval [50], checkpoint_interval [0 = once an epoch],
 //   keep_epoch_checkpoints [0] (also keep the weights after each of the last N epochs as
 //   epoch<E>.ckpt, which `define average` averages),
@@ -71,6 +74,7 @@ struct LoopSettings {
   double unit_lr_scale = 1.0;  // the token-representation unit's lr as a multiple of lr
   std::string schedule = "constant";
   std::int64_t warmup_steps = 0, schedule_steps = 0;  // 0: max_steps, else epochs x steps per epoch
+  bool schedule_over_time = false;                     // train.schedule_over: steps (false) | time
   double min_lr = 0, warmup_init_lr = 0;
   std::int64_t epochs = 1, max_steps = 0, nonmono = 5, log_interval = 50, checkpoint_interval = 0, seed = 1111,
                threads = 2;

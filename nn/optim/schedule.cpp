@@ -54,6 +54,15 @@ double WarmupCosine::lr(std::int64_t s) const {
   return o.min_lr + (o.peak_lr - o.min_lr) * 0.5 * (1 + std::cos(std::numbers::pi * progress));
 }
 
+std::int64_t projected_total_steps(std::int64_t steps, double elapsed_s, double budget_s, std::int64_t at_least) {
+  check_step("projected_total_steps", steps);
+  check(std::isfinite(budget_s) && budget_s > 0, "projected_total_steps", "budget_s", budget_s, "finite and > 0");
+  if (steps == 0 || !(elapsed_s > 0)) return at_least;  // no rate to project yet
+  // Capped well inside int64 for a rate measured over a vanishing time.
+  const double projected = std::min(std::ceil(static_cast<double>(steps) * budget_s / elapsed_s), 1e15);
+  return std::max(at_least, static_cast<std::int64_t>(projected));
+}
+
 InverseSqrt::InverseSqrt(InverseSqrtOptions o) : opt_(o) {
   check(finite_nonneg(o.peak_lr), "InverseSqrt", "peak_lr", o.peak_lr, ">= 0");
   check(finite_nonneg(o.warmup_init_lr), "InverseSqrt", "warmup_init_lr", o.warmup_init_lr, ">= 0");

@@ -49,6 +49,14 @@ class WarmupCosine {
   WarmupCosineOptions opt_;
 };
 
+// A cosine sized by a time budget instead of a step count: the number of updates a run will have
+// made when `budget_s` seconds have passed, projected from its rate so far (`steps` updates in
+// `elapsed_s` seconds), and never less than `at_least`. Recomputed before every update, it makes a
+// WarmupCosine end at min_lr when the budget ends on whatever machine the run is on, so runs of
+// different models under one time budget each get a whole schedule. It depends only on (steps,
+// elapsed_s), both of which a checkpoint holds, so a resumed run continues the same curve.
+std::int64_t projected_total_steps(std::int64_t steps, double elapsed_s, double budget_s, std::int64_t at_least);
+
 // fairseq's inverse_sqrt: linear warm-up from warmup_init_lr to peak_lr over warmup_steps, then
 // lr = peak_lr * sqrt(warmup_steps) / sqrt(s), which meets the warm-up at s = warmup_steps.
 // With warmup_steps = 0 it is peak_lr / sqrt(max(s, 1)) (fairseq would divide by zero at s = 0).

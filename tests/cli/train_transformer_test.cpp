@@ -165,6 +165,14 @@ TEST_CASE("train: loop and model config errors name the key", "[cli][train]") {
                     Contains("needs more steps"));
   CHECK_THROWS_WITH(train(kTxlModel, R"(, "optimizer": "ntasgd", "schedule": "inverse_sqrt")"),
                     Contains("cannot drive ntasgd"));
+  CHECK_THROWS_WITH(train(kTxlModel, R"(, "schedule_over": "clock")"),
+                    Contains("train.schedule_over must be 'steps' or 'time', got 'clock'"));
+  CHECK_THROWS_WITH(train(kTxlModel, R"(, "schedule": "inverse_sqrt", "schedule_over": "time", "max_minutes": 1)"),
+                    Contains("train.schedule_over time needs train.schedule cosine"));
+  CHECK_THROWS_WITH(train(kTxlModel, R"(, "schedule": "cosine", "schedule_over": "time")"),
+                    Contains("needs a time budget: set train.max_minutes"));
+  CHECK_THROWS_WITH(train(kTxlModel, R"(, "schedule": "cosine", "schedule_over": "time", "max_minutes": 1,
+                    "schedule_steps": 100)"), Contains("set one of them"));
   // AWD-LSTM's activation regularisers are the LSTM's own keys: unknown to Transformer-XL.
   CHECK_THROWS_WITH(train(kTxlModel, R"(, "alpha": 2)"), Contains("unknown config key 'train.alpha'"));
   CHECK_THROWS_WITH(train(kTxlModel, R"(, "schedule": "cosine", "warmup_steps": -1)"),

@@ -5,12 +5,14 @@
 // produces non-finite steps is stopped rather than spinning.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +44,7 @@ class ScriptedTask : public cli::TrainingTask {
   void start_epoch() override {}
   std::optional<Step> train_step(StepContext&) override {
     ++draws;
+    if (step_time.count() > 0) std::this_thread::sleep_for(step_time);
     const Tensor x = from_vector<float>({1.0f, 2.0f}, Shape{1, 2});
     const Tensor diff = sub(linear_.forward(x), 1.0);
     const Tensor loss = sum(mul(diff, diff));
@@ -57,6 +60,7 @@ class ScriptedTask : public cli::TrainingTask {
   void restore(const nn::Checkpoint&) override {}
 
   int draws = 0, discards = 0;
+  std::chrono::milliseconds step_time{0};  // each step sleeps this long (a model of known speed)
   nn::Linear linear_;
 
  private:
@@ -141,5 +145,36 @@ TEST_CASE("training loop: a run of non-finite steps is stopped, not skipped fore
   CHECK_THAT(test::error_of([&] { cli::run_training(task, settings(50, 0.25, true), run, false, gen); }),
              Contains("20 steps in a row had a non-finite loss or gradient (the last at epoch 1, after step 3"));
   CHECK(task.draws == 23);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("training loop: a cosine over a time budget ends at min_lr when the budget ends", "[cli][loop]") {
+  // Steps of about 10 ms under a 1-second budget: about 100 steps, a number the config never names.
+  // The learning rate warms up by steps, peaks, and has decayed to near min_lr by the last update,
+  // which comes right before the budget stops the run.
+  const fs::path dir = fresh_run("define_loop_test_time_schedule");
+  ScriptedTask task({}, {});
+  task.step_time = std::chrono::milliseconds(10);
+  cli::LoopSettings s = settings(0, 0.25, false);
+  s.schedule = "cosine";
+  s.warmup_steps = 4;
+  s.min_lr = 0.001;
+  s.schedule_over_time = true;
+  s.max_minutes = 1.0 / 60;
+  cli::RunDir run(dir.string(), false);
+  Generator gen(1);
+  const cli::TrainResult r = cli::run_training(task, s, run, false, gen);
+  const auto train = test::events(dir, "train");
+  REQUIRE(train.size() == static_cast<std::size_t>(r.steps));
+  REQUIRE(r.steps >= 20);  // even on a loaded machine the sleeps dominate a step
+  CHECK(r.steps <= 100);
+  CHECK(train[0]["lr"] == 0.0);                            // warm-up from 0 by steps
+  CHECK(train[2]["lr"].get<double>() == Approx(0.005));    // 2 of 4 warm-up steps
+  CHECK(train[4]["lr"].get<double>() == Approx(0.01));     // the peak, after warm-up
+  // Past the middle of the budget the cosine is past its middle, and the last update is near min_lr.
+  const double mid = train[static_cast<std::size_t>(r.steps * 3 / 4)]["lr"].get<double>();
+  CHECK(mid < 0.0055);
+  CHECK(train.back()["lr"].get<double>() < 0.001 + 0.1 * (0.01 - 0.001));
+  CHECK(train.back()["lr"].get<double>() >= 0.001);
   fs::remove_all(dir);
 }

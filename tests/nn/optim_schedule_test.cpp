@@ -214,6 +214,17 @@ TEST_CASE("optim: schedules give exact values at given steps", "[optim]") {
   REQUIRE_THROWS_WITH(step.lr(-1), Contains("StepDecay: step must be >= 0"));
 }
 
+TEST_CASE("optim: a schedule over a time budget projects the steps at the budget's end", "[optim]") {
+  CHECK(projected_total_steps(100, 10.0, 60.0, 1) == 600);    // 10 steps/s for 60 s
+  CHECK(projected_total_steps(7, 3.0, 10.0, 1) == 24);        // 23.3: rounded up, never short of the end
+  CHECK(projected_total_steps(50, 60.0, 60.0, 1) == 50);      // at the end: the steps made
+  CHECK(projected_total_steps(50, 90.0, 60.0, 51) == 51);     // past it: at least the floor
+  CHECK(projected_total_steps(0, 0.0, 60.0, 201) == 201);     // no rate yet
+  CHECK(projected_total_steps(3, 1e-300, 60.0, 1) == 1000000000000000);  // capped, not overflowed
+  CHECK_THROWS_WITH(projected_total_steps(1, 1.0, 0.0, 1), Contains("budget_s must be finite and > 0"));
+  CHECK_THROWS_WITH(projected_total_steps(-1, 1.0, 1.0, 1), Contains("step must be >= 0"));
+}
+
 TEST_CASE("optim: reduce-on-plateau follows patience, threshold, cooldown and min_lr", "[optim]") {
   PlateauOptions o{.factor = 0.5, .patience = 2, .threshold = 0.1, .cooldown = 1, .min_lr = 0.3};
   ReduceOnPlateau plateau(1.0, o);
