@@ -96,11 +96,9 @@ class LrFactor {
       if (total_steps <= t.warmup_steps)
         fail(kOp, "train.schedule cosine needs more steps ({}, train.schedule_steps or train.max_steps) than "
                   "train.warmup_steps ({})", total_steps, t.warmup_steps);
-      schedule_ = optim::WarmupCosine({.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .total_steps = total_steps,
-                                       .min_lr = t.min_lr, .warmup_init_lr = t.warmup_init_lr});
-      warmup_steps_ = t.warmup_steps;
-      min_lr_ = t.min_lr;
-      warmup_init_lr_ = t.warmup_init_lr;
+      cosine_ = {.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .total_steps = total_steps,
+                 .min_lr = t.min_lr, .warmup_init_lr = t.warmup_init_lr};
+      schedule_ = optim::WarmupCosine(cosine_);
     } else if (t.schedule == "inverse_sqrt") {
       schedule_ = optim::InverseSqrt({.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .warmup_init_lr = t.warmup_init_lr});
     } else {
@@ -111,10 +109,10 @@ class LrFactor {
     if (const auto* c = std::get_if<optim::WarmupCosine>(&schedule_)) {
       if (!over_time_) return c->lr(step) / lr_;
       const std::int64_t total =
-          optim::projected_total_steps(step, elapsed_s, budget_s_, std::max(step, warmup_steps_) + 1);
-      return optim::WarmupCosine({.peak_lr = lr_, .warmup_steps = warmup_steps_, .total_steps = total,
-                                  .min_lr = min_lr_, .warmup_init_lr = warmup_init_lr_})
-                 .lr(step) / lr_;
+          optim::projected_total_steps(step, elapsed_s, budget_s_, std::max(step, cosine_.warmup_steps) + 1);
+      optim::WarmupCosineOptions projected = cosine_;
+      projected.total_steps = total;
+      return optim::WarmupCosine(projected).lr(step) / lr_;
     }
     if (const auto* s = std::get_if<optim::InverseSqrt>(&schedule_)) return s->lr(step) / lr_;
     return 1.0;
@@ -124,8 +122,7 @@ class LrFactor {
   double lr_;
   bool over_time_;
   double budget_s_;
-  std::int64_t warmup_steps_ = 0;
-  double min_lr_ = 0, warmup_init_lr_ = 0;
+  optim::WarmupCosineOptions cosine_{};  // a schedule over time rebuilds its cosine from these
   std::variant<std::monostate, optim::WarmupCosine, optim::InverseSqrt> schedule_;
 };
 
