@@ -1,7 +1,7 @@
 // What the training benchmarks that run a PyTorch peer share (lm_train_bench, txl_train_bench,
 // nmt_train_bench): the machine's float32 GEMM rate (the physical limit they print), running the
-// peer script in its own process and reading its JSON line, the median of the rounds, the CPU
-// model, and Zipf-distributed token ids.
+// peer script in its own process (with the OpenBLAS kernels its CPU can run) and reading its JSON
+// line, the median of the rounds, the CPU model, and Zipf-distributed token ids.
 #pragma once
 
 #include <fmt/format.h>
@@ -14,6 +14,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -32,6 +33,40 @@ inline double sgemm_gflops() {
   return 2.0 * 1024 * 1024 * 1024 / s / 1e9;
 }
 
+// Runs `command` through the shell and returns what it printed (standard output only unless the
+// command redirects more); nothing when it could not start or exited non-zero.
+inline std::optional<std::string> shell_output(const std::string& command) {
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  if (pclose(p) != 0) return std::nullopt;
+  return out;
+}
+
+// Debian 12's OpenBLAS (0.3.21), which the peer's torch calls for its GEMMs, does not recognise
+// every newer x86 model (an Intel Xeon of family 6, model 207, for one) and falls back to its
+// generic "Prescott" kernels, about 4x slower at SGEMM: the peer would not run at its best. When
+// the peer's OpenBLAS reports that fallback, this returns the OPENBLAS_CORETYPE assignment that
+// selects the kernels the CPU can run (SkylakeX with AVX-512, Haswell with AVX2); empty when the
+// detection is fine or the user set OPENBLAS_CORETYPE.
+inline std::string openblas_coretype_for_peer(const char* python) {
+  if (std::getenv("OPENBLAS_CORETYPE")) return {};
+  const auto probe = shell_output(fmt::format("OPENBLAS_VERBOSE=2 {} -c 'import torch' 2>&1", python));
+  if (!probe || probe->find("Core: Prescott") == std::string::npos) return {};
+  const std::string flags = cpuinfo_field("flags");
+  const auto has = [&](std::string_view flag) {
+    for (std::size_t at = flags.find(flag); at != std::string::npos; at = flags.find(flag, at + 1))
+      if ((at == 0 || flags[at - 1] == ' ') && (at + flag.size() == flags.size() || flags[at + flag.size()] == ' '))
+        return true;
+    return false;
+  };
+  if (has("avx512f")) return "OPENBLAS_CORETYPE=SkylakeX";
+  if (has("avx2")) return "OPENBLAS_CORETYPE=Haswell";
+  return {};
+}
+
 // Runs `script args` with Debian's interpreter (where python3-torch lives; $DEFINE_PYTHON names
 // another) at the peer's best thread settings (OpenMP pool of `threads`, passive waiting: Debian's
 // torch and OpenBLAS share one OpenMP pool) and returns the last JSON object it printed; nothing
@@ -39,14 +74,15 @@ inline double sgemm_gflops() {
 inline std::optional<nlohmann::json> run_python_peer(const std::string& script, const std::string& args,
                                                     std::int64_t threads) {
   const char* python = std::getenv("DEFINE_PYTHON") ? std::getenv("DEFINE_PYTHON") : "/usr/bin/python3";
-  const std::string cmd =
-      fmt::format("OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {} {} {}", threads, python, script, args);
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
-  if (!p || pclose(p) != 0 || out.empty()) return std::nullopt;
-  return nlohmann::json::parse(out.substr(out.rfind('{')));
+  static const std::string coretype = [&] {  // probed and reported once a process
+    std::string c = openblas_coretype_for_peer(python);
+    if (!c.empty()) fmt::print("pytorch: its OpenBLAS would fall back to generic kernels here; run with {}\n", c);
+    return c;
+  }();
+  const auto out = shell_output(fmt::format("{}{}OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {} {} {}", coretype,
+                                            coretype.empty() ? "" : " ", threads, python, script, args));
+  if (!out || out->find('{') == std::string::npos) return std::nullopt;
+  return nlohmann::json::parse(out->substr(out->rfind('{')));
 }
 
 // [rows, cols] int64 token ids with Zipf's law over [first, first + count): id = first +
