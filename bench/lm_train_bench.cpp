@@ -52,7 +52,17 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    auto next = [&] { return std::stoll(argv[++i]); };
+    auto next = [&] {
+      const std::string v = argv[++i];
+      std::size_t used = 0;
+      std::int64_t n = 0;
+      try {
+        n = std::stoll(v, &used);
+      } catch (const std::exception&) {
+      }
+      if (used == 0 || used != v.size()) throw std::runtime_error("option " + k + " wants an integer, got '" + v + "'");
+      return n;
+    };
     if (k == "--no-peer") a.peer = false;
     else if (i + 1 >= argc) throw std::runtime_error("option " + k + " needs a value");
     else if (k == "--emb") a.emb = next();
@@ -119,7 +129,13 @@ std::optional<PeerResult> run_peer(const Args& a) {
 int main(int argc, char** argv) {
   prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer below
   kernels::cpu::flush_denormals(true);  // as the define CLI does; the peer sets torch.set_flush_denormal(True)
-  const Args a = parse(argc, argv);
+  Args a;
+  try {
+    a = parse(argc, argv);
+  } catch (const std::exception& e) {  // a usage error, not a crash, as in the other training benches
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  }
   omp_set_num_threads(static_cast<int>(a.threads));
   // Forward FLOPs per token: each LSTM layer 2 * 4H(I + H), the tied softmax 2 * V * emb; training
   // is about 3x the forward (the backward has two GEMMs per forward GEMM).
