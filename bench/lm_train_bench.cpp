@@ -58,7 +58,7 @@ Args parse(int argc, char** argv) {
       std::int64_t n = 0;
       try {
         n = std::stoll(v, &used);
-      } catch (const std::exception&) {
+      } catch (const std::exception&) {  // not a number, or out of range: `used` stays 0
       }
       if (used == 0 || used != v.size()) throw std::runtime_error("option " + k + " wants an integer, got '" + v + "'");
       return n;
