@@ -14,7 +14,6 @@
 #include <fstream>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -55,15 +54,8 @@ inline std::string openblas_coretype_for_peer(const char* python) {
   if (std::getenv("OPENBLAS_CORETYPE")) return {};
   const auto probe = shell_output(fmt::format("OPENBLAS_VERBOSE=2 {} -c 'import torch' 2>&1", python));
   if (!probe || probe->find("Core: Prescott") == std::string::npos) return {};
-  const std::string flags = cpuinfo_field("flags");
-  const auto has = [&](std::string_view flag) {
-    for (std::size_t at = flags.find(flag); at != std::string::npos; at = flags.find(flag, at + 1))
-      if ((at == 0 || flags[at - 1] == ' ') && (at + flag.size() == flags.size() || flags[at + flag.size()] == ' '))
-        return true;
-    return false;
-  };
-  if (has("avx512f")) return "OPENBLAS_CORETYPE=SkylakeX";
-  if (has("avx2")) return "OPENBLAS_CORETYPE=Haswell";
+  if (__builtin_cpu_supports("avx512f")) return "OPENBLAS_CORETYPE=SkylakeX";
+  if (__builtin_cpu_supports("avx2")) return "OPENBLAS_CORETYPE=Haswell";
   return {};
 }
 
