@@ -4,6 +4,13 @@
 // dim coalescing produces for any same-shape contiguous operands) and one operand broadcast with
 // stride 0 (bias rows, scalars); the compiler vectorises both. Large iterations are split into
 // equal element ranges, one per OpenMP thread, so results never depend on the thread count.
+//
+// float32 sigmoid, Swish (SiLU) and the Swish gradient use row_math's polynomial exp on whole
+// vectors: libm's expf is a scalar call per element, and it was 8% of a DeLighT training step,
+// whose every DExTra layer and FFN uses Swish. An op written as a generic lambda that also accepts
+// a row_math::FloatVec gets that vector loop on contiguous operands; its scalar form (the tail,
+// strided operands) does the same operations lane by lane, so each element's bits do not depend
+// on where a thread's range starts. float64, the checking dtype, keeps std::exp.
 #include "kernels/cpu/elementwise.h"
 
 #include <omp.h>
@@ -12,12 +19,25 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/cpu/row_math.h"
 #include "kernels/tensor_iterator.h"
 
 namespace define::kernels::cpu {
 namespace {
 
 constexpr std::int64_t kParallelGrain = 1 << 15;
+
+using row_math::FloatVec;
+using row_math::kVecLanes;
+using row_math::load_vec;
+using row_math::store_vec;
+
+// Whether op has a vector form run on kVecLanes floats at a time (see the file comment).
+template <typename T, typename Op, typename... Args>
+constexpr bool vectorised_op() {
+  if constexpr (std::is_same_v<T, float>) return std::is_invocable_v<Op, Args...>;
+  return false;
+}
 
 template <typename F>
 void parallel_ranges(const TensorIterator& it, const F& f) {
@@ -35,7 +55,10 @@ void unary_loop(const TensorIterator& it, O* out, const X* x, Op op) {
     O* po = out + off[0];
     const X* px = x + off[1];
     if (st[0] == 1 && st[1] == 1) {
-      for (std::int64_t i = 0; i < n; ++i) po[i] = op(px[i]);
+      std::int64_t i = 0;
+      if constexpr (std::is_same_v<O, X> && vectorised_op<X, Op, FloatVec>())
+        for (; i + kVecLanes <= n; i += kVecLanes) store_vec(po + i, op(load_vec(px + i)));
+      for (; i < n; ++i) po[i] = op(px[i]);
     } else {
       const std::int64_t so = st[0], sx = st[1];
       for (std::int64_t i = 0; i < n; ++i) po[i * so] = op(px[i * sx]);
@@ -50,7 +73,10 @@ void binary_loop(const TensorIterator& it, T* out, const T* a, const T* b, Op op
     const T* pa = a + off[1];
     const T* pb = b + off[2];
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-      for (std::int64_t i = 0; i < n; ++i) po[i] = op(pa[i], pb[i]);
+      std::int64_t i = 0;
+      if constexpr (vectorised_op<T, Op, FloatVec, FloatVec>())
+        for (; i + kVecLanes <= n; i += kVecLanes) store_vec(po + i, op(load_vec(pa + i), load_vec(pb + i)));
+      for (; i < n; ++i) po[i] = op(pa[i], pb[i]);
     } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
       const T vb = *pb;
       for (std::int64_t i = 0; i < n; ++i) po[i] = op(pa[i], vb);
@@ -64,7 +90,17 @@ void binary_loop(const TensorIterator& it, T* out, const T* a, const T* b, Op op
   });
 }
 
-template <typename T> T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+// 1 / (1 + exp(-x)). float32 (and its vectors) through row_math::exp_fast; exp_fast stops at exp(88)
+// where expf overflows, so below x = -88 the result is set to 0, as 1 / (1 + inf) gives.
+inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline float sigmoid(float x) {
+  const float s = 1.0f / (1.0f + row_math::exp_fast(-x));
+  return x < -row_math::kExpHigh ? 0.0f : s;
+}
+inline FloatVec sigmoid(FloatVec x) {
+  const FloatVec s = 1.0f / (1.0f + row_math::exp_fast(-x));
+  return x < row_math::splat_vec(-row_math::kExpHigh) ? row_math::splat_vec(0.0f) : s;
+}
 template <typename T> T normal_cdf(T x) { return T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440))); }
 template <typename T> T normal_pdf(T x) { return T(0.39894228040143267794) * std::exp(T(-0.5) * x * x); }
 
@@ -95,10 +131,10 @@ void unary_math(const TensorIterator& it, T* o, const T* x, UnaryOp op, double p
     case UnaryOp::Sqrt: return run([](T v) { return std::sqrt(v); });
     case UnaryOp::Abs: return run([](T v) { return std::abs(v); });
     case UnaryOp::Tanh: return run([](T v) { return std::tanh(v); });
-    case UnaryOp::Sigmoid: return run([](T v) { return sigmoid(v); });
+    case UnaryOp::Sigmoid: return run([](auto v) { return sigmoid(v); });
     case UnaryOp::Relu: return run([](T v) { return v < T(0) ? T(0) : v; });
     case UnaryOp::Gelu: return run([](T v) { return v * normal_cdf(v); });
-    case UnaryOp::Silu: return run([](T v) { return v * sigmoid(v); });
+    case UnaryOp::Silu: return run([](auto v) { return v * sigmoid(v); });
     case UnaryOp::AddScalar: return run([=](T v) { return v + s0; });
     case UnaryOp::MulScalar: return run([=](T v) { return v * s0; });
     case UnaryOp::RSubScalar: return run([=](T v) { return s0 - v; });
@@ -155,9 +191,9 @@ void binary_math(const TensorIterator& it, T* o, const T* a, const T* b, BinaryO
     case BinaryOp::ReluBackward: return run([](T g, T x) { return x > T(0) ? g : T(0); });
     case BinaryOp::GeluBackward: return run([](T g, T x) { return g * (normal_cdf(x) + x * normal_pdf(x)); });
     case BinaryOp::SiluBackward:
-      return run([](T g, T x) {
-        const T s = sigmoid(x);
-        return g * s * (T(1) + x * (T(1) - s));
+      return run([](auto g, auto x) {
+        const auto s = sigmoid(x);
+        return g * s * (1.0f + x * (1.0f - s));
       });
     case BinaryOp::SigmoidBackward: return run([](T g, T y) { return g * y * (T(1) - y); });
     case BinaryOp::TanhBackward: return run([](T g, T y) { return g * (T(1) - y * y); });
