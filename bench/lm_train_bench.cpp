@@ -52,17 +52,7 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    auto next = [&] {
-      const std::string v = argv[++i];
-      std::size_t used = 0;
-      std::int64_t n = 0;
-      try {
-        n = std::stoll(v, &used);
-      } catch (const std::exception&) {  // not a number, or out of range: `used` stays 0
-      }
-      if (used == 0 || used != v.size()) throw std::runtime_error("option " + k + " wants an integer, got '" + v + "'");
-      return n;
-    };
+    auto next = [&] { return bench::option_int(k, argv[++i]); };
     if (k == "--no-peer") a.peer = false;
     else if (i + 1 >= argc) throw std::runtime_error("option " + k + " needs a value");
     else if (k == "--emb") a.emb = next();

@@ -84,7 +84,7 @@ Args parse(int argc, char** argv) {
     const auto it = std::find_if(options.begin(), options.end(), [&](const auto& o) { return k == o.first; });
     if (it == options.end()) throw std::runtime_error("unknown option " + k);
     if (i + 1 >= argc) throw std::runtime_error("option " + k + " needs a value");
-    *it->second = std::stoll(argv[++i]);
+    *it->second = bench::option_int(k, argv[++i]);
     if (*it->second < 1) throw std::runtime_error("option " + k + " must be at least 1");
   }
   if (a.vocab <= kFirstWord) throw std::runtime_error(fmt::format("--vocab must exceed {}", kFirstWord));

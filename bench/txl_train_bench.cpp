@@ -70,7 +70,7 @@ std::vector<std::int64_t> parse_cutoffs(const std::string& s) {
   std::vector<std::int64_t> out;
   if (s == "none") return out;
   std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  for (std::string item; std::getline(in, item, ',');) out.push_back(bench::option_int("--cutoffs", item));
   return out;
 }
 
@@ -78,7 +78,7 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    auto next = [&] { return std::stoll(argv[++i]); };
+    auto next = [&] { return bench::option_int(k, argv[++i]); };
     if (k == "--no-peer") a.peer = false;
     else if (i + 1 >= argc) throw std::runtime_error("option " + k + " needs a value");
     else if (k == "--vocab") a.vocab = next();
