@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
