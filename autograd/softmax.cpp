@@ -4,7 +4,10 @@
 #include "autograd/softmax.h"
 
 #include "autograd/function.h"
+#include "core/error.h"
+#include "kernels/copy.h"
 #include "core/factory.h"
+#include "kernels/linear_cross_entropy.h"
 #include "kernels/softmax.h"
 
 namespace define {
@@ -35,6 +38,15 @@ namespace {
 
 // Applies `reduction` to per-row losses. total_weight receives what the backward pass divides
 // by: the non-ignored row count for a mean, 1 otherwise (a scalar tensor in every case).
+// t seen with another shape of the same elements: a view when its strides allow one, else a
+// contiguous copy.
+Tensor flat_view(const Tensor& t, const Shape& shape) {
+  Strides st;
+  if (compute_view_strides(t.shape(), t.strides(), shape, st)) return t.as_strided(shape, st, t.offset());
+  const Tensor c = kernels::contiguous(t);
+  return c.as_strided(shape, contiguous_strides(shape), c.offset());
+}
+
 Tensor reduce_rows(const Tensor& rows, const Tensor& target, std::int64_t ignore_index, Reduction reduction,
                    Tensor& total_weight) {
   if (reduction == Reduction::None) {
@@ -63,6 +75,37 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ig
              Tensor dx = kernels::cross_entropy_backward(sx.get("cross_entropy"), lse, st.get("cross_entropy"),
                                                          a.grad(), total_weight, ignore_index, label_smoothing);
              return std::vector<Tensor>{dx, Tensor()};
+           });
+  }
+  return loss;
+}
+
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
+                            std::int64_t ignore_index, double label_smoothing, Reduction reduction) {
+  const char* op = "linear_cross_entropy";
+  if (x.dim() == 0) fail(op, "input must have at least 1 dim, got a 0-d tensor");
+  const std::int64_t in = x.shape().back();
+  if (Shape(target.shape()) != Shape(x.shape().begin(), x.shape().end() - 1))
+    fail(op, "target of shape {} does not match input of shape {} (expected its leading dims)",
+         shape_str(target.shape()), shape_str(x.shape()));
+  const std::int64_t rows = target.numel();
+  // Rows of one GEMM: x as [rows, in], target as [rows].
+  const Tensor x2 = flat_view(x, {rows, in}), t1 = flat_view(target, {rows});
+  kernels::LinearCrossEntropyRows r = kernels::linear_cross_entropy_rows(x2, weight, bias, t1, ignore_index,
+                                                                         label_smoothing);
+  Tensor total_weight;
+  Tensor loss = reduce_rows(r.loss, t1, ignore_index, reduction, total_weight);
+  if (needs_grad({x, weight, bias})) {
+    // With g_i = d loss / d logits_i (cross_entropy's formula): dx = g W, dW = g^T x, db = column sums
+    // of g; the fused kernel forms g block by block and never stores it whole.
+    record(op, {x, weight, bias, target}, {loss},
+           [op, x_shape = x.shape(), sx = SavedTensor(x2), sw = SavedTensor(weight), logits = r.logits, lse = r.lse,
+            st = SavedTensor(t1), total_weight, ignore_index, label_smoothing](const BackwardArgs& a) {
+             kernels::LinearCrossEntropyGrads d = kernels::linear_cross_entropy_backward(
+                 sx.get(op), sw.get(op), logits, lse, st.get(op), a.grad(), total_weight, ignore_index,
+                 label_smoothing, a.needs(0), a.needs(1), a.needs(2));
+             if (d.x.defined()) d.x = d.x.as_strided(x_shape, contiguous_strides(x_shape), 0);
+             return std::vector<Tensor>{d.x, d.weight, d.bias, Tensor()};
            });
   }
   return loss;

@@ -27,6 +27,15 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index = -100,
                      double label_smoothing = 0.0, Reduction reduction = Reduction::Mean);
 
+// The output layer and its loss in one op: cross_entropy(linear(x, weight, bias), target, ...)
+// with x [..., in], weight [C, in], bias [C] or undefined and target of x's leading shape; the
+// same result and gradients (up to float rounding), with the logits walked once each way on the
+// CPU (kernels/linear_cross_entropy.h). Reduction::None gives one loss per row of the flattened
+// leading dims ([rows]).
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
+                            std::int64_t ignore_index = -100, double label_smoothing = 0.0,
+                            Reduction reduction = Reduction::Mean);
+
 // Negative log likelihood of log-probabilities [N, C] against class targets [N]:
 // row loss -log_probs[i, target_i]. Same ignore_index and reduction rules as cross_entropy.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, std::int64_t ignore_index = -100,

@@ -74,7 +74,7 @@ Tensor DelightLm::loss(const Tensor& tokens, const Tensor& target) const {
   const std::int64_t rows = h.size(0) * h.size(1);
   const Tensor flat_h = reshape(h, {rows, cfg_.map_dim}), flat_t = reshape(target, {rows});
   if (softmax_) return softmax_->loss(flat_h, flat_t, Reduction::Mean, cfg_.padding_idx);
-  return cross_entropy(linear(flat_h, embed_->map()->weight()), flat_t, cfg_.padding_idx);
+  return linear_cross_entropy(flat_h, embed_->map()->weight(), Tensor(), flat_t, cfg_.padding_idx);
 }
 
 Tensor DelightLm::log_probs(const Tensor& tokens) const {

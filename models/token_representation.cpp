@@ -396,9 +396,7 @@ Tensor TiedOutput::loss(const Tensor& hidden, const Tensor& target, Reduction re
   const Tensor h = to_map_space(hidden);
   if (projected_softmax_) return projected_softmax_->loss(h, target, reduction);
   if (softmax_) return softmax_->loss(h, target, reduction);
-  const Tensor logits = linear(h, table_, bias_ ? *bias_ : Tensor());
-  const std::int64_t v = logits.shape().back();
-  return cross_entropy(reshape(logits, {-1, v}), reshape(target, {-1}), -100, 0.0, reduction);
+  return linear_cross_entropy(h, table_, bias_ ? *bias_ : Tensor(), target, -100, 0.0, reduction);
 }
 
 }  // namespace define::models

@@ -1,0 +1,56 @@
+// The output layer of a classifier with its loss, fused on the CPU: logits = x W^T + b and the
+// cross entropy of each row (kernels/softmax.h's definition, label smoothing included), forward
+// and backward, without walking the [rows, classes] logits more than once each way.
+//
+// Why: a language model's output layer is its largest tensor (PTB's LSTM: 700 rows x 10,000
+// classes = 28 MB a step) and, composed of generic ops, it crosses memory about eight times: the
+// bias broadcast, the GEMM's read and write of C, the row maximum, the row sums, the gradient's
+// read and write, each backward GEMM's packing of it and the bias's column sums. Here the classes
+// are cut into blocks of columns small enough that a block of every row stays in the core's L2
+// cache; a thread takes whole blocks, so each block's logits are written once (forward) and read
+// once (backward) from memory, and everything else happens in cache. The backward never builds
+// the [rows, classes] gradient at all: each block's gradient lives in a per-thread buffer while
+// it feeds dW's rows of that block, db, and the block's share of dx.
+//
+// Results equal the composed ops up to float rounding (tests/ops/linear_cross_entropy_test.cpp
+// checks both against the float64 reference). They do not depend on the thread count, except dx:
+// it is the sum of the threads' partial products (one per thread, added in thread order), so the
+// same thread count gives the same bits, as an OpenMP reduction would.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace define::kernels::cpu {
+
+// x [N, in], weight [V, in], bias [V] or undefined, target [N] (int32/int64), all contiguous on
+// the CPU and validated (targets in range or ignore_index). Writes logits [N, V], loss [N] (0 on
+// ignored rows) and lse [N] (log sum exp of each row; 0 on ignored rows).
+void linear_cross_entropy_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
+                               const Tensor& logits, const Tensor& loss, const Tensor& lse, std::int64_t ignore_index,
+                               double label_smoothing);
+
+// Gradients of sum_i g_i / w * loss_i (g = grad_loss, one element or [N]; w = total_weight, one
+// element) given the forward's logits and lse: grad_x [N, in], grad_weight [V, in], grad_bias [V],
+// each written only when defined.
+void linear_cross_entropy_backward(const Tensor& x, const Tensor& weight, const Tensor& logits, const Tensor& lse,
+                                   const Tensor& target, const Tensor& grad_loss, const Tensor& total_weight,
+                                   const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
+                                   std::int64_t ignore_index, double label_smoothing);
+
+// For tests: while alive, the calling thread's fused kernels cut the rows into chunks of `rows`
+// and the classes into blocks of `cols` (0 keeps the automatic choice), so that small shapes run
+// through several chunks and blocks, ragged last ones included.
+class LinearCrossEntropyTilesForTest {
+ public:
+  LinearCrossEntropyTilesForTest(std::int64_t rows, std::int64_t cols);
+  ~LinearCrossEntropyTilesForTest();
+  LinearCrossEntropyTilesForTest(const LinearCrossEntropyTilesForTest&) = delete;
+  LinearCrossEntropyTilesForTest& operator=(const LinearCrossEntropyTilesForTest&) = delete;
+
+ private:
+  std::int64_t prev_rows_, prev_cols_;
+};
+
+}  // namespace define::kernels::cpu

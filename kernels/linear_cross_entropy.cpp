@@ -1,0 +1,111 @@
+#include "kernels/linear_cross_entropy.h"
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/cpu/linear_cross_entropy.h"
+#include "kernels/matmul.h"
+#include "kernels/softmax.h"
+
+namespace define::kernels {
+namespace {
+
+void check_layer(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target) {
+  check_floating(op, x);
+  check_dim(op, x, 2);
+  check_dim(op, weight, 2);
+  check_index(op, target);
+  check_same_device(op, {x, weight, bias, target});
+  check_same_dtype(op, {x, weight, bias});
+  if (weight.size(1) != x.size(1))
+    fail(op, "input {} has {} features but weight {} expects {}", shape_str(x.shape()), x.size(1),
+         shape_str(weight.shape()), weight.size(1));
+  if (bias.defined() && bias.shape() != Shape{weight.size(0)})
+    fail(op, "bias shape {} does not match [{}] (weight {})", shape_str(bias.shape()), weight.size(0),
+         shape_str(weight.shape()));
+  if (target.dim() != 1 || target.size(0) != x.size(0))
+    fail(op, "target of shape {} does not match input of shape {} (expected [{}])", shape_str(target.shape()),
+         shape_str(x.shape()), x.size(0));
+}
+
+// The fused kernel serves the fast CPU backend; everything else composes the family kernels.
+bool fused(const Tensor& x) { return backend_for(x) == Backend::Cpu; }
+
+}  // namespace
+
+LinearCrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+                                                 const Tensor& target_in, std::int64_t ignore_index,
+                                                 double label_smoothing) {
+  const char* op = "linear_cross_entropy";
+  check_layer(op, x_in, weight_in, bias_in, target_in);
+  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
+    fail(op, "label_smoothing {} is outside [0, 1]", label_smoothing);
+  const std::int64_t rows = x_in.size(0), classes = weight_in.size(0);
+  if (classes == 0 && rows > 0) fail(op, "weight of shape {} has no classes", shape_str(weight_in.shape()));
+  check_targets(op, target_in, classes, ignore_index);
+  const Tensor x = contiguous(x_in), weight = contiguous(weight_in), target = contiguous(target_in);
+  const Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
+  const TensorOptions opt{x.dtype(), x.device()};
+  LinearCrossEntropyRows r{empty({rows, classes}, opt), Tensor(), Tensor()};
+  if (!fused(x)) {
+    if (bias.defined()) copy_into(r.logits, bias);  // broadcast rows; the GEMM adds onto them
+    gemm(x, weight, r.logits, false, true, 1.0, bias.defined() ? 1.0 : 0.0);
+    CrossEntropyRows ce = cross_entropy_rows(r.logits, target, ignore_index, label_smoothing);
+    r.loss = ce.loss;
+    r.lse = ce.lse;
+    return r;
+  }
+  r.loss = empty({rows}, opt);
+  r.lse = empty({rows}, opt);
+  if (rows > 0)
+    cpu::linear_cross_entropy_rows(x, weight, bias, target, r.logits, r.loss, r.lse, ignore_index, label_smoothing);
+  return r;
+}
+
+LinearCrossEntropyGrads linear_cross_entropy_backward(const Tensor& x_in, const Tensor& weight_in,
+                                                      const Tensor& logits_in, const Tensor& lse_in,
+                                                      const Tensor& target_in, const Tensor& grad_loss_in,
+                                                      const Tensor& total_weight, std::int64_t ignore_index,
+                                                      double label_smoothing, bool need_x, bool need_weight,
+                                                      bool need_bias) {
+  const char* op = "linear_cross_entropy_backward";
+  check_layer(op, x_in, weight_in, Tensor(), target_in);
+  const std::int64_t rows = x_in.size(0), classes = weight_in.size(0);
+  if (logits_in.shape() != Shape{rows, classes} || lse_in.shape() != Shape{rows})
+    fail(op, "saved logits {} and lse {} do not match {} rows of {} classes", shape_str(logits_in.shape()),
+         shape_str(lse_in.shape()), rows, classes);
+  if (!fused(x_in)) {
+    const Tensor g = cross_entropy_backward(logits_in, lse_in, target_in, grad_loss_in, total_weight, ignore_index,
+                                            label_smoothing);
+    LinearCrossEntropyGrads d;
+    if (need_x) d.x = matmul(g, weight_in);
+    if (need_weight) d.weight = matmul(g, x_in, true, false);
+    if (need_bias) d.bias = column_sum(g);
+    return d;
+  }
+  check_same_device(op, {x_in, logits_in, lse_in, grad_loss_in, total_weight});
+  if (grad_loss_in.numel() != 1 && grad_loss_in.shape() != Shape{rows})
+    fail(op, "loss gradient of shape {} is neither a scalar nor [{}]", shape_str(grad_loss_in.shape()), rows);
+  if (total_weight.numel() != 1) fail(op, "total_weight must have one element, got {}", shape_str(total_weight.shape()));
+  for (const Tensor* t : {&logits_in, &lse_in, &grad_loss_in, &total_weight})
+    if (t->dtype() != x_in.dtype())
+      fail(op, "logits, lse, loss gradient and total_weight must be {}", dtype_name(x_in.dtype()));
+  const Tensor x = contiguous(x_in), weight = contiguous(weight_in), logits = contiguous(logits_in);
+  const Tensor lse = contiguous(lse_in), target = contiguous(target_in), grad_loss = contiguous(grad_loss_in);
+  const TensorOptions opt{x.dtype(), x.device()};
+  LinearCrossEntropyGrads d;
+  if (need_x) d.x = empty({rows, x.size(1)}, opt);
+  if (need_weight) d.weight = empty(weight.shape(), opt);
+  if (need_bias) d.bias = empty({classes}, opt);
+  if (rows == 0) {  // no rows, no gradient: dx is empty, dW and db are zero
+    if (need_weight) d.weight = zeros(weight.shape(), opt);
+    if (need_bias) d.bias = zeros({classes}, opt);
+    return d;
+  }
+  cpu::linear_cross_entropy_backward(x, weight, logits, lse, target, grad_loss, total_weight, d.x, d.weight, d.bias,
+                                     ignore_index, label_smoothing);
+  return d;
+}
+
+}  // namespace define::kernels

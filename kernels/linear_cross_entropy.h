@@ -1,0 +1,37 @@
+// The output layer of a classifier with its loss: logits = x W^T + b and their per-row cross
+// entropy (kernels/softmax.h's definition, label smoothing and ignore_index included), forward and
+// backward. On the fast CPU backend one fused kernel does each direction
+// (kernels/cpu/linear_cross_entropy.h: the logits cross memory once each way); on the reference
+// backend and on GPUs the same results come from the family kernels (gemm, cross_entropy_rows,
+// cross_entropy_backward, matmul, column_sum), which makes the reference backend the fused
+// kernel's oracle. Entry points validate, make inputs contiguous and allocate outputs.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace define::kernels {
+
+struct LinearCrossEntropyRows {
+  Tensor logits;  // [N, V], kept for the backward pass
+  Tensor loss;    // [N], 0 on ignored rows
+  Tensor lse;     // [N], log sum exp of each row's logits, 0 on ignored rows
+};
+// x [N, in], weight [V, in], bias [V] or undefined, target [N] (int32/int64).
+LinearCrossEntropyRows linear_cross_entropy_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                                 const Tensor& target, std::int64_t ignore_index,
+                                                 double label_smoothing);
+
+struct LinearCrossEntropyGrads {
+  Tensor x, weight, bias;  // each undefined unless asked for
+};
+// Gradients of sum_i g_i / w * loss_i with g = grad_loss (one element or [N]) and w =
+// total_weight (one element), from the forward pass's logits and lse.
+LinearCrossEntropyGrads linear_cross_entropy_backward(const Tensor& x, const Tensor& weight, const Tensor& logits,
+                                                      const Tensor& lse, const Tensor& target,
+                                                      const Tensor& grad_loss, const Tensor& total_weight,
+                                                      std::int64_t ignore_index, double label_smoothing,
+                                                      bool need_x, bool need_weight, bool need_bias);
+
+}  // namespace define::kernels
