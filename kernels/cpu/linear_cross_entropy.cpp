@@ -56,6 +56,14 @@ Tiling tiling(std::int64_t n, std::int64_t in, std::int64_t v, std::size_t elem)
   const std::int64_t rows_in_half = std::max<std::int64_t>(16, budget / 2 / std::max<std::int64_t>(1, in * e));
   t.rows = std::max<std::int64_t>(1, std::min(n, rows_in_half));
   t.cols = std::max<std::int64_t>(16, (budget - t.rows * in * e) / (t.rows * e) / 16 * 16);
+  // A whole number of blocks per thread where there are enough: the backward's threads own
+  // blocks, so one block more for some thread is that much more of the layer's time for all.
+  const auto threads = static_cast<std::int64_t>(omp_get_max_threads());
+  const std::int64_t blocks = (v + t.cols - 1) / t.cols;
+  if (blocks >= threads) {
+    const std::int64_t even = (blocks + threads - 1) / threads * threads;
+    t.cols = std::max<std::int64_t>(16, ((v + even - 1) / even + 15) / 16 * 16);
+  }
   if (forced_rows > 0) t.rows = forced_rows;
   if (forced_cols > 0) t.cols = forced_cols;
   t.chunks = std::max<std::int64_t>(1, (n + t.rows - 1) / t.rows);
