@@ -19,6 +19,7 @@
 #include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "core/factory.h"
+#include "kernels/cpu/gemm_provider.h"
 
 DEFINE_BENCH_FAMILY("matmul");
 
@@ -31,6 +32,7 @@ double gflops(double flops, double seconds) { return flops / seconds * 1e-9; }
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   using namespace define;
   const std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 1024;
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;

@@ -65,6 +65,7 @@ double seconds(const std::function<void()>& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   const int threads = argc > 1 ? std::max(1, std::atoi(argv[1])) : 2;
   const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 7;
   if (!kernels::cpu::openblas_available()) {

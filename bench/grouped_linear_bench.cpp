@@ -32,6 +32,7 @@
 #include "core/device.h"
 #include "kernels/cuda/matmul_config.h"
 #include "kernels/devices.h"
+#include "kernels/cpu/gemm_provider.h"
 
 DEFINE_BENCH_FAMILY("grouped_linear");
 
@@ -167,6 +168,7 @@ void bench_tiled_vs_cublas(const Options& o, Device device) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

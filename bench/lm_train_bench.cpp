@@ -31,7 +31,7 @@
 #include "autograd/ops.h"
 #include "bench/peer_bench_util.h"
 #include "core/config.h"
-#include "core/omp_wait.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "kernels/cpu/denormals.h"
 #include "models/registry.h"
 #include "models/lstm_lm.h"
@@ -117,7 +117,7 @@ std::optional<PeerResult> run_peer(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer below
+  kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI (and the peer)
   kernels::cpu::flush_denormals(true);  // as the define CLI does; the peer sets torch.set_flush_denormal(True)
   Args a;
   try {

@@ -27,6 +27,7 @@
 #include "bench/bench_util.h"
 #include "core/device.h"
 #include "kernels/devices.h"
+#include "kernels/cpu/gemm_provider.h"
 
 DEFINE_BENCH_FAMILY("lstm");
 
@@ -118,6 +119,7 @@ void bench_device(Device device, int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   std::string only;  // empty: cpu, then cuda when a GPU is present
   int runs = 5, threads = 2;
   for (int i = 1; i < argc; ++i) {

@@ -45,7 +45,7 @@
 #include "autograd/ops.h"
 #include "bench/peer_bench_util.h"
 #include "core/config.h"
-#include "core/omp_wait.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "kernels/cpu/denormals.h"
 #include "models/beam_search.h"
 #include "models/registry.h"
@@ -213,7 +213,7 @@ std::string range(const std::vector<double>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  prefer_passive_omp_wait(argv);  // the same policy as the define CLI and as the peer
+  kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI (and the peer)
   kernels::cpu::flush_denormals(true);  // as the define CLI does; the peer sets torch.set_flush_denormal(True)
   Args a;
   try {

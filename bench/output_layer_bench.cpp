@@ -25,12 +25,14 @@
 #include "core/cpu_info.h"
 #include "core/factory.h"
 #include "kernels/cpu/denormals.h"
+#include "kernels/cpu/gemm_provider.h"
 
 DEFINE_BENCH_FAMILY("softmax");
 
 using namespace define;
 
 int main(int argc, char** argv) try {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   std::int64_t rows = 700, in = 200, classes = 10000, threads = 2, rounds = 6;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];

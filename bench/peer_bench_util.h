@@ -20,6 +20,7 @@
 #include "bench/bench_util.h"
 #include "core/cpu_info.h"
 #include "core/factory.h"
+#include "kernels/cpu/gemm_provider.h"
 
 namespace define::bench {
 
@@ -54,9 +55,8 @@ inline std::string openblas_coretype_for_peer(const char* python) {
   if (std::getenv("OPENBLAS_CORETYPE")) return {};
   const auto probe = shell_output(fmt::format("OPENBLAS_VERBOSE=2 {} -c 'import torch' 2>&1", python));
   if (!probe || probe->find("Core: Prescott") == std::string::npos) return {};
-  if (__builtin_cpu_supports("avx512f")) return "OPENBLAS_CORETYPE=SkylakeX";
-  if (__builtin_cpu_supports("avx2")) return "OPENBLAS_CORETYPE=Haswell";
-  return {};
+  const std::string kernels = kernels::cpu::openblas_kernels_for_cpu();
+  return kernels.empty() ? std::string() : "OPENBLAS_CORETYPE=" + kernels;
 }
 
 // Runs `script args` with Debian's interpreter (where python3-torch lives; $DEFINE_PYTHON names

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "tools/command.h"
 
 namespace define::cli {
@@ -17,6 +18,8 @@ namespace {
 int run_version(const std::vector<std::string>&) {
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   fmt::print("define 0.1.0\nOpenMP: up to {} threads, wait policy {}\n", omp_get_max_threads(), wait ? wait : "default");
+  const std::string blas = kernels::cpu::openblas_core();
+  fmt::print("OpenBLAS: {}\n", blas.empty() ? "not in this build" : "kernels " + blas);
   return 0;
 }
 

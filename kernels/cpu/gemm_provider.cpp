@@ -35,6 +35,7 @@
 #include "core/cpu_info.h"
 #include "core/error.h"
 #include "core/fnv1a.h"
+#include "core/omp_wait.h"
 
 namespace define::kernels::cpu {
 namespace {
@@ -321,6 +322,31 @@ bool openblas_available() {
 #else
   return false;
 #endif
+}
+
+std::string openblas_core() {
+#if DEFINE_CPU_BLAS
+  return openblas_get_corename();
+#else
+  return {};
+#endif
+}
+
+std::string openblas_kernels_for_cpu() {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return {};
+}
+
+std::string openblas_coretype_override() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || openblas_core() != "Prescott") return {};
+  return openblas_kernels_for_cpu();
+}
+
+void restart_with_library_settings(char** argv) {
+  prefer_passive_omp_wait(argv, {{"OPENBLAS_CORETYPE", openblas_coretype_override()}});
 }
 
 std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double) {

@@ -47,6 +47,29 @@ GemmChoice parse_gemm_choice(std::string_view s);  // auto | eigen | openblas, e
 // True when this build has the OpenBLAS path (CMake found libopenblas).
 bool openblas_available();
 
+// The kernels OpenBLAS runs in this process ("SkylakeX", "Haswell", "Prescott", ...); "" in a build
+// without OpenBLAS.
+std::string openblas_core();
+
+// The OpenBLAS kernels this CPU runs best by its features: "SkylakeX" with AVX-512 (F, BW, VL,
+// DQ), "Haswell" with AVX2 and FMA, else "".
+std::string openblas_kernels_for_cpu();
+
+// The OPENBLAS_CORETYPE this process should run with, when OpenBLAS did not recognise the CPU.
+// Debian 12's OpenBLAS (0.3.21) falls back to its generic "Prescott" kernels on x86 models newer
+// than it knows (an Intel Xeon of family 6, model 207, for one): SGEMM 3-4x slower than with the
+// AVX-512 kernels that CPU runs, so auto picks Eigen everywhere, and Eigen is itself 1.1-1.45x
+// slower than OpenBLAS's AVX-512 kernels on the LSTM and translation models' GEMMs there
+// (bench/gemm_provider_bench, 2026-11-29). Returns openblas_kernels_for_cpu() in that case, ""
+// when OpenBLAS recognised the CPU, the user set OPENBLAS_CORETYPE, or the build has no OpenBLAS. OpenBLAS reads the variable once, when it
+// is loaded: the programs restart themselves with it (core/omp_wait.h).
+std::string openblas_coretype_override();
+
+// What the programs (`define`, the benchmarks) call first thing in main(): restarts the program
+// once with OMP_WAIT_POLICY=PASSIVE and, where needed, the OPENBLAS_CORETYPE above
+// (prefer_passive_omp_wait, core/omp_wait.h). Variables the user set are left alone.
+void restart_with_library_settings(char** argv);
+
 // What a class's one-thread timings choose: OpenBLAS unless Eigen is faster by more than
 // kEigenMargin. Why the margin: the timing runs on one thread and on scaled-down operands, where
 // the two libraries often tie (within 1-4% on an Intel Xeon, model 167), while the real GEMMs of a
