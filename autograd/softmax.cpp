@@ -81,7 +81,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ig
 }
 
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
-                            std::int64_t ignore_index, double label_smoothing, Reduction reduction) {
+                            std::int64_t ignore_index, double label_smoothing, Reduction reduction,
+                            Tensor* unsmoothed) {
   const char* op = "linear_cross_entropy";
   if (x.dim() == 0) fail(op, "input must have at least 1 dim, got a 0-d tensor");
   const std::int64_t in = x.shape().back();
@@ -92,9 +93,13 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   // Rows of one GEMM: x as [rows, in], target as [rows].
   const Tensor x2 = flat_view(x, {rows, in}), t1 = flat_view(target, {rows});
   kernels::LinearCrossEntropyRows r = kernels::linear_cross_entropy_rows(x2, weight, bias, t1, ignore_index,
-                                                                         label_smoothing);
+                                                                         label_smoothing, unsmoothed != nullptr);
   Tensor total_weight;
   Tensor loss = reduce_rows(r.loss, t1, ignore_index, reduction, total_weight);
+  if (unsmoothed) {
+    Tensor unused;
+    *unsmoothed = reduce_rows(r.nll, t1, ignore_index, reduction, unused).alias();  // never the graph's output
+  }
   if (needs_grad({x, weight, bias})) {
     // With g_i = d loss / d logits_i (cross_entropy's formula): dx = g W, dW = g^T x, db = column sums
     // of g; the fused kernel forms g block by block and never stores it whole.

@@ -31,10 +31,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ig
 // with x [..., in], weight [C, in], bias [C] or undefined and target of x's leading shape; the
 // same result and gradients (up to float rounding), with the logits walked once each way on the
 // CPU (kernels/linear_cross_entropy.h). Reduction::None gives one loss per row of the flattened
-// leading dims ([rows]).
+// leading dims ([rows]). With `unsmoothed` given, it receives the same loss without label
+// smoothing, reduced alike and without graph: what a label-smoothed trainer logs, from the same
+// logits (on the CPU at no extra pass over them).
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
                             std::int64_t ignore_index = -100, double label_smoothing = 0.0,
-                            Reduction reduction = Reduction::Mean);
+                            Reduction reduction = Reduction::Mean, Tensor* unsmoothed = nullptr);
 
 // Negative log likelihood of log-probabilities [N, C] against class targets [N]:
 // row loss -log_probs[i, target_i]. Same ignore_index and reduction rules as cross_entropy.

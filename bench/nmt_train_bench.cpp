@@ -17,8 +17,8 @@
 // Training step (both sides): logits of the teacher-forced decoder, label-smoothed (0.1) cross
 // entropy summed over the target tokens and divided by their number, backward, AdamW (0.9, 0.98,
 // weight decay 1e-4), no clipping (the config's clip 0). define also computes the unsmoothed NLL
-// that `define train` logs (one more pass over the logits), so its figure is what the trainer
-// runs. Tokens are Zipf-distributed subword ids (bench::zipf_tokens) without padding; tokens/s
+// that `define train` logs (TranslationModel::loss_sum, which on the CPU gets it from the fused
+// output layer's own pass over the logits), so its figure is what the trainer runs. Tokens are Zipf-distributed subword ids (bench::zipf_tokens) without padding; tokens/s
 // counts target tokens, as fairseq's words/s does. 3 warm-up steps are not timed.
 //
 // Beam search: --beam-batch source sentences of src-len subwords, beam --beam, length penalty 1,
@@ -137,20 +137,15 @@ DefineResult define_run(const Args& a) {
   const Tensor src = sentences(a.src_len, a.batch, a, gen), tgt_out = sentences(a.tgt_len, a.batch, a, gen);
   const Tensor tgt_in = concat({full({1, a.batch}, static_cast<double>(kBos), {.dtype = DType::Int64}),
                              narrow(tgt_out, 0, 0, a.tgt_len - 1)}, 0);
-  const Tensor target = reshape(tgt_out, {a.tgt_len * a.batch});
   const double tokens = static_cast<double>(a.tgt_len * a.batch);
   std::chrono::steady_clock::time_point start;
   for (std::int64_t step = 0; step < a.steps + kWarmup; ++step) {
     if (step == kWarmup) start = std::chrono::steady_clock::now();
     opt.zero_grad();
-    const Tensor logits = reshape(model->logits(src, tgt_in), {a.tgt_len * a.batch, a.vocab});
-    const Tensor objective = cross_entropy(logits, target, kPad, 0.1, Reduction::Sum);
+    Tensor nll_sum;  // what the trainer logs (tools/nmt_trainer.cpp), from the same logits
+    const Tensor objective = model->loss_sum(src, tgt_in, tgt_out, 0.1, &nll_sum);
     backward(mul(objective, 1.0 / tokens));
-    double nll = 0;
-    {
-      NoGradGuard no_grad;  // what the trainer logs (tools/nmt_trainer.cpp)
-      nll = cross_entropy(detach(logits), target, kPad, 0.0, Reduction::Sum).item_double() / tokens;
-    }
+    const double nll = nll_sum.item_double() / tokens;
     if (step == 0) result.first_loss = nll;
     opt.step();
   }

@@ -36,7 +36,7 @@ bool fused(const Tensor& x) { return backend_for(x) == Backend::Cpu; }
 
 LinearCrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
                                                  const Tensor& target_in, std::int64_t ignore_index,
-                                                 double label_smoothing) {
+                                                 double label_smoothing, bool with_nll) {
   const char* op = "linear_cross_entropy";
   check_layer(op, x_in, weight_in, bias_in, target_in);
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
@@ -47,19 +47,24 @@ LinearCrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tenso
   const Tensor x = contiguous(x_in), weight = contiguous(weight_in), target = contiguous(target_in);
   const Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
   const TensorOptions opt{x.dtype(), x.device()};
-  LinearCrossEntropyRows r{empty({rows, classes}, opt), Tensor(), Tensor()};
+  LinearCrossEntropyRows r;
+  r.logits = empty({rows, classes}, opt);
   if (!fused(x)) {
     if (bias.defined()) copy_into(r.logits, bias);  // broadcast rows; the GEMM adds onto them
     gemm(x, weight, r.logits, false, true, 1.0, bias.defined() ? 1.0 : 0.0);
     CrossEntropyRows ce = cross_entropy_rows(r.logits, target, ignore_index, label_smoothing);
     r.loss = ce.loss;
     r.lse = ce.lse;
+    if (with_nll)
+      r.nll = label_smoothing == 0.0 ? r.loss : cross_entropy_rows(r.logits, target, ignore_index, 0.0).loss;
     return r;
   }
   r.loss = empty({rows}, opt);
   r.lse = empty({rows}, opt);
+  if (with_nll) r.nll = empty({rows}, opt);
   if (rows > 0)
-    cpu::linear_cross_entropy_rows(x, weight, bias, target, r.logits, r.loss, r.lse, ignore_index, label_smoothing);
+    cpu::linear_cross_entropy_rows(x, weight, bias, target, r.logits, r.loss, r.lse, r.nll, ignore_index,
+                                   label_smoothing);
   return r;
 }
 

@@ -153,14 +153,27 @@ DelightNmt::DelightNmt(const DelightNmtConfig& cfg, Generator& gen) : Translatio
 }
 
 Tensor DelightNmt::forward(const Tensor& src, const Tensor& src_padding, const Tensor& tgt) const {
+  return linear(decoder_states(src, src_padding, tgt), table_->weight());  // h E^T: the output layer is the shared table
+}
+
+Tensor DelightNmt::loss_sum(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, double label_smoothing,
+                            Tensor* nll_sum) const {
+  check_tokens("DelightNmt", "target output", tgt_out);
+  if (tgt_out.shape() != tgt_in.shape())
+    fail("DelightNmt", "target output {} does not match target input {}", shape_str(tgt_out.shape()),
+         shape_str(tgt_in.shape()));
+  return linear_cross_entropy(decoder_states(src, Tensor(), tgt_in), table_->weight(), Tensor(), tgt_out,
+                              cfg_.padding_idx, label_smoothing, Reduction::Sum, nll_sum);
+}
+
+Tensor DelightNmt::decoder_states(const Tensor& src, const Tensor& src_padding, const Tensor& tgt) const {
   check_tokens("DelightNmt", "source", src);
   check_tokens("DelightNmt", "target", tgt);
   if (src.size(1) != tgt.size(1))
     fail("DelightNmt", "source {} and target {} batch sizes differ", shape_str(src.shape()), shape_str(tgt.shape()));
   const Tensor pad = src_padding.defined() ? src_padding : eq(src, double(cfg_.padding_idx));
   const Tensor enc = encoder_->forward(src, pad);
-  const Tensor h = decoder_->forward(tgt, enc, batch_first(pad));
-  return linear(h, table_->weight());  // h E^T: the output layer is the shared table
+  return decoder_->forward(tgt, enc, batch_first(pad));
 }
 
 Tensor DelightNmt::loss(const Tensor& logits, const Tensor& target, double label_smoothing) const {

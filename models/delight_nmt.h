@@ -124,6 +124,8 @@ class DelightNmt : public TranslationModel {
   std::int64_t vocab() const override { return cfg_.vocab; }
   std::int64_t padding_idx() const override { return cfg_.padding_idx; }
   Tensor logits(const Tensor& src, const Tensor& tgt_in) const override { return forward(src, Tensor(), tgt_in); }
+  Tensor loss_sum(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, double label_smoothing,
+                  Tensor* nll_sum = nullptr) const override;
   std::unique_ptr<DecodingState> begin_decoding(const Tensor& src) const override;
   Tensor decode_step(DecodingState& state, const Tensor& prev) const override;
   void select_rows(DecodingState& state, const Tensor& rows) const override;
@@ -145,6 +147,9 @@ class DelightNmt : public TranslationModel {
   const DelightDecoder& decoder() const { return *decoder_; }
 
  private:
+  // forward() before the classifier: the decoder's features [T, B, n].
+  Tensor decoder_states(const Tensor& src, const Tensor& src_padding, const Tensor& tgt) const;
+
   DelightNmtConfig cfg_;
   std::shared_ptr<nn::Embedding> table_;
   std::shared_ptr<DelightEncoder> encoder_;

@@ -392,6 +392,14 @@ Tensor TiedOutput::logits(const Tensor& hidden) const {
   return linear(to_map_space(hidden), table_, bias_ ? *bias_ : Tensor());
 }
 
+Tensor TiedOutput::smoothed_loss(const Tensor& hidden, const Tensor& target, std::int64_t ignore_index,
+                                 double label_smoothing, Reduction reduction, Tensor* unsmoothed) const {
+  if (projected_softmax_ || softmax_)
+    fail("TiedOutput", "an adaptive softmax has no full logits to smooth a loss over; use loss()");
+  return linear_cross_entropy(to_map_space(hidden), table_, bias_ ? *bias_ : Tensor(), target, ignore_index,
+                              label_smoothing, reduction, unsmoothed);
+}
+
 Tensor TiedOutput::loss(const Tensor& hidden, const Tensor& target, Reduction reduction) const {
   const Tensor h = to_map_space(hidden);
   if (projected_softmax_) return projected_softmax_->loss(h, target, reduction);

@@ -187,6 +187,11 @@ class TiedOutput : public nn::Module {
   // hidden [..., hidden_dim] -> logits [..., V] of the table classifier (what a label-smoothed
   // loss and beam search read). The adaptive softmaxes have no such logits: throws for them.
   Tensor logits(const Tensor& hidden) const;
+  // The label-smoothed cross entropy of logits(hidden) against target, rows whose target is
+  // ignore_index skipped, without building the logits' gradient (linear_cross_entropy);
+  // `unsmoothed` as there. The table classifier only: an adaptive softmax throws, as in logits().
+  Tensor smoothed_loss(const Tensor& hidden, const Tensor& target, std::int64_t ignore_index, double label_smoothing,
+                       Reduction reduction, Tensor* unsmoothed = nullptr) const;
 
  private:
   Tensor to_map_space(const Tensor& hidden) const;

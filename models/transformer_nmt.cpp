@@ -107,6 +107,20 @@ std::pair<Tensor, Tensor> TransformerNmt::encode(const Tensor& src) const {
 }
 
 Tensor TransformerNmt::logits(const Tensor& src, const Tensor& tgt_in) const {
+  return output_->logits(decoder_states(src, tgt_in));
+}
+
+Tensor TransformerNmt::loss_sum(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out,
+                                double label_smoothing, Tensor* nll_sum) const {
+  check_token_batch(kModel, "target output", tgt_out);
+  if (tgt_out.shape() != tgt_in.shape())
+    fail(kModel, "target output {} does not match target input {}", shape_str(tgt_out.shape()),
+         shape_str(tgt_in.shape()));
+  return output_->smoothed_loss(decoder_states(src, tgt_in), tgt_out, cfg_.padding_idx, label_smoothing,
+                                Reduction::Sum, nll_sum);
+}
+
+Tensor TransformerNmt::decoder_states(const Tensor& src, const Tensor& tgt_in) const {
   check_token_batch(kModel, "target", tgt_in);
   if (src.defined() && src.dim() == 2 && src.size(1) != tgt_in.size(1))
     fail(kModel, "source {} and target {} batch sizes differ", shape_str(src.shape()), shape_str(tgt_in.shape()));
@@ -115,7 +129,7 @@ Tensor TransformerNmt::logits(const Tensor& src, const Tensor& tgt_in) const {
   for (const auto& layer : decoder_layers_) x = layer->forward(x, enc, enc_padding);
   if (decoder_norm_) x = decoder_norm_->forward(x);
   // Time-first before the classifier: [T, B, d] is d_model wide, the logits V wide.
-  return output_->logits(contiguous(transpose(x, 0, 1)));
+  return contiguous(transpose(x, 0, 1));
 }
 
 std::unique_ptr<TranslationModel::DecodingState> TransformerNmt::begin_decoding(const Tensor& src) const {

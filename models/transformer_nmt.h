@@ -56,6 +56,8 @@ class TransformerNmt : public TranslationModel {
   std::int64_t vocab() const override { return cfg_.input.vocab; }
   std::int64_t padding_idx() const override { return cfg_.padding_idx; }
   Tensor logits(const Tensor& src, const Tensor& tgt_in) const override;
+  Tensor loss_sum(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, double label_smoothing,
+                  Tensor* nll_sum = nullptr) const override;
   std::unique_ptr<DecodingState> begin_decoding(const Tensor& src) const override;
   Tensor decode_step(DecodingState& state, const Tensor& prev) const override;
   void select_rows(DecodingState& state, const Tensor& rows) const override;
@@ -68,6 +70,8 @@ class TransformerNmt : public TranslationModel {
   const TokenInput& token_input() const { return *embed_; }
 
  private:
+  // The teacher-forced decoder's output before the classifier: [T, B, d_model].
+  Tensor decoder_states(const Tensor& src, const Tensor& tgt_in) const;
   // tokens [B, T] -> embedded, positions offset, offset + 1, .. added, dropout: [B, T, d_model].
   Tensor embed(const Tensor& tokens, std::int64_t offset) const;
 

@@ -32,6 +32,13 @@ class TranslationModel : public nn::Module {
 
   // src [S, B], tgt_in [T, B] -> logits [T, B, V] (the decoder sees tgt_in[0 .. t] at position t).
   virtual Tensor logits(const Tensor& src, const Tensor& tgt_in) const = 0;
+  // The training objective: the label-smoothed cross entropy of logits(src, tgt_in) against tgt_out
+  // [T, B], summed over the non-padding target tokens, with graph; and, in *nll_sum when given, the
+  // plain NLL summed alike (no graph; what the trainer logs). The same values as cross_entropy over
+  // logits() (tests/models/translation_model_test.cpp), without the logits' gradient ever built
+  // (linear_cross_entropy): on the CPU the [T * B, V] logits cross memory once each way.
+  virtual Tensor loss_sum(const Tensor& src, const Tensor& tgt_in, const Tensor& tgt_out, double label_smoothing,
+                          Tensor* nll_sum = nullptr) const = 0;
 
   struct DecodingState {
     virtual ~DecodingState() = default;

@@ -72,14 +72,17 @@ struct BatchLoss {
 
 BatchLoss batch_loss(const models::TranslationModel& model, const data::TranslationBatch& b, Device device,
                      double label_smoothing, bool with_graph) {
-  const Tensor logits = model.logits(to_device(b.src, device), to_device(b.tgt_in, device));
-  const std::int64_t rows = logits.size(0) * logits.size(1);
-  const Tensor flat = reshape(logits, {rows, logits.size(2)});
-  const Tensor target = reshape(to_device(b.tgt_out, device), {rows});
+  const Tensor src = to_device(b.src, device), tgt_in = to_device(b.tgt_in, device);
+  const Tensor tgt_out = to_device(b.tgt_out, device);
   BatchLoss out;
-  if (with_graph) out.objective_sum = cross_entropy(flat, target, model.padding_idx(), label_smoothing, Reduction::Sum);
-  NoGradGuard no_grad;
-  out.nll_sum = cross_entropy(detach(flat), target, model.padding_idx(), 0.0, Reduction::Sum).item_double();
+  Tensor nll_sum;
+  if (with_graph) {
+    out.objective_sum = model.loss_sum(src, tgt_in, tgt_out, label_smoothing, &nll_sum);
+  } else {
+    NoGradGuard no_grad;
+    nll_sum = model.loss_sum(src, tgt_in, tgt_out, 0.0);
+  }
+  out.nll_sum = nll_sum.item_double();
   return out;
 }
 

@@ -79,9 +79,42 @@ bool ignored(I t, std::int64_t ignore_index) {
 template <typename T>
 constexpr bool kIsDouble = std::is_same_v<T, double>;
 
+// The rows' log-sum-exp from the blocks' statistics (merged in block order), and the losses.
+template <typename T, typename I>
+void finish_rows(const I* t, std::int64_t n, std::int64_t v, const Tiling& tl, const std::vector<T>& block_max,
+                 const std::vector<double>& block_sum, const std::vector<double>& block_sum_x,
+                 const std::vector<T>& target_logit, const Tensor& loss, const Tensor& lse, const Tensor& nll,
+                 std::int64_t ignore_index, double eps) {
+  T* lp = loss.data<T>();
+  T* lsep = lse.data<T>();
+  T* nllp = nll.defined() ? nll.data<T>() : nullptr;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (ignored(t[i], ignore_index)) {
+      lp[i] = 0;
+      lsep[i] = 0;
+      if (nllp) nllp[i] = 0;
+      continue;
+    }
+    T m = -std::numeric_limits<T>::infinity();
+    for (std::int64_t b = 0; b < tl.blocks; ++b) m = max_of(m, block_max[b * n + i]);
+    double sum = 0, sum_x = 0;
+    for (std::int64_t b = 0; b < tl.blocks; ++b) {
+      const std::size_t cell = static_cast<std::size_t>(b * n + i);
+      if (block_max[cell] != -std::numeric_limits<T>::infinity())
+        sum += block_sum[cell] * std::exp(double(block_max[cell]) - double(m));
+      if (eps > 0) sum_x += block_sum_x[cell];
+    }
+    const double row_lse = double(m) + std::log(sum);
+    lp[i] = static_cast<T>((1.0 - eps) * (row_lse - double(target_logit[i])) + eps * (row_lse - sum_x / double(v)));
+    lsep[i] = static_cast<T>(row_lse);
+    if (nllp) nllp[i] = static_cast<T>(row_lse - double(target_logit[i]));
+  }
+}
+
 template <typename T, typename I>
 void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target, const Tensor& logits,
-                const Tensor& loss, const Tensor& lse, std::int64_t ignore_index, double eps) {
+                const Tensor& loss, const Tensor& lse, const Tensor& nll, std::int64_t ignore_index, double eps) {
   const std::int64_t n = x.size(0), in = x.size(1), v = weight.size(0);
   const T* xp = x.data<T>();
   const T* wp = weight.data<T>();
@@ -122,28 +155,7 @@ void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const
       }
     }
 
-  T* lp = loss.data<T>();
-  T* lsep = lse.data<T>();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (ignored(t[i], ignore_index)) {
-      lp[i] = 0;
-      lsep[i] = 0;
-      continue;
-    }
-    T m = -std::numeric_limits<T>::infinity();
-    for (std::int64_t b = 0; b < tl.blocks; ++b) m = max_of(m, block_max[b * n + i]);
-    double sum = 0, sum_x = 0;
-    for (std::int64_t b = 0; b < tl.blocks; ++b) {
-      const std::size_t cell = static_cast<std::size_t>(b * n + i);
-      if (block_max[cell] != -std::numeric_limits<T>::infinity())
-        sum += block_sum[cell] * std::exp(double(block_max[cell]) - double(m));
-      if (eps > 0) sum_x += block_sum_x[cell];
-    }
-    const double row_lse = double(m) + std::log(sum);
-    lp[i] = static_cast<T>((1.0 - eps) * (row_lse - double(target_logit[i])) + eps * (row_lse - sum_x / double(v)));
-    lsep[i] = static_cast<T>(row_lse);
-  }
+  finish_rows<T, I>(t, n, v, tl, block_max, block_sum, block_sum_x, target_logit, loss, lse, nll, ignore_index, eps);
 }
 
 template <typename T, typename I>
@@ -253,10 +265,10 @@ LinearCrossEntropyTilesForTest::~LinearCrossEntropyTilesForTest() {
 }
 
 void linear_cross_entropy_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
-                               const Tensor& logits, const Tensor& loss, const Tensor& lse, std::int64_t ignore_index,
-                               double label_smoothing) {
+                               const Tensor& logits, const Tensor& loss, const Tensor& lse, const Tensor& nll,
+                               std::int64_t ignore_index, double label_smoothing) {
   dispatch("linear_cross_entropy", x.dtype(), target.dtype(), [&]<typename T, typename I>() {
-    rows_typed<T, I>(x, weight, bias, target, logits, loss, lse, ignore_index, label_smoothing);
+    rows_typed<T, I>(x, weight, bias, target, logits, loss, lse, nll, ignore_index, label_smoothing);
   });
 }
 

@@ -26,10 +26,11 @@ namespace define::kernels::cpu {
 
 // x [N, in], weight [V, in], bias [V] or undefined, target [N] (int32/int64), all contiguous on
 // the CPU and validated (targets in range or ignore_index). Writes logits [N, V], loss [N] (0 on
-// ignored rows) and lse [N] (log sum exp of each row; 0 on ignored rows).
+// ignored rows), lse [N] (log sum exp of each row; 0 on ignored rows) and, when defined, nll [N]
+// (the loss without label smoothing).
 void linear_cross_entropy_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
-                               const Tensor& logits, const Tensor& loss, const Tensor& lse, std::int64_t ignore_index,
-                               double label_smoothing);
+                               const Tensor& logits, const Tensor& loss, const Tensor& lse, const Tensor& nll,
+                               std::int64_t ignore_index, double label_smoothing);
 
 // Gradients of sum_i g_i / w * loss_i (g = grad_loss, one element or [N]; w = total_weight, one
 // element) given the forward's logits and lse: grad_x [N, in], grad_weight [V, in], grad_bias [V],

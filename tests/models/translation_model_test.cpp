@@ -104,6 +104,46 @@ TEST_CASE("transformer_nmt: float64 gradients of the whole model, every input ty
   }
 }
 
+TEST_CASE("translation models: loss_sum equals the label-smoothed cross entropy over logits(), gradients included",
+          "[models][nmt]") {
+  // The trainer's objective (TranslationModel::loss_sum, the fused output layer) against the
+  // generic ops over the materialised logits, on every output form: the plain tied table, the
+  // DeFINE input's projection before its table, the table with a bias, and DeLighT's table. Float64;
+  // padding rows in the target; the plain NLL alongside.
+  const std::string delight = R"({"model": {"type": "delight_nmt", "vocab_size": 13, "padding_idx": 0,
+      "map_dim": 8, "d_m": 16, "emb_depth": 2, "max_groups": 2,
+      "encoder": {"min_depth": 2, "max_depth": 3, "layers": 1}, "decoder": {"min_depth": 2, "max_depth": 3, "layers": 1}}})";
+  const std::string configs[] = {tiny(kInputs[0], "", 1), tiny(kInputs[1], R"(, "pre_norm": true)", 1),
+                                 tiny(kInputs[0], R"(, "output_bias": true)", 1), delight};
+  const Tensor src = source_batch({4, 2, 3}, 5);
+  const Tensor tgt_in = from_vector(std::vector<std::int64_t>{kBos, kBos, kBos, 5, 7, 9, 6, kPad, 8}, {3, 3});
+  const Tensor tgt_out = from_vector(std::vector<std::int64_t>{5, 7, 9, 6, kEos, 8, kEos, kPad, kEos}, {3, 3});
+  for (const std::string& config : configs) {
+    INFO(config);
+    const BuiltModel built = build_from_json(config);
+    auto& m = dynamic_cast<TranslationModel&>(*built.module);
+    m.to(DType::Float64);
+    m.eval();  // the same dropout-free pass both ways
+    const auto params = m.parameters();
+    for (const double eps : {0.0, 0.1}) {
+      INFO("label smoothing " << eps);
+      Tensor nll_sum;
+      const Tensor fused = m.loss_sum(src, tgt_in, tgt_out, eps, &nll_sum);
+      const std::vector<Tensor> fused_grads = grad(fused, params);
+      const Tensor flat = reshape(m.logits(src, tgt_in), {9, kVocab}), target = reshape(tgt_out, {9});
+      const Tensor want = cross_entropy(flat, target, kPad, eps, Reduction::Sum);
+      const std::vector<Tensor> want_grads = grad(want, params);
+      CHECK(fused.item_double() == Approx(want.item_double()).epsilon(1e-12));
+      CHECK(nll_sum.item_double() ==
+            Approx(cross_entropy(detach(flat), target, kPad, 0.0, Reduction::Sum).item_double()).epsilon(1e-12));
+      for (std::size_t k = 0; k < params.size(); ++k) test::check_close(fused_grads[k], want_grads[k], 1e-12, 1e-10);
+    }
+  }
+  const BuiltModel built = build_from_json(tiny(kInputs[0]));
+  CHECK_THROWS_WITH(dynamic_cast<TranslationModel&>(*built.module).loss_sum(src, tgt_in, reshape(tgt_out, {9, 1}), 0.1),
+                    Contains("target output [9,1] does not match target input [3,3]"));
+}
+
 namespace {
 
 // Teacher-forced logits [T, B, V] against step-by-step decoding of the same prefixes, with the

@@ -15,6 +15,7 @@
 #include "autograd/engine.h"
 #include "core/factory.h"
 #include "harness/op_harness.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/linear_cross_entropy.h"
 #include "test_util.h"
 
@@ -162,6 +163,25 @@ TEST_CASE("ops: linear_cross_entropy keeps its saved logits for a second backwar
   backward(loss);
   const std::vector<double> twice = define::test::values(w.grad());
   for (std::size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == Approx(2 * once[i]).margin(1e-7));
+}
+
+TEST_CASE("ops: linear_cross_entropy gives the unsmoothed loss alongside, on the fused and the composed path",
+          "[ops][softmax][family:softmax]") {
+  Generator gen(11);
+  const Tensor x = leaf(rand_normal({33, 6}, 0, 1, {}, gen)), w = rand_normal({50, 6}, 0, 1, {}, gen);
+  const Tensor target = from_vector(spread(33, 50, 4), {33});
+  const Tiles tiles(8, 16);  // several chunks and blocks on the fused path
+  for (const kernels::Backend backend : {kernels::Backend::Cpu, kernels::Backend::Ref})
+    for (const Reduction reduction : {Reduction::None, Reduction::Sum, Reduction::Mean}) {
+      const kernels::CpuBackendGuard guard(backend);
+      INFO("reference backend " << (backend == kernels::Backend::Ref) << ", reduction " << int(reduction));
+      Tensor unsmoothed;
+      const Tensor smoothed = linear_cross_entropy(x, w, Tensor(), target, -100, 0.1, reduction, &unsmoothed);
+      const Tensor plain = linear_cross_entropy(x, w, Tensor(), target, -100, 0.0, reduction);
+      CHECK_FALSE(unsmoothed.requires_grad());
+      define::test::check_close(unsmoothed, plain, 1e-6, 1e-6);
+      CHECK(define::test::max_diff(define::test::values(smoothed), define::test::values(plain)) > 1e-3);
+    }
 }
 
 TEST_CASE("ops: linear_cross_entropy names bad input", "[ops][softmax][family:softmax]") {
