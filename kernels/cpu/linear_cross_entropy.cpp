@@ -1,13 +1,18 @@
 // Fused output layer and cross entropy on the CPU: see linear_cross_entropy.h for what and why.
 //
-// Tiling: the rows are cut into chunks and the classes into blocks so that one chunk's share of
-// dx (rows x in) and one tile of logits or gradient (rows x cols) fit together in three quarters
-// of L2. Forward, each (block, chunk) tile is the GEMM's output, written where the logits live and
-// reduced to per-row statistics (maximum, sum of exponentials, sum of logits) while still in cache;
-// the rows' log-sum-exp then merges the blocks' statistics in block order. Backward, a thread owns
-// whole blocks (so dW's and db's rows of a block have one writer) and walks the chunks outermost:
-// the chunk's dx partial stays in cache across the thread's blocks, and each tile's gradient is
-// built in a per-thread buffer, used three times (db, dW, dx) and dropped.
+// Forward: one GEMM for all the logits, threaded by the library, then one pass over each row that
+// adds the bias and takes the row's statistics while the row is in cache. Tiling the forward too
+// (each thread's tiles through a one-thread GEMM, reduced while in L2) was tried and measured
+// slower on the 2-core build VM: there two one-thread GEMMs run at 0.7-0.8x the rate of one
+// two-thread GEMM of the same total work (Eigen and OpenBLAS alike), which cost more than the
+// memory passes saved.
+//
+// Backward, tiled: the rows are cut into chunks and the classes into blocks so that one chunk's
+// share of dx (rows x in) and one tile of gradient (rows x cols) fit together in three quarters of
+// L2. A thread owns whole blocks (so dW's and db's rows of a block have one writer) and walks the
+// chunks outermost: the chunk's dx partial stays in cache across the thread's blocks, and each
+// tile's gradient is built in a per-thread buffer from the saved logits, used three times (db,
+// dW, dx) and dropped, so the [rows, classes] gradient never exists.
 #include "kernels/cpu/linear_cross_entropy.h"
 
 #include <omp.h>
@@ -27,10 +32,8 @@
 namespace define::kernels::cpu {
 namespace {
 
-using row_math::max_of;
-using row_math::row_max;
+using row_math::row_stats;
 using row_math::row_sum;
-using row_math::row_sum_exp;
 using row_math::store_scaled_exp;
 using row_math::SumOrder;
 
@@ -81,81 +84,38 @@ constexpr bool kIsDouble = std::is_same_v<T, double>;
 
 // The rows' log-sum-exp from the blocks' statistics (merged in block order), and the losses.
 template <typename T, typename I>
-void finish_rows(const I* t, std::int64_t n, std::int64_t v, const Tiling& tl, const std::vector<T>& block_max,
-                 const std::vector<double>& block_sum, const std::vector<double>& block_sum_x,
-                 const std::vector<T>& target_logit, const Tensor& loss, const Tensor& lse, const Tensor& nll,
-                 std::int64_t ignore_index, double eps) {
+void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target, const Tensor& logits,
+                const Tensor& loss, const Tensor& lse, const Tensor& nll, std::int64_t ignore_index, double eps) {
+  const std::int64_t n = x.size(0), in = x.size(1), v = weight.size(0);
+  const T* bp = bias.defined() ? bias.data<T>() : nullptr;
+  const I* t = target.data<I>();
+  T* lg = logits.data<T>();
+  // One GEMM for all the logits, threaded by the library (outside any OpenMP team here).
+  gemm_row_major<T>(gemm_provider(n, v, in, kIsDouble<T>), false, true, n, v, in, T(1), x.data<T>(), in,
+                    weight.data<T>(), in, T(0), lg, v);
   T* lp = loss.data<T>();
   T* lsep = lse.data<T>();
   T* nllp = nll.defined() ? nll.data<T>() : nullptr;
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
+    // The bias, then the row's statistics while it is still in cache (the composed ops cross the
+    // logits three times here: the bias broadcast, the maximum, the sum of exponentials).
+    T* row = lg + i * v;
+    if (bp)
+      for (std::int64_t j = 0; j < v; ++j) row[j] += bp[j];
     if (ignored(t[i], ignore_index)) {
       lp[i] = 0;
       lsep[i] = 0;
       if (nllp) nllp[i] = 0;
       continue;
     }
-    T m = -std::numeric_limits<T>::infinity();
-    for (std::int64_t b = 0; b < tl.blocks; ++b) m = max_of(m, block_max[b * n + i]);
-    double sum = 0, sum_x = 0;
-    for (std::int64_t b = 0; b < tl.blocks; ++b) {
-      const std::size_t cell = static_cast<std::size_t>(b * n + i);
-      if (block_max[cell] != -std::numeric_limits<T>::infinity())
-        sum += block_sum[cell] * std::exp(double(block_max[cell]) - double(m));
-      if (eps > 0) sum_x += block_sum_x[cell];
-    }
-    const double row_lse = double(m) + std::log(sum);
-    lp[i] = static_cast<T>((1.0 - eps) * (row_lse - double(target_logit[i])) + eps * (row_lse - sum_x / double(v)));
+    const double row_lse = row_stats(row, v).lse();
+    const double mean_x = eps > 0 ? row_sum<SumOrder::kLanesThenTail>(row, v) / double(v) : 0.0;
+    const double target_nll = row_lse - double(row[t[i]]);
+    lp[i] = static_cast<T>((1.0 - eps) * target_nll + eps * (row_lse - mean_x));
     lsep[i] = static_cast<T>(row_lse);
-    if (nllp) nllp[i] = static_cast<T>(row_lse - double(target_logit[i]));
+    if (nllp) nllp[i] = static_cast<T>(target_nll);
   }
-}
-
-template <typename T, typename I>
-void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target, const Tensor& logits,
-                const Tensor& loss, const Tensor& lse, const Tensor& nll, std::int64_t ignore_index, double eps) {
-  const std::int64_t n = x.size(0), in = x.size(1), v = weight.size(0);
-  const T* xp = x.data<T>();
-  const T* wp = weight.data<T>();
-  const T* bp = bias.defined() ? bias.data<T>() : nullptr;
-  const I* t = target.data<I>();
-  T* lg = logits.data<T>();
-  const Tiling tl = tiling(n, in, v, sizeof(T));
-  const GemmProvider provider = gemm_provider(std::min(n, tl.rows), std::min(v, tl.cols), in, kIsDouble<T>);
-
-  // Per block and row: the maximum, sum exp(x - max) and (with smoothing) sum x over the block's
-  // columns; the target's logit from the one block that holds it.
-  const std::size_t cells = static_cast<std::size_t>(tl.blocks * n);
-  std::vector<T> block_max(cells, -std::numeric_limits<T>::infinity());
-  std::vector<double> block_sum(cells, 0.0), block_sum_x(eps > 0 ? cells : 0, 0.0);
-  std::vector<T> target_logit(static_cast<std::size_t>(n), T(0));
-
-#pragma omp parallel for collapse(2) schedule(static)
-  for (std::int64_t b = 0; b < tl.blocks; ++b)
-    for (std::int64_t r = 0; r < tl.chunks; ++r) {
-      const std::int64_t c0 = b * tl.cols, w = std::min(tl.cols, v - c0);
-      const std::int64_t r0 = r * tl.rows, rows = std::min(tl.rows, n - r0);
-      T* tile = lg + r0 * v + c0;
-      if (bp)
-        for (std::int64_t i = 0; i < rows; ++i) std::memcpy(tile + i * v, bp + c0, sizeof(T) * w);
-      gemm_row_major<T>(provider, false, true, rows, w, in, T(1), xp + r0 * in, in, wp + c0 * in, in,
-                        bp ? T(1) : T(0), tile, v);
-      for (std::int64_t i = r0; i < r0 + rows; ++i) {
-        if (ignored(t[i], ignore_index)) continue;
-        const T* row = lg + i * v + c0;
-        const std::size_t cell = static_cast<std::size_t>(b * n + i);
-        const T m = row_max(row, w);
-        block_max[cell] = m;
-        if (m != -std::numeric_limits<T>::infinity())
-          block_sum[cell] = row_sum_exp<SumOrder::kLanesThenTail, T>(row, nullptr, w, m);
-        if (eps > 0) block_sum_x[cell] = row_sum<SumOrder::kLanesThenTail>(row, w);
-        const std::int64_t c = static_cast<std::int64_t>(t[i]) - c0;
-        if (c >= 0 && c < w) target_logit[i] = row[c];
-      }
-    }
-
-  finish_rows<T, I>(t, n, v, tl, block_max, block_sum, block_sum_x, target_logit, loss, lse, nll, ignore_index, eps);
 }
 
 template <typename T, typename I>

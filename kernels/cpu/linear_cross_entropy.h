@@ -1,16 +1,15 @@
 // The output layer of a classifier with its loss, fused on the CPU: logits = x W^T + b and the
 // cross entropy of each row (kernels/softmax.h's definition, label smoothing included), forward
-// and backward, without walking the [rows, classes] logits more than once each way.
+// and backward, with the [rows, classes] logits crossed as few times as the GEMMs allow.
 //
 // Why: a language model's output layer is its largest tensor (PTB's LSTM: 700 rows x 10,000
 // classes = 28 MB a step) and, composed of generic ops, it crosses memory about eight times: the
 // bias broadcast, the GEMM's read and write of C, the row maximum, the row sums, the gradient's
-// read and write, each backward GEMM's packing of it and the bias's column sums. Here the classes
-// are cut into blocks of columns small enough that a block of every row stays in the core's L2
-// cache; a thread takes whole blocks, so each block's logits are written once (forward) and read
-// once (backward) from memory, and everything else happens in cache. The backward never builds
-// the [rows, classes] gradient at all: each block's gradient lives in a per-thread buffer while
-// it feeds dW's rows of that block, db, and the block's share of dx.
+// read and write, each backward GEMM's packing of it and the bias's column sums. Here the forward
+// adds the bias and takes each row's statistics in one pass after the GEMM, and the backward never
+// builds the [rows, classes] gradient at all: it is formed tile by tile in a per-thread buffer
+// small enough for L2, from the saved logits read once, and each tile feeds dW's rows of its
+// classes, db, and its share of dx (linear_cross_entropy.cpp says how the work is cut).
 //
 // Results equal the composed ops up to float rounding (tests/ops/linear_cross_entropy_test.cpp
 // checks both against the float64 reference). They do not depend on the thread count, except dx:
@@ -40,7 +39,7 @@ void linear_cross_entropy_backward(const Tensor& x, const Tensor& weight, const 
                                    const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
                                    std::int64_t ignore_index, double label_smoothing);
 
-// For tests: while alive, the calling thread's fused kernels cut the rows into chunks of `rows`
+// For tests: while alive, the calling thread's fused backward cuts the rows into chunks of `rows`
 // and the classes into blocks of `cols` (0 keeps the automatic choice), so that small shapes run
 // through several chunks and blocks, ragged last ones included.
 class LinearCrossEntropyTilesForTest {
