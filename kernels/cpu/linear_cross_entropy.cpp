@@ -19,11 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <limits>
 #include <type_traits>
-#include <vector>
 
 #include "core/factory.h"
 #include "kernels/cpu/gemm_provider.h"
@@ -82,7 +78,7 @@ bool ignored(I t, std::int64_t ignore_index) {
 template <typename T>
 constexpr bool kIsDouble = std::is_same_v<T, double>;
 
-// The rows' log-sum-exp from the blocks' statistics (merged in block order), and the losses.
+// Forward: the logits, then per row the bias, the log-sum-exp and the losses.
 template <typename T, typename I>
 void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target, const Tensor& logits,
                 const Tensor& loss, const Tensor& lse, const Tensor& nll, std::int64_t ignore_index, double eps) {
