@@ -4,8 +4,8 @@
 #include "autograd/softmax.h"
 
 #include "autograd/function.h"
+#include "autograd/views.h"
 #include "core/error.h"
-#include "kernels/copy.h"
 #include "core/factory.h"
 #include "kernels/linear_cross_entropy.h"
 #include "kernels/softmax.h"
@@ -38,15 +38,6 @@ namespace {
 
 // Applies `reduction` to per-row losses. total_weight receives what the backward pass divides
 // by: the non-ignored row count for a mean, 1 otherwise (a scalar tensor in every case).
-// t seen with another shape of the same elements: a view when its strides allow one, else a
-// contiguous copy.
-Tensor flat_view(const Tensor& t, const Shape& shape) {
-  Strides st;
-  if (compute_view_strides(t.shape(), t.strides(), shape, st)) return t.as_strided(shape, st, t.offset());
-  const Tensor c = kernels::contiguous(t);
-  return c.as_strided(shape, contiguous_strides(shape), c.offset());
-}
-
 Tensor reduce_rows(const Tensor& rows, const Tensor& target, std::int64_t ignore_index, Reduction reduction,
                    Tensor& total_weight) {
   if (reduction == Reduction::None) {
@@ -90,8 +81,9 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     fail(op, "target of shape {} does not match input of shape {} (expected its leading dims)",
          shape_str(target.shape()), shape_str(x.shape()));
   const std::int64_t rows = target.numel();
-  // Rows of one GEMM: x as [rows, in], target as [rows].
-  const Tensor x2 = flat_view(x, {rows, in}), t1 = flat_view(target, {rows});
+  // Rows of one GEMM: x as [rows, in], target as [rows] (reshape: a view unless the strides need a
+  // copy, and its own backward maps dx back onto x's shape).
+  const Tensor x2 = reshape(x, {rows, in}), t1 = reshape(target, {rows});
   kernels::LinearCrossEntropyRows r = kernels::linear_cross_entropy_rows(x2, weight, bias, t1, ignore_index,
                                                                          label_smoothing, unsmoothed != nullptr);
   Tensor total_weight;
@@ -100,16 +92,15 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     Tensor unused;
     *unsmoothed = reduce_rows(r.nll, t1, ignore_index, reduction, unused).alias();  // never the graph's output
   }
-  if (needs_grad({x, weight, bias})) {
+  if (needs_grad({x2, weight, bias})) {
     // With g_i = d loss / d logits_i (cross_entropy's formula): dx = g W, dW = g^T x, db = column sums
     // of g; the fused kernel forms g block by block and never stores it whole.
-    record(op, {x, weight, bias, target}, {loss},
-           [op, x_shape = x.shape(), sx = SavedTensor(x2), sw = SavedTensor(weight), logits = r.logits, lse = r.lse,
-            st = SavedTensor(t1), total_weight, ignore_index, label_smoothing](const BackwardArgs& a) {
+    record(op, {x2, weight, bias, t1}, {loss},
+           [op, sx = SavedTensor(x2), sw = SavedTensor(weight), logits = r.logits, lse = r.lse, st = SavedTensor(t1),
+            total_weight, ignore_index, label_smoothing](const BackwardArgs& a) {
              kernels::LinearCrossEntropyGrads d = kernels::linear_cross_entropy_backward(
                  sx.get(op), sw.get(op), logits, lse, st.get(op), a.grad(), total_weight, ignore_index,
                  label_smoothing, a.needs(0), a.needs(1), a.needs(2));
-             if (d.x.defined()) d.x = d.x.as_strided(x_shape, contiguous_strides(x_shape), 0);
              return std::vector<Tensor>{d.x, d.weight, d.bias, Tensor()};
            });
   }

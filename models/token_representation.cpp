@@ -401,10 +401,10 @@ Tensor TiedOutput::smoothed_loss(const Tensor& hidden, const Tensor& target, std
 }
 
 Tensor TiedOutput::loss(const Tensor& hidden, const Tensor& target, Reduction reduction) const {
+  if (!projected_softmax_ && !softmax_) return smoothed_loss(hidden, target, -100, 0.0, reduction);
   const Tensor h = to_map_space(hidden);
   if (projected_softmax_) return projected_softmax_->loss(h, target, reduction);
-  if (softmax_) return softmax_->loss(h, target, reduction);
-  return linear_cross_entropy(h, table_, bias_ ? *bias_ : Tensor(), target, -100, 0.0, reduction);
+  return softmax_->loss(h, target, reduction);
 }
 
 }  // namespace define::models

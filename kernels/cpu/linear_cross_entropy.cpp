@@ -23,6 +23,7 @@
 
 #include "core/factory.h"
 #include "kernels/cpu/gemm_provider.h"
+#include "kernels/cpu/loss_dispatch.h"
 #include "kernels/cpu/row_math.h"
 
 namespace define::kernels::cpu {
@@ -68,11 +69,6 @@ Tiling tiling(std::int64_t n, std::int64_t in, std::int64_t v, std::size_t elem)
   t.chunks = std::max<std::int64_t>(1, (n + t.rows - 1) / t.rows);
   t.blocks = std::max<std::int64_t>(1, (v + t.cols - 1) / t.cols);
   return t;
-}
-
-template <typename I>
-bool ignored(I t, std::int64_t ignore_index) {
-  return static_cast<std::int64_t>(t) == ignore_index;
 }
 
 template <typename T>
@@ -199,14 +195,6 @@ void backward_typed(const Tensor& x, const Tensor& weight, const Tensor& logits,
   }
 }
 
-template <typename Fn>
-void dispatch(const char* op, DType values, DType target, Fn&& fn) {
-  DEFINE_DISPATCH_FLOAT(values, op, [&] {
-    using T = scalar_t;
-    DEFINE_DISPATCH_INDEX(target, op, [&] { fn.template operator()<T, scalar_t>(); });
-  });
-}
-
 }  // namespace
 
 LinearCrossEntropyTilesForTest::LinearCrossEntropyTilesForTest(std::int64_t rows, std::int64_t cols)
@@ -223,7 +211,7 @@ LinearCrossEntropyTilesForTest::~LinearCrossEntropyTilesForTest() {
 void linear_cross_entropy_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
                                const Tensor& logits, const Tensor& loss, const Tensor& lse, const Tensor& nll,
                                std::int64_t ignore_index, double label_smoothing) {
-  dispatch("linear_cross_entropy", x.dtype(), target.dtype(), [&]<typename T, typename I>() {
+  dispatch_loss("linear_cross_entropy", x.dtype(), target.dtype(), [&]<typename T, typename I>() {
     rows_typed<T, I>(x, weight, bias, target, logits, loss, lse, nll, ignore_index, label_smoothing);
   });
 }
@@ -232,7 +220,7 @@ void linear_cross_entropy_backward(const Tensor& x, const Tensor& weight, const 
                                    const Tensor& target, const Tensor& grad_loss, const Tensor& total_weight,
                                    const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
                                    std::int64_t ignore_index, double label_smoothing) {
-  dispatch("linear_cross_entropy_backward", x.dtype(), target.dtype(), [&]<typename T, typename I>() {
+  dispatch_loss("linear_cross_entropy_backward", x.dtype(), target.dtype(), [&]<typename T, typename I>() {
     backward_typed<T, I>(x, weight, logits, lse, target, grad_loss, total_weight, grad_x, grad_weight, grad_bias,
                          ignore_index, label_smoothing);
   });

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/loss_dispatch.h"
 #include "kernels/cpu/row_math.h"
 #include "kernels/softmax.h"
 
@@ -127,11 +128,6 @@ void softmax_backward_typed(const Tensor& y, const Tensor& dy, const Tensor& dx,
       });
 }
 
-template <typename I>
-bool ignored(I t, std::int64_t ignore_index) {
-  return static_cast<std::int64_t>(t) == ignore_index;
-}
-
 template <typename T, typename I>
 void cross_entropy_rows_typed(const Tensor& logits, const Tensor& target, const Tensor& loss, const Tensor& lse,
                               std::int64_t ignore_index, double label_smoothing) {
@@ -218,15 +214,6 @@ void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int d
 void log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int dim) {
   DEFINE_DISPATCH_FLOAT(y.dtype(), "log_softmax_backward",
                         [&] { softmax_backward_typed<scalar_t>(y, dy, dx, dim, true); });
-}
-
-// Dispatches on (float dtype, index dtype) to fn.template operator()<T, I>().
-template <typename Fn>
-void dispatch_loss(const char* op, DType values, DType target, Fn&& fn) {
-  DEFINE_DISPATCH_FLOAT(values, op, [&] {
-    using T = scalar_t;
-    DEFINE_DISPATCH_INDEX(target, op, [&] { fn.template operator()<T, scalar_t>(); });
-  });
 }
 
 void cross_entropy_rows(const Tensor& logits, const Tensor& target, const Tensor& loss, const Tensor& lse,
