@@ -1,12 +1,12 @@
-// Does the automatic CPU GEMM provider choice (kernels/cpu/gemm_provider.h) pick the faster
+// Does the automatic CPU GEMM provider choice (kernels/cpu/gemm_provider.h) pick the fastest
 // library on this machine? For the GEMM shapes the shipped models run, it times define's gemm with
-// each provider forced (Eigen, OpenBLAS), interleaved in the same process on the same operands with
-// the run's thread count, and prints which provider auto chose for the shape's class and whether
-// that is the faster one here.
+// each provider the build has forced (Eigen, OpenBLAS, oneDNN), interleaved in the same process on
+// the same operands with the run's thread count, and prints which provider auto chose for the
+// shape's class and whether that is the fastest one here.
 //   gemm_provider_bench [threads] [rounds]     (defaults: 2 threads, 7 rounds)
-// "right" means auto's provider is the faster one or within 5% of it (closer than this VM's
-// run-to-run noise). Auto decides from a one-thread timing of the class's first shape, so a
-// threaded or transposed shape can disagree where the libraries' threading or packing differs.
+// "right" means auto's provider is the fastest one or within 5% of it (closer than this VM's
+// run-to-run noise). Auto decides from a timing of the class's first shape, scaled down, so a
+// shape can disagree where the libraries' packing or threading differs with the size.
 #include <omp.h>
 
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include "bench/bench_family.h"
 #include "core/factory.h"
 #include "kernels/cpu/gemm_provider.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/matmul.h"
 
 DEFINE_BENCH_FAMILY("matmul");
@@ -68,10 +69,14 @@ int main(int argc, char** argv) {
   define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   const int threads = argc > 1 ? std::max(1, std::atoi(argv[1])) : 2;
   const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 7;
-  if (!kernels::cpu::openblas_available()) {
-    fmt::print(stderr, "gemm_provider_bench: this build has no OpenBLAS, so there is nothing to choose\n");
+  std::vector<GemmChoice> forced{GemmChoice::Eigen};
+  if (kernels::cpu::openblas_available()) forced.push_back(GemmChoice::OpenBlas);
+  if (kernels::cpu::onednn_available()) forced.push_back(GemmChoice::OneDnn);
+  if (forced.size() == 1) {
+    fmt::print(stderr, "gemm_provider_bench: this build has neither OpenBLAS nor oneDNN, so there is nothing to choose\n");
     return 2;
   }
+  const std::size_t count = forced.size();
   omp_set_num_threads(threads);
   NoGradGuard no_grad;
   const kernels::cpu::GemmProviderSettings settings = kernels::cpu::gemm_provider_settings();
@@ -79,9 +84,12 @@ int main(int argc, char** argv) {
              "from {}\n\n",
              threads, rounds,
              settings.cache_dir ? kernels::cpu::gemm_cache_folder() : std::string("this process (no cache)"));
-  fmt::print("{:<62} {:>10} {:>10} {:>9} {:>9} {:>6}\n", "shape", "Eigen", "OpenBLAS", "faster", "auto", "right");
+  fmt::print("{:<62}", "shape");
+  for (const GemmChoice c : forced) fmt::print(" {:>10}", kernels::cpu::to_string(c));
+  fmt::print(" {:>9} {:>9} {:>6}\n", "fastest", "auto", "right");
   int right = 0, total = 0;
-  double auto_time = 0, eigen_time = 0, best_time = 0;
+  double auto_time = 0, best_time = 0;
+  std::vector<double> alone(count, 0.0);
   Generator gen(3);
   for (const Case& c : kCases) {
     const Shape sa = c.trans_a ? Shape{c.batch, c.k, c.m} : Shape{c.batch, c.m, c.k};
@@ -90,33 +98,43 @@ int main(int argc, char** argv) {
     const Tensor out = empty({c.batch, c.m, c.n});
     const auto run = [&] { kernels::gemm(a, b, out, c.trans_a, c.trans_b, 1.0, 0.0); };
     // Auto's choice for the class, made (or read) under the run's own settings.
-    const GemmProvider chosen = kernels::cpu::gemm_provider(c.m, c.n, c.k, false);
-    double best[2] = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
-    const GemmChoice forced[2] = {GemmChoice::Eigen, GemmChoice::OpenBlas};
-    for (int p = 0; p < 2; ++p) {  // warm-up each
-      kernels::cpu::set_gemm_provider_settings({forced[p], std::nullopt});
+    // Run as matmul runs it: a batch in parallel is many serial GEMMs (kernels/cpu/matmul.cpp).
+    const kernels::cpu::GemmRun how = kernels::cpu::gemm_batch_parallel(c.batch, c.m * c.n * c.k, threads)
+                                          ? kernels::cpu::GemmRun::Serial
+                                          : kernels::cpu::GemmRun::Threaded;
+    const GemmProvider chosen = kernels::cpu::gemm_provider(c.m, c.n, c.k, false, how);
+    std::vector<double> best(count, std::numeric_limits<double>::infinity());
+    for (const GemmChoice f : forced) {  // warm-up each
+      kernels::cpu::set_gemm_provider_settings({f, std::nullopt});
       run();
     }
     for (int r = 0; r < rounds; ++r)
-      for (int p = 0; p < 2; ++p) {
+      for (std::size_t p = 0; p < count; ++p) {
         kernels::cpu::set_gemm_provider_settings({forced[p], std::nullopt});
         best[p] = std::min(best[p], seconds(run));
       }
     kernels::cpu::set_gemm_provider_settings(settings);
-    (void)kernels::cpu::gemm_provider(c.m, c.n, c.k, false);  // re-read (the settings reset forgot it)
-    const GemmProvider faster = best[1] < best[0] ? GemmProvider::OpenBlas : GemmProvider::Eigen;
-    const double t_auto = best[chosen == GemmProvider::OpenBlas ? 1 : 0], t_best = std::min(best[0], best[1]);
+    (void)kernels::cpu::gemm_provider(c.m, c.n, c.k, false, how);  // re-read (the settings reset forgot it)
+    const std::size_t fastest = static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin());
+    std::size_t chosen_index = 0;
+    for (std::size_t p = 0; p < count; ++p)
+      if (std::string(kernels::cpu::to_string(forced[p])) == kernels::cpu::to_string(chosen)) chosen_index = p;
+    const double t_auto = best[chosen_index], t_best = best[fastest];
     const bool ok = t_auto <= 1.05 * t_best;
     right += ok;
     ++total;
     auto_time += t_auto;
-    eigen_time += best[0];
+    for (std::size_t p = 0; p < count; ++p) alone[p] += best[p];
     best_time += t_best;
-    fmt::print("{:<62} {:>8.3f}ms {:>8.3f}ms {:>9} {:>9} {:>6}\n", c.where, best[0] * 1e3, best[1] * 1e3,
-               kernels::cpu::to_string(faster), kernels::cpu::to_string(chosen), ok ? "yes" : "NO");
+    fmt::print("{:<62}", c.where);
+    for (const double t : best) fmt::print(" {:>8.3f}ms", t * 1e3);
+    fmt::print(" {:>9} {:>9} {:>6}\n", kernels::cpu::to_string(forced[fastest]), kernels::cpu::to_string(chosen),
+               ok ? "yes" : "NO");
   }
-  fmt::print("\nauto right on {} of {} shapes; summed over the shapes: auto {:.2f} ms, Eigen alone {:.2f} ms, "
-             "the faster of the two each time {:.2f} ms\n",
-             right, total, auto_time * 1e3, eigen_time * 1e3, best_time * 1e3);
+  fmt::print("\nauto right on {} of {} shapes; summed over the shapes: auto {:.2f} ms, the fastest each time {:.2f} ms",
+             right, total, auto_time * 1e3, best_time * 1e3);
+  for (std::size_t p = 0; p < count; ++p)
+    fmt::print(", {} alone {:.2f} ms", kernels::cpu::to_string(forced[p]), alone[p] * 1e3);
+  fmt::print("\n");
   return 0;
 }

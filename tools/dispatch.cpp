@@ -20,6 +20,8 @@ int run_version(const std::vector<std::string>&) {
   fmt::print("define 0.1.0\nOpenMP: up to {} threads, wait policy {}\n", omp_get_max_threads(), wait ? wait : "default");
   const std::string blas = kernels::cpu::openblas_core();
   fmt::print("OpenBLAS: {}\n", blas.empty() ? "not in this build" : "kernels " + blas);
+  const std::string onednn = kernels::cpu::onednn_version();
+  fmt::print("oneDNN: {}\n", onednn.empty() ? "not in this build" : onednn);
   return 0;
 }
 

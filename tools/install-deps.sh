@@ -3,7 +3,7 @@
 # Python package the BLEU check compares with.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache libeigen3-dev libfmt-dev catch2 libboost-context-dev
-      libopenblas-openmp-dev nlohmann-json3-dev zlib1g-dev libpng-dev
+      libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev zlib1g-dev libpng-dev
       libsentencepiece-dev pkg-config  # data/subword.h (SentencePiece subword models)
       libopenmpi-dev openmpi-bin  # data-parallel training over processes (dist/, mpirun)
       clang-14 libclang-rt-14-dev libomp-14-dev)  # the fuzz preset: clang, libFuzzer, clang's OpenMP

@@ -31,6 +31,9 @@
 #if DEFINE_CPU_BLAS
 #include <cblas.h>
 #endif
+#if DEFINE_CPU_ONEDNN
+#include <dnnl.h>
+#endif
 
 #include "core/cpu_info.h"
 #include "core/error.h"
@@ -42,16 +45,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Calibration: operands scaled down to at most this many multiply-adds, timed over enough
+// Calibration: operands scaled down to at most this many multiply-adds per thread, timed over enough
 // repetitions that one timing covers at least kMinTimedWork (at most kMaxReps), kRounds
 // interleaved rounds.
 constexpr std::int64_t kMaxCalibrationWork = std::int64_t{1} << 25;
 constexpr std::int64_t kMinTimedWork = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxReps = 4096;  // tiny classes: a few milliseconds in all, not a second
 constexpr int kRounds = 5;
-constexpr const char* kCacheVersion = "v2";  // v2: Eigen must win by kEigenMargin
+// v2: Eigen must win by kEigenMargin; v3: oneDNN, threaded and serial classes timed as they run.
+constexpr const char* kCacheVersion = "v3";
 
-// ---- Eigen and OpenBLAS on row-major operands -------------------------------------------------
+// ---- Eigen, OpenBLAS and oneDNN on row-major operands -------------------------------------------------
 
 template <typename T, int Order>
 using ConstMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
@@ -93,16 +97,23 @@ void eigen_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
     eigen_product(C, ConstMap<T, Eigen::ColMajor>(a, m, k, sa), ConstMap<T, Eigen::ColMajor>(b, k, n, sb), alpha, beta);
 }
 
+// BLAS and oneDNN want each leading dimension at least the stored row length (and 1); a dim of
+// size 1 may carry any stride, so take the larger.
+struct LeadingDims {
+  std::int64_t a, b, c;
+};
+LeadingDims library_leading_dims(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda,
+                                 std::int64_t ldb, std::int64_t ldc) {
+  return {std::max<std::int64_t>({lda, ta ? m : k, 1}), std::max<std::int64_t>({ldb, tb ? k : n, 1}),
+          std::max<std::int64_t>({ldc, n, 1})};
+}
+
 #if DEFINE_CPU_BLAS
 // False when a size does not fit BLAS's int (the caller then uses Eigen).
 template <typename T>
 bool blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
                std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
-  // BLAS wants each leading dimension at least the stored row length (and 1); a dim of size 1 may
-  // carry any stride, so take the larger.
-  const std::int64_t la = std::max<std::int64_t>({lda, ta ? m : k, 1});
-  const std::int64_t lb = std::max<std::int64_t>({ldb, tb ? k : n, 1});
-  const std::int64_t lc = std::max<std::int64_t>({ldc, n, 1});
+  const auto [la, lb, lc] = library_leading_dims(ta, tb, m, n, k, lda, ldb, ldc);
   constexpr std::int64_t kMax = std::numeric_limits<blasint>::max();
   if (std::max({m, n, k, la, lb, lc}) > kMax) return false;
   const auto i = [](std::int64_t v) { return static_cast<blasint>(v); };
@@ -112,6 +123,21 @@ bool blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
   else
     cblas_dgemm(CblasRowMajor, ca, cb, i(m), i(n), i(k), alpha, a, i(la), b, i(lb), beta, c, i(lc));
   return true;
+}
+#endif
+
+#if DEFINE_CPU_ONEDNN
+// False for float64 (oneDNN has no double GEMM) or when oneDNN refuses the call: the caller then
+// uses Eigen.
+template <typename T>
+bool onednn_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                 std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    const auto [la, lb, lc] = library_leading_dims(ta, tb, m, n, k, lda, ldb, ldc);
+    return dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, la, b, lb, beta, c, lc) == dnnl_success;
+  }
 }
 #endif
 
@@ -150,6 +176,7 @@ std::string machine_name() {
 #if DEFINE_CPU_BLAS
   build += fmt::format(" openblas {} {}", openblas_get_config(), openblas_get_corename());
 #endif
+  build += " onednn " + onednn_version();
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   build += " sanitized";  // instrumented Eigen against uninstrumented OpenBLAS: its own choices
 #endif
@@ -173,12 +200,15 @@ double seconds_of(GemmProvider p, std::int64_t m, std::int64_t n, std::int64_t k
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
-// Times both providers on one thread; fills d's timings and provider.
+// Times the providers the build has, on the run's threads (one for a serial class); fills d's
+// timings and provider.
 template <typename T>
-void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmDecision& d) {
+void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmRun run, GemmDecision& d) {
   m = std::max<std::int64_t>(m, 1), n = std::max<std::int64_t>(n, 1), k = std::max<std::int64_t>(k, 1);
+  const int saved_threads = omp_get_max_threads();
+  const int threads = run == GemmRun::Serial ? 1 : saved_threads;
   // Scale the longest dimension down until the work fits (the class keeps its shape's character).
-  while (m * n * k > kMaxCalibrationWork) {
+  while (m * n * k > kMaxCalibrationWork * threads) {
     std::int64_t& longest = m >= n && m >= k ? m : (n >= k ? n : k);
     longest = std::max<std::int64_t>(longest / 2, 1);
   }
@@ -186,19 +216,26 @@ void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmDecision& d) {
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = T(static_cast<int>(i % 17) - 8) / T(16);
   for (std::size_t i = 0; i < b.size(); ++i) b[i] = T(static_cast<int>(i % 13) - 6) / T(16);
   const int reps = static_cast<int>(std::clamp<std::int64_t>(kMinTimedWork / (m * n * k), 1, kMaxReps));
-  const int saved_threads = omp_get_max_threads();
-  omp_set_num_threads(1);  // this thread's setting only; both libraries follow it
-  double best_eigen = std::numeric_limits<double>::infinity(), best_blas = best_eigen;
-  seconds_of<T>(GemmProvider::Eigen, m, n, k, a, b, c, 1);  // warm-up: page-in, OpenBLAS buffers
-  seconds_of<T>(GemmProvider::OpenBlas, m, n, k, a, b, c, 1);
-  for (int r = 0; r < kRounds; ++r) {  // interleaved, so a slow moment costs both
-    best_eigen = std::min(best_eigen, seconds_of<T>(GemmProvider::Eigen, m, n, k, a, b, c, reps));
-    best_blas = std::min(best_blas, seconds_of<T>(GemmProvider::OpenBlas, m, n, k, a, b, c, reps));
+  omp_set_num_threads(threads);  // this thread's setting only; every library follows it
+  std::vector<GemmProvider> candidates{GemmProvider::Eigen};
+  if (openblas_available()) candidates.push_back(GemmProvider::OpenBlas);
+  if (onednn_available()) candidates.push_back(GemmProvider::OneDnn);
+  std::map<GemmProvider, double> best;
+  for (const GemmProvider p : candidates) {  // warm-up: page-in, the libraries' buffers and JIT code
+    seconds_of<T>(p, m, n, k, a, b, c, 1);
+    best[p] = std::numeric_limits<double>::infinity();
   }
+  for (int r = 0; r < kRounds; ++r)  // interleaved, so a slow moment costs every provider
+    for (const GemmProvider p : candidates) best[p] = std::min(best[p], seconds_of<T>(p, m, n, k, a, b, c, reps));
   omp_set_num_threads(saved_threads);
-  d.eigen_seconds = best_eigen;
-  d.openblas_seconds = best_blas;
-  d.provider = faster_provider(best_eigen, best_blas);
+  const auto time_of = [&](GemmProvider p) {
+    const auto it = best.find(p);
+    return it == best.end() ? std::numeric_limits<double>::infinity() : it->second;
+  };
+  d.eigen_seconds = time_of(GemmProvider::Eigen);
+  d.openblas_seconds = time_of(GemmProvider::OpenBlas);
+  d.onednn_seconds = time_of(GemmProvider::OneDnn);
+  d.provider = faster_provider(d.eigen_seconds, d.openblas_seconds, d.onednn_seconds);
 }
 
 // ---- the cache ------------------------------------------------------------------------------------
@@ -208,7 +245,8 @@ std::optional<GemmProvider> read_choice(const fs::path& file) {
   std::string word;
   if (!(in >> word)) return std::nullopt;
   if (word == "eigen") return GemmProvider::Eigen;
-  if (word == "openblas") return GemmProvider::OpenBlas;
+  if (word == "openblas" && openblas_available()) return GemmProvider::OpenBlas;
+  if (word == "onednn" && onednn_available()) return GemmProvider::OneDnn;
   return std::nullopt;
 }
 
@@ -219,7 +257,7 @@ void warn_unwritable(const fs::path& folder, const std::string& why) {
     std::fprintf(stderr,
                  "define: cannot keep CPU GEMM choices in '%s' (%s); this process measures its own, so another "
                  "process (a resume, another rank) may choose differently and round differently. Set "
-                 "DEFINE_CACHE_DIR to a writable folder, or DEFINE_CPU_GEMM=eigen or =openblas.\n",
+                 "DEFINE_CACHE_DIR to a writable folder, or DEFINE_CPU_GEMM=eigen, =openblas or =onednn.\n",
                  folder.c_str(), why.c_str());
   });
 }
@@ -233,7 +271,8 @@ GemmProvider publish(const fs::path& file, const GemmDecision& d) {
   const fs::path tmp = file.parent_path() / fmt::format(".{}.{}.{}", file.filename().string(), ::getpid(), counter++);
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << to_string(d.provider) << " eigen_s " << d.eigen_seconds << " openblas_s " << d.openblas_seconds << '\n';
+    out << to_string(d.provider) << " eigen_s " << d.eigen_seconds << " openblas_s " << d.openblas_seconds
+        << " onednn_s " << d.onednn_seconds << '\n';
     if (!out.flush()) {
       warn_unwritable(file.parent_path(), ec ? ec.message() : "cannot create a file there");
       fs::remove(tmp, ec);
@@ -287,21 +326,36 @@ int log4_floor(std::int64_t x) {
 }
 std::int64_t power_of_four_floor(std::int64_t x) { return std::int64_t{1} << (2 * log4_floor(x)); }
 
-// The shape class as a number: the three exponents (each < 32) and the dtype.
-std::uint32_t class_key(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double) {
-  return static_cast<std::uint32_t>((log4_floor(m) << 11) | (log4_floor(n) << 6) | (log4_floor(k) << 1) |
-                                    (is_double ? 1 : 0));
+// The shape class as a number: the three exponents (each < 32), how it runs and the dtype.
+std::uint32_t class_key(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double, GemmRun run) {
+  return static_cast<std::uint32_t>((log4_floor(m) << 12) | (log4_floor(n) << 7) | (log4_floor(k) << 2) |
+                                    (run == GemmRun::Serial ? 2 : 0) | (is_double ? 1 : 0));
 }
 
 }  // namespace
 
-GemmProvider faster_provider(double eigen_seconds, double openblas_seconds) {
-  return eigen_seconds < openblas_seconds * (1 - kEigenMargin) ? GemmProvider::Eigen : GemmProvider::OpenBlas;
+GemmProvider faster_provider(double eigen_seconds, double openblas_seconds, double onednn_seconds) {
+  const GemmProvider library = onednn_seconds < openblas_seconds ? GemmProvider::OneDnn : GemmProvider::OpenBlas;
+  const double library_seconds = std::min(openblas_seconds, onednn_seconds);
+  return eigen_seconds < library_seconds * (1 - kEigenMargin) ? GemmProvider::Eigen : library;
 }
 
-const char* to_string(GemmProvider p) { return p == GemmProvider::OpenBlas ? "openblas" : "eigen"; }
+const char* to_string(GemmProvider p) {
+  switch (p) {
+    case GemmProvider::OpenBlas: return "openblas";
+    case GemmProvider::OneDnn: return "onednn";
+    case GemmProvider::Eigen: break;
+  }
+  return "eigen";
+}
 const char* to_string(GemmChoice c) {
-  return c == GemmChoice::Auto ? "auto" : c == GemmChoice::OpenBlas ? "openblas" : "eigen";
+  switch (c) {
+    case GemmChoice::Auto: return "auto";
+    case GemmChoice::OpenBlas: return "openblas";
+    case GemmChoice::OneDnn: return "onednn";
+    case GemmChoice::Eigen: break;
+  }
+  return "eigen";
 }
 
 GemmChoice parse_gemm_choice(std::string_view s) {
@@ -313,7 +367,13 @@ GemmChoice parse_gemm_choice(std::string_view s) {
                               "libopenblas-openmp-dev and reconfigure), use auto or eigen");
     return GemmChoice::OpenBlas;
   }
-  fail("DEFINE_CPU_GEMM", "unknown value '{}' (expected auto, eigen or openblas)", s);
+  if (s == "onednn") {
+    if (!onednn_available())
+      fail("DEFINE_CPU_GEMM", "onednn was asked for, but this build has no oneDNN (install libdnnl-dev and "
+                              "reconfigure), use auto, eigen or openblas");
+    return GemmChoice::OneDnn;
+  }
+  fail("DEFINE_CPU_GEMM", "unknown value '{}' (expected auto, eigen, openblas or onednn)", s);
 }
 
 bool openblas_available() {
@@ -321,6 +381,23 @@ bool openblas_available() {
   return true;
 #else
   return false;
+#endif
+}
+
+bool onednn_available() {
+#if DEFINE_CPU_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string onednn_version() {
+#if DEFINE_CPU_ONEDNN
+  const dnnl_version_t* v = dnnl_version();
+  return fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
+#else
+  return {};
 #endif
 }
 
@@ -349,24 +426,25 @@ void restart_with_library_settings(char** argv) {
   prefer_passive_omp_wait(argv, {{"OPENBLAS_CORETYPE", openblas_coretype_override()}});
 }
 
-std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double) {
-  return fmt::format("{} m{} n{} k{}", is_double ? "f64" : "f32", power_of_four_floor(m), power_of_four_floor(n),
-                     power_of_four_floor(k));
+std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double, GemmRun run) {
+  return fmt::format("{} m{} n{} k{}{}", is_double ? "f64" : "f32", power_of_four_floor(m), power_of_four_floor(n),
+                     power_of_four_floor(k), run == GemmRun::Serial ? " serial" : "");
 }
 
-GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double) {
+GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double, GemmRun run) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.load_locked();
   switch (s.settings.choice) {
     case GemmChoice::Eigen: return GemmProvider::Eigen;
     case GemmChoice::OpenBlas: return GemmProvider::OpenBlas;
+    case GemmChoice::OneDnn: return GemmProvider::OneDnn;
     case GemmChoice::Auto: break;
   }
-  if (!openblas_available() || is_double) return GemmProvider::Eigen;
-  const std::uint32_t key = class_key(m, n, k, is_double);
+  if ((!openblas_available() && !onednn_available()) || is_double) return GemmProvider::Eigen;
+  const std::uint32_t key = class_key(m, n, k, is_double, run);
   if (const auto it = s.chosen.find(key); it != s.chosen.end()) return it->second;
-  const std::string shape_class = gemm_shape_class(m, n, k, is_double);
+  const std::string shape_class = gemm_shape_class(m, n, k, is_double, run);
 
   GemmDecision d;
   d.shape_class = shape_class;
@@ -375,7 +453,7 @@ GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool 
     d.provider = *cached;
     d.from_cache = true;
   } else {
-    measure<float>(m, n, k, d);
+    measure<float>(m, n, k, run, d);
     if (!s.folder.empty()) {
       const GemmProvider published = publish(file, d);
       d.from_cache = published != d.provider;
@@ -402,6 +480,7 @@ GemmProviderSettings gemm_provider_settings() {
 
 void set_gemm_provider_settings(const GemmProviderSettings& settings) {
   if (settings.choice == GemmChoice::OpenBlas && !openblas_available()) parse_gemm_choice("openblas");  // the error
+  if (settings.choice == GemmChoice::OneDnn && !onednn_available()) parse_gemm_choice("onednn");
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.settings = settings;
@@ -426,9 +505,13 @@ void gemm_row_major(GemmProvider p, bool trans_a, bool trans_b, std::int64_t m, 
 #if DEFINE_CPU_BLAS
   if (p == GemmProvider::OpenBlas && k > 0 && blas_gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
     return;
-#else
-  (void)p;
 #endif
+#if DEFINE_CPU_ONEDNN
+  if (p == GemmProvider::OneDnn && k > 0 &&
+      onednn_gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
+#endif
+  (void)p;
   eigen_gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

@@ -1,16 +1,21 @@
-// Which library runs the CPU's GEMMs: Eigen or OpenBLAS, chosen per shape class by measurement.
+// Which library runs the CPU's GEMMs: Eigen, OpenBLAS or oneDNN, chosen per shape class by measurement.
 //
 // Why choose at all: neither library is fastest on every x86 machine. On the 2-core AMD EPYC
 // (Zen 3) VM OpenBLAS's sgemm runs at 1.6-1.8x Eigen's from 256^3 to 1024^3; on an AMD EPYC Zen 4
-// it was 1.27x; on an earlier VM Eigen was level or a little ahead. A fixed default is right on
-// one machine and slow on the next, so `auto` (the default) times both on the first GEMM of each
-// shape class and keeps the faster (OpenBLAS unless Eigen wins by a margin: faster_provider below).
+// it was 1.27x; on an earlier VM Eigen was level or a little ahead. On the 2-core Intel Xeon
+// (model 207) oneDNN's sgemm was 1.1-1.34x OpenBLAS's on most of the models' threaded GEMMs
+// (threading and packing, not the micro-kernel: on one thread the two were within a few percent).
+// A fixed default is right on one machine and slow on the next, so `auto` (the default) times
+// every provider the build has on the first GEMM of each shape class and keeps the fastest
+// (faster_provider below: Eigen only when it wins by a margin).
 //
-// A shape class is (dtype, m, n, k) with each size rounded down to a power of 4 (m 256 covers
-// 256..1023). The first GEMM of a class times both providers on one thread, on scratch operands
-// of its shape (scaled down to at most 2^25 multiply-adds so it stays a few milliseconds), five
-// interleaved rounds, fastest of each. One thread: the libraries differ in their micro-kernels,
-// and a one-thread timing is what other processes on the cores disturb least.
+// A shape class is (dtype, m, n, k, how it runs) with each size rounded down to a power of 4 (m 256
+// covers 256..1023). How it runs: a threaded GEMM (called outside any OpenMP team, so the library
+// threads it) or a serial one (one of many run by the threads of a kernel's own team); the
+// libraries differ most in how they thread, so each kind is timed the way it runs. The first GEMM
+// of a class times the providers on scratch operands of its shape (scaled down to at most 2^25
+// multiply-adds per thread so it stays a few milliseconds), five interleaved rounds, fastest of
+// each: a slow moment is other tenants' load, never the library.
 //
 // Every process on a machine must make the same choice, or two runs of the same config (a run and
 // its resume, the ranks of a data-parallel job, the determinism tests) would round differently.
@@ -23,10 +28,10 @@
 // not read as a choice is measured again and replaced. DEFINE_CACHE_DIR=off keeps choices in
 // memory only.
 //
-// DEFINE_CPU_GEMM=eigen or =openblas forces one provider for every GEMM (openblas is an error in a
-// build without OpenBLAS); DEFINE_CPU_GEMM=auto is the default. float64 GEMMs (the gradient
-// checks) always use Eigen unless openblas is forced: their speed does not matter, and a reference
-// that never moves is worth more.
+// DEFINE_CPU_GEMM=eigen, =openblas or =onednn forces one provider for every GEMM (a library the build
+// lacks is an error); DEFINE_CPU_GEMM=auto is the default. float64 GEMMs (the gradient checks)
+// always use Eigen unless a library is forced: their speed does not matter, and a reference that
+// never moves is worth more. oneDNN has no float64 GEMM: with onednn forced, float64 runs on Eigen.
 #pragma once
 
 #include <cstdint>
@@ -37,15 +42,23 @@
 
 namespace define::kernels::cpu {
 
-enum class GemmProvider { Eigen, OpenBlas };
-enum class GemmChoice { Auto, Eigen, OpenBlas };
+enum class GemmProvider { Eigen, OpenBlas, OneDnn };
+enum class GemmChoice { Auto, Eigen, OpenBlas, OneDnn };
+
+// How a GEMM runs: threaded by its library (called outside any OpenMP team), or serially on one
+// thread of a kernel's own team (inside a parallel region both libraries run serially).
+enum class GemmRun { Threaded, Serial };
 
 const char* to_string(GemmProvider p);
 const char* to_string(GemmChoice c);
-GemmChoice parse_gemm_choice(std::string_view s);  // auto | eigen | openblas, else an error
+GemmChoice parse_gemm_choice(std::string_view s);  // auto | eigen | openblas | onednn, else an error
 
 // True when this build has the OpenBLAS path (CMake found libopenblas).
 bool openblas_available();
+// True when this build has the oneDNN path (CMake found libdnnl).
+bool onednn_available();
+// oneDNN's version ("2.6.3"), "" in a build without it.
+std::string onednn_version();
 
 // The kernels OpenBLAS runs in this process ("SkylakeX", "Haswell", "Prescott", ...); "" in a build
 // without OpenBLAS.
@@ -70,23 +83,25 @@ std::string openblas_coretype_override();
 // (prefer_passive_omp_wait, core/omp_wait.h). Variables the user set are left alone.
 void restart_with_library_settings(char** argv);
 
-// What a class's one-thread timings choose: OpenBLAS unless Eigen is faster by more than
-// kEigenMargin. Why the margin: the timing runs on one thread and on scaled-down operands, where
-// the two libraries often tie (within 1-4% on an Intel Xeon, model 167), while the real GEMMs of a
-// 2-thread run are larger and threaded, where OpenBLAS was 10-26% ahead on those same tied classes
-// (Eigen's win, where it had one, was 2-10%). Choosing OpenBLAS on a tie risks at most the margin;
-// choosing Eigen on a tie risked a quarter. Where Eigen clearly wins (products with a dimension
-// under 16, where OpenBLAS's call overhead shows: 20-70%), it is still chosen.
+// What a class's timings choose: the faster of the two BLAS libraries (OpenBLAS on a tie), unless
+// Eigen is faster than that by more than kEigenMargin. A library the build lacks has an infinite
+// time. Why the margin: on scaled-down operands the libraries often tie (within 1-4% on an Intel
+// Xeon, model 167), while the real GEMMs of a 2-thread run are larger, where OpenBLAS was 10-26%
+// ahead on those same tied classes (Eigen's win, where it had one, was 2-10%). Choosing a library
+// on a tie risks at most the margin; choosing Eigen on a tie risked a quarter. Where Eigen clearly
+// wins (products with a dimension under 16, where the libraries' call overhead shows: 20-70%),
+// it is still chosen.
 inline constexpr double kEigenMargin = 0.05;
-GemmProvider faster_provider(double eigen_seconds, double openblas_seconds);
+GemmProvider faster_provider(double eigen_seconds, double openblas_seconds, double onednn_seconds);
 
-// The provider for an m x k by k x n GEMM (one of a batch). Called outside OpenMP regions (it may
-// time both providers on first use of a shape class); thread-safe.
-GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double);
+// The provider for an m x k by k x n GEMM (one of a batch) that runs as `run` says. Called outside
+// OpenMP regions (it may time the providers on first use of a shape class); thread-safe.
+GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double,
+                           GemmRun run = GemmRun::Threaded);
 
 // C[m, n] = alpha * op(A) op(B) + beta * C for row-major matrices with leading dimensions lda,
 // ldb, ldc (op(A) = A^T when trans_a, A being stored k x m). With beta == 0, C is never read.
-// On the calling thread only (inside an OpenMP team both libraries run serially).
+// Threaded by the library outside an OpenMP team; serial inside one.
 template <typename T>
 void gemm_row_major(GemmProvider p, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                     T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
@@ -94,15 +109,17 @@ void gemm_row_major(GemmProvider p, bool trans_a, bool trans_b, std::int64_t m, 
 
 // What auto decided in this process, one entry per shape class, in order of first use.
 struct GemmDecision {
-  std::string shape_class;  // e.g. "f32 m256 n64 k1024"
+  std::string shape_class;  // e.g. "f32 m256 n64 k1024" (threaded), "f32 m64 n64 k16 serial"
   GemmProvider provider = GemmProvider::Eigen;
-  double eigen_seconds = 0, openblas_seconds = 0;  // this process's timings (0 when read from the cache)
+  // This process's timings (0 when read from the cache; infinity for a library the build lacks).
+  double eigen_seconds = 0, openblas_seconds = 0, onednn_seconds = 0;
   bool from_cache = false;                         // the choice came from an existing cache file
 };
 std::vector<GemmDecision> gemm_decisions();
 
 // The class a shape falls in (the cache file's name with spaces for separators).
-std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double);
+std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double,
+                             GemmRun run = GemmRun::Threaded);
 
 // Settings normally read once from the environment (DEFINE_CPU_GEMM, DEFINE_CACHE_DIR). Setting
 // them forgets this process's decisions: for tests and benchmarks. cache_dir: the folder under

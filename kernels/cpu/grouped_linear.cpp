@@ -1,19 +1,21 @@
 // Fast CPU grouped-linear kernels. Group i of x (columns [i*k_in, (i+1)*k_in) of every row) is a
 // row-major matrix with leading dimension g*k_in, so every group's GEMM reads its operands in
-// place: no split, no concat, no copies. Each pass's GEMMs go to the provider (Eigen or OpenBLAS)
+// place: no split, no concat, no copies. Each pass's GEMMs go to the provider (Eigen, OpenBLAS, oneDNN)
 // that kernels/cpu/gemm_provider.h picks for their shape, chosen before the pass's OpenMP loop.
 //
 // Work is cut into tasks whose number and boundaries depend only on the shapes: (group, block of
 // kRowBlock rows) for y and dx, whose rows are independent; (group, chunk of rows) for dweight,
 // which sums over rows: each chunk's x_c^T @ dy_c lands in its own buffer (chunk 0 directly in
 // dweight) and the buffers are added in chunk order. The task loops open an OpenMP team whenever
-// a library could otherwise split a GEMM across threads: both run a GEMM single-threaded inside an
+// a library could otherwise split a GEMM across threads: each runs a GEMM single-threaded inside an
 // active team, so each GEMM's blocking, and with it its rounding, never depends on the thread
 // count. Smaller calls (under kEigenParallelWork multiply-adds in all) run without a team: Eigen
 // never splits a GEMM of fewer than 2 x 50,000 multiply-adds, nor OpenBLAS one of fewer than
-// 262,144, so they are single-threaded either way, and a team costs more than such work (badly so when processes share the cores, as tests
-// under ctest -j do: 30 s instead of 0.2 s for the gradient checks). Results are therefore
-// bit-identical for any number of threads. dbias is a column sum in row order.
+// 262,144, and where oneDNN threads a small one it splits rows and columns, not the sum; a team
+// costs more than such work (badly so when processes share the cores, as tests under ctest -j do:
+// 30 s instead of 0.2 s for the gradient checks). Results are therefore bit-identical for any
+// number of threads (tests/ops/gemm_provider_test.cpp, every provider). dbias is a column sum in
+// row order.
 
 #include "kernels/cpu/grouped_linear.h"
 
@@ -52,9 +54,11 @@ Sizes sizes_of(const Tensor& rows_of, const Tensor& weight) {
   return {weight.shape()[0], weight.shape()[1], weight.shape()[2], rows_of.shape()[0]};
 }
 
+// A pass with a team runs its GEMMs serially on the team's threads; one without calls each GEMM
+// outside any team, where the library may thread it.
 template <typename T>
-GemmProvider provider_for(std::int64_t m, std::int64_t n, std::int64_t k) {
-  return gemm_provider(m, n, k, std::is_same_v<T, double>);
+GemmProvider provider_for(const Sizes& s, std::int64_t m, std::int64_t n, std::int64_t k) {
+  return gemm_provider(m, n, k, std::is_same_v<T, double>, s.parallel() ? GemmRun::Serial : GemmRun::Threaded);
 }
 
 template <typename T>
@@ -65,7 +69,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   const T* bp = bias.defined() ? bias.data<T>() : nullptr;
   T* yp = y.data<T>();
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
-  const GemmProvider provider = provider_for<T>(std::min(kRowBlock, s.rows), s.k_out, s.k_in);
+  const GemmProvider provider = provider_for<T>(s, std::min(kRowBlock, s.rows), s.k_out, s.k_in);
 #pragma omp parallel for schedule(static) if (s.parallel())
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
@@ -84,7 +88,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 template <typename T>
 void dx_typed(const Sizes& s, const T* dyp, const T* wp, T* dxp) {
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
-  const GemmProvider provider = provider_for<T>(std::min(kRowBlock, s.rows), s.k_in, s.k_out);
+  const GemmProvider provider = provider_for<T>(s, std::min(kRowBlock, s.rows), s.k_in, s.k_out);
 #pragma omp parallel for schedule(static) if (s.parallel())
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
@@ -112,7 +116,7 @@ void dweight_typed(const Sizes& s, const T* xp, const T* dyp, T* dwp) {
   // Chunk c > 0 of group i sums into partial[((c - 1) * groups + i) * per_group ...].
   std::vector<T> partial(static_cast<std::size_t>((chunks - 1) * s.groups * per_group));
   const std::int64_t tasks = s.groups * chunks;
-  const GemmProvider provider = provider_for<T>(s.k_in, s.k_out, std::min(chunk_rows, s.rows));
+  const GemmProvider provider = provider_for<T>(s, s.k_in, s.k_out, std::min(chunk_rows, s.rows));
 #pragma omp parallel for schedule(static) if (s.parallel())
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t i = task / chunks, c = task % chunks;

@@ -130,8 +130,8 @@ void backward_typed(const Tensor& x, const Tensor& weight, const Tensor& logits,
 
   const Tiling tl = tiling(n, in, v, sizeof(T));
   const std::int64_t tile_rows = std::min(n, tl.rows), tile_cols = std::min(v, tl.cols);
-  const GemmProvider for_dw = gemm_provider(tile_cols, in, tile_rows, kIsDouble<T>);
-  const GemmProvider for_dx = gemm_provider(tile_rows, in, tile_cols, kIsDouble<T>);
+  const GemmProvider for_dw = gemm_provider(tile_cols, in, tile_rows, kIsDouble<T>, GemmRun::Serial);
+  const GemmProvider for_dx = gemm_provider(tile_rows, in, tile_cols, kIsDouble<T>, GemmRun::Serial);
   const int max_threads = omp_get_max_threads();
   // Scratch from the caching allocator: one gradient tile per thread, and the dx partials of
   // threads 1.. (thread 0 accumulates straight into grad_x).

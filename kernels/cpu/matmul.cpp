@@ -1,4 +1,4 @@
-// Fast CPU GEMM through Eigen or OpenBLAS, whichever kernels/cpu/gemm_provider.h picks for the
+// Fast CPU GEMM through Eigen, OpenBLAS or oneDNN, whichever kernels/cpu/gemm_provider.h picks for the
 // shape (by measurement on this machine, or as DEFINE_CPU_GEMM forces). Every operand is
 // wrapped in an Eigen::Map whose storage order matches its strides (row-major when columns are
 // unit-stride, column-major when rows are), so transposed views and trans flags cost nothing:
@@ -100,22 +100,23 @@ struct GemmPlan {
   GemmProvider provider;
 };
 
-// GEMM n of the plan through OpenBLAS (sgemm / dgemm), when the provider choice says so
+// GEMM n of the plan through OpenBLAS or oneDNN, when the provider choice says so
 // (kernels/cpu/gemm_provider.h). In C's storage order an operand of the other order is its
 // transpose, so every layout Eigen maps is one gemm_row_major call on C or on C^T. Inside an active
-// OpenMP region (the batch-parallel loop) OpenBLAS runs single-threaded; outside it splits C's rows
-// and columns, never the inner dimension, so results do not depend on the thread count.
+// OpenMP region (the batch-parallel loop) the libraries run single-threaded; outside it they thread
+// the GEMM, and its bits may then depend on the thread count (OpenBLAS's blocking follows it; oneDNN's
+// does not): the same configuration on the same threads repeats them (tests/ops/gemm_provider_test.cpp).
 template <typename T, Order OA, Order OB, Order OC>
-void blas_gemm(const GemmPlan<T>& p, std::int64_t n) {
+void library_gemm(const GemmPlan<T>& p, std::int64_t n) {
   const T* a = p.a + p.ma.batch_offsets[n];
   const T* b = p.b + p.mb.batch_offsets[n];
   T* c = p.c + p.mc.batch_offsets[n];
   const std::int64_t rows = p.mc.rows, cols = p.mc.cols, k = p.ma.cols;
   if constexpr (OC == Order::Row)
-    gemm_row_major<T>(GemmProvider::OpenBlas, OA == Order::Col, OB == Order::Col, rows, cols, k, p.alpha, a,
+    gemm_row_major<T>(p.provider, OA == Order::Col, OB == Order::Col, rows, cols, k, p.alpha, a,
                       p.la.outer, b, p.lb.outer, p.beta, c, p.lc.outer);
   else  // C^T = B^T A^T, all row-major
-    gemm_row_major<T>(GemmProvider::OpenBlas, OB == Order::Row, OA == Order::Row, cols, rows, k, p.alpha, b,
+    gemm_row_major<T>(p.provider, OB == Order::Row, OA == Order::Row, cols, rows, k, p.alpha, b,
                       p.lb.outer, a, p.la.outer, p.beta, c, p.lc.outer);
 }
 
@@ -132,8 +133,8 @@ void run_batch(const GemmPlan<T>& p) {
       else C *= p.beta;
       continue;
     }
-    if (p.provider == GemmProvider::OpenBlas) {
-      blas_gemm<T, OA, OB, OC>(p, n);
+    if (p.provider != GemmProvider::Eigen) {
+      library_gemm<T, OA, OB, OC>(p, n);
       continue;
     }
     ConstMap<T, OA> A(p.a + p.ma.batch_offsets[n], p.ma.rows, k, Eigen::OuterStride<>(p.la.outer));
@@ -189,8 +190,12 @@ void gemm_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool 
   p.la = eigen_layout(p.ma);
   p.lb = eigen_layout(p.mb);
   p.lc = eigen_layout(p.mc);
-  // Chosen here, outside any OpenMP region: the first GEMM of a shape class may time both providers.
-  p.provider = gemm_provider(p.mc.rows, p.mc.cols, p.ma.cols, std::is_same_v<T, double>);
+  // Chosen here, outside any OpenMP region: the first GEMM of a shape class may time the providers.
+  // A batch run in parallel is many serial GEMMs; otherwise each GEMM is threaded by its library.
+  const bool batch_parallel = gemm_batch_parallel(static_cast<std::int64_t>(p.mc.batch_offsets.size()),
+                                                  p.mc.rows * p.mc.cols * p.ma.cols, omp_get_max_threads());
+  p.provider = gemm_provider(p.mc.rows, p.mc.cols, p.ma.cols, std::is_same_v<T, double>,
+                             batch_parallel ? GemmRun::Serial : GemmRun::Threaded);
   pick_a(p);
   if (!out_mappable) kernels::copy_into(out, c);
 }

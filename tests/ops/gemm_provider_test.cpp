@@ -1,6 +1,6 @@
 // The CPU GEMM provider choice (kernels/cpu/gemm_provider.h): each provider forced in turn gives the
 // reference's results for every operand layout, odd sizes, batches and beta, in matmul and in
-// grouped_linear (thread-count independence included); auto measures a shape class once, keeps
+// grouped_linear (thread-count independence included; a plain threaded GEMM repeats its bits); auto measures a shape class once, keeps
 // the choice in its cache folder, reads it back in a later "process", honours a file another
 // process wrote, replaces an unreadable one; and bad settings are named errors.
 #include <catch2/catch.hpp>
@@ -8,7 +8,9 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -40,6 +42,7 @@ struct SettingsGuard {
 std::vector<GemmChoice> forced_choices() {
   std::vector<GemmChoice> c{GemmChoice::Eigen};
   if (kernels::cpu::openblas_available()) c.push_back(GemmChoice::OpenBlas);
+  if (kernels::cpu::onednn_available()) c.push_back(GemmChoice::OneDnn);
   return c;
 }
 
@@ -98,6 +101,16 @@ TEST_CASE("cpu gemm providers: every layout, odd sizes, batches and beta against
           }
           check_close(fast, ref, tol);
         }
+        // beta 0: C's old contents are never read (NaN garbage in a fresh buffer stays out).
+        const Tensor garbage = make_out();
+        kernels::fill(garbage, std::nan(""));
+        const Tensor ref = make_out();
+        kernels::gemm(a, b, garbage, ta, tb, 1.5, 0.0);
+        {
+          kernels::CpuBackendGuard ref_guard(kernels::Backend::Ref);
+          kernels::gemm(a, b, ref, ta, tb, 1.5, 0.0);
+        }
+        check_close(garbage, ref, tol);
       }
     }
   }
@@ -145,20 +158,62 @@ TEST_CASE("cpu gemm providers: grouped_linear forward and backward against the r
   omp_set_num_threads(saved_threads);
 }
 
-TEST_CASE("cpu gemm provider auto: Eigen is chosen only when it wins by the margin", "[matmul][gemm_provider]") {
+TEST_CASE("cpu gemm providers: a threaded GEMM repeats its bits; oneDNN's for any thread count",
+          "[matmul][gemm_provider][family:matmul]") {
+  SettingsGuard guard;
+  Generator gen(33);
+  // Big enough that every library threads it: a long inner dimension (a library that split the sum
+  // across threads would round differently) and a tall-skinny dW-like product.
+  const Tensor a = rand_uniform({300, 4000}, -1, 1, {}, gen), b = rand_uniform({4000, 200}, -1, 1, {}, gen);
+  const Tensor at = rand_uniform({700, 250}, -1, 1, {}, gen), bt = rand_uniform({700, 200}, -1, 1, {}, gen);
+  const auto products = [&] {
+    const Tensor c = empty({300, 200}), ct = empty({250, 200});
+    kernels::gemm(a, b, c, false, false, 1.0, 0.0);
+    kernels::gemm(at, bt, ct, true, false, 1.0, 0.0);
+    std::vector<double> v = values(c), vt = values(ct);
+    v.insert(v.end(), vt.begin(), vt.end());
+    return v;
+  };
+  const int saved_threads = omp_get_max_threads();
+  for (const GemmChoice choice : forced_choices()) {
+    kernels::cpu::set_gemm_provider_settings({choice, std::nullopt});
+    std::vector<double> first;
+    for (const int threads : {1, 2, 3}) {
+      INFO(kernels::cpu::to_string(choice) << ", " << threads << " threads");
+      omp_set_num_threads(threads);
+      const std::vector<double> once = products();
+      CHECK(products() == once);  // the same threads, the same bits
+      // Only oneDNN keeps its blocking whatever the thread count: Eigen's serial and threaded
+      // paths round differently, and OpenBLAS's blocking follows the thread count.
+      if (first.empty()) first = once;
+      else if (choice == GemmChoice::OneDnn) CHECK(once == first);
+    }
+  }
+  omp_set_num_threads(saved_threads);
+}
+
+TEST_CASE("cpu gemm provider auto: the faster library, Eigen only when it wins by the margin",
+          "[matmul][gemm_provider]") {
   using kernels::cpu::faster_provider;
-  const double m = kernels::cpu::kEigenMargin;
-  CHECK(faster_provider(1.0, 1.0) == GemmProvider::OpenBlas);                  // a tie
-  CHECK(faster_provider(1.0 - m / 2, 1.0) == GemmProvider::OpenBlas);          // Eigen ahead by less
-  CHECK(faster_provider(1.0 - 2 * m, 1.0) == GemmProvider::Eigen);             // Eigen ahead by more
-  CHECK(faster_provider(1.0, 1.0 - m / 2) == GemmProvider::OpenBlas);          // OpenBLAS ahead
-  CHECK(faster_provider(0.3e-6, 1.0e-6) == GemmProvider::Eigen);               // tiny products
+  const double m = kernels::cpu::kEigenMargin, none = std::numeric_limits<double>::infinity();
+  CHECK(faster_provider(1.0, 1.0, none) == GemmProvider::OpenBlas);          // a tie with Eigen
+  CHECK(faster_provider(1.0 - m / 2, 1.0, none) == GemmProvider::OpenBlas);  // Eigen ahead by less
+  CHECK(faster_provider(1.0 - 2 * m, 1.0, none) == GemmProvider::Eigen);     // Eigen ahead by more
+  CHECK(faster_provider(1.0, 1.0 - m / 2, none) == GemmProvider::OpenBlas);  // OpenBLAS ahead
+  CHECK(faster_provider(0.3e-6, 1.0e-6, none) == GemmProvider::Eigen);       // tiny products
+  CHECK(faster_provider(1.0, 0.9, 0.8) == GemmProvider::OneDnn);             // oneDNN ahead of both
+  CHECK(faster_provider(1.0, 0.8, 0.9) == GemmProvider::OpenBlas);           // OpenBLAS ahead of both
+  CHECK(faster_provider(1.0, 0.8, 0.8) == GemmProvider::OpenBlas);           // the libraries tie
+  CHECK(faster_provider(1.0, none, 0.9) == GemmProvider::OneDnn);            // a build without OpenBLAS
+  CHECK(faster_provider(0.8 * (1 - 2 * m), 1.0, 0.8) == GemmProvider::Eigen);  // the margin is on the faster one
+  CHECK(faster_provider(0.8 * (1 - m / 2), 1.0, 0.8) == GemmProvider::OneDnn);
+  CHECK(faster_provider(1.0, none, none) == GemmProvider::Eigen);            // no library at all
 }
 
 TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the cache, read back",
           "[matmul][gemm_provider]") {
-  if (!kernels::cpu::openblas_available()) {
-    WARN("skipped: this build has no OpenBLAS, so auto always means Eigen");
+  if (!kernels::cpu::openblas_available() && !kernels::cpu::onednn_available()) {
+    WARN("skipped: this build has neither OpenBLAS nor oneDNN, so auto always means Eigen");
     return;
   }
   SettingsGuard guard;
@@ -167,7 +222,7 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   const fs::path folder = kernels::cpu::gemm_cache_folder();
   CHECK(folder.parent_path() == root / "cpu-gemm");
 
-  // First use of a class: both providers timed, the faster kept, the file written.
+  // First use of a class: every provider the build has timed, the fastest kept, the file written.
   const GemmProvider first = kernels::cpu::gemm_provider(300, 70, 520, false);
   std::vector<kernels::cpu::GemmDecision> d = kernels::cpu::gemm_decisions();
   REQUIRE(d.size() == 1);
@@ -175,8 +230,11 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   CHECK(d[0].shape_class == kernels::cpu::gemm_shape_class(300, 70, 520, false));
   CHECK_FALSE(d[0].from_cache);
   CHECK(d[0].eigen_seconds > 0);
-  CHECK(d[0].openblas_seconds > 0);
-  CHECK(first == kernels::cpu::faster_provider(d[0].eigen_seconds, d[0].openblas_seconds));
+  CHECK(d[0].openblas_seconds > 0);  // infinity for a library the build lacks
+  CHECK(d[0].onednn_seconds > 0);
+  CHECK(std::isfinite(d[0].openblas_seconds) == kernels::cpu::openblas_available());
+  CHECK(std::isfinite(d[0].onednn_seconds) == kernels::cpu::onednn_available());
+  CHECK(first == kernels::cpu::faster_provider(d[0].eigen_seconds, d[0].openblas_seconds, d[0].onednn_seconds));
   const fs::path file = folder / "f32-m256-n64-k256";
   REQUIRE(fs::exists(file));
   CHECK(read_word(file) == kernels::cpu::to_string(first));
@@ -184,6 +242,16 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   // Same class, another shape: no new measurement.
   CHECK(kernels::cpu::gemm_provider(1000, 127, 300, false) == first);
   CHECK(kernels::cpu::gemm_decisions().size() == 1);
+
+  // The same shape run serially (inside a kernel's team) is a class of its own, with its own file.
+  const GemmProvider serial = kernels::cpu::gemm_provider(300, 70, 520, false, kernels::cpu::GemmRun::Serial);
+  d = kernels::cpu::gemm_decisions();
+  REQUIRE(d.size() == 2);
+  CHECK(d[1].shape_class == "f32 m256 n64 k256 serial");
+  CHECK_FALSE(d[1].from_cache);
+  CHECK(read_word(folder / "f32-m256-n64-k256-serial") == kernels::cpu::to_string(serial));
+  CHECK(kernels::cpu::gemm_provider(300, 70, 520, false) == first);  // the threaded class kept its choice
+  CHECK(kernels::cpu::gemm_decisions().size() == 2);
 
   // A later process (settings reset) reads the file instead of measuring.
   kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
@@ -193,7 +261,10 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   CHECK(d[0].from_cache);
 
   // A choice another process wrote is honoured whatever this machine's timings say.
-  for (const GemmProvider p : {GemmProvider::Eigen, GemmProvider::OpenBlas}) {
+  std::vector<GemmProvider> providers{GemmProvider::Eigen};
+  if (kernels::cpu::openblas_available()) providers.push_back(GemmProvider::OpenBlas);
+  if (kernels::cpu::onednn_available()) providers.push_back(GemmProvider::OneDnn);
+  for (const GemmProvider p : providers) {
     kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
     std::ofstream(folder / "f32-m16-n16-k16") << kernels::cpu::to_string(p) << '\n';
     CHECK(kernels::cpu::gemm_provider(20, 20, 20, false) == p);
@@ -236,11 +307,18 @@ TEST_CASE("cpu gemm provider: forced choices and bad settings", "[matmul][gemm_p
   CHECK(kernels::cpu::parse_gemm_choice("auto") == GemmChoice::Auto);
   CHECK(kernels::cpu::parse_gemm_choice("eigen") == GemmChoice::Eigen);
   CHECK_THROWS_WITH(kernels::cpu::parse_gemm_choice("mkl"),
-                    "DEFINE_CPU_GEMM: unknown value 'mkl' (expected auto, eigen or openblas)");
+                    "DEFINE_CPU_GEMM: unknown value 'mkl' (expected auto, eigen, openblas or onednn)");
   if (kernels::cpu::openblas_available()) {
     kernels::cpu::set_gemm_provider_settings({GemmChoice::OpenBlas, std::nullopt});
     CHECK(kernels::cpu::gemm_provider(8, 8, 8, true) == GemmProvider::OpenBlas);
   } else {
     CHECK_THROWS_WITH(kernels::cpu::parse_gemm_choice("openblas"), Catch::Contains("this build has no OpenBLAS"));
+  }
+  if (kernels::cpu::onednn_available()) {
+    CHECK(kernels::cpu::parse_gemm_choice("onednn") == GemmChoice::OneDnn);
+    kernels::cpu::set_gemm_provider_settings({GemmChoice::OneDnn, std::nullopt});
+    CHECK(kernels::cpu::gemm_provider(8, 8, 8, false, kernels::cpu::GemmRun::Serial) == GemmProvider::OneDnn);
+  } else {
+    CHECK_THROWS_WITH(kernels::cpu::parse_gemm_choice("onednn"), Catch::Contains("this build has no oneDNN"));
   }
 }
