@@ -96,10 +96,10 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     // With g_i = d loss / d logits_i (cross_entropy's formula): dx = g W, dW = g^T x, db = column sums
     // of g; the fused kernel forms g block by block and never stores it whole.
     record(op, {x2, weight, bias, t1}, {loss},
-           [op, sx = SavedTensor(x2), sw = SavedTensor(weight), logits = r.logits, lse = r.lse, st = SavedTensor(t1),
-            total_weight, ignore_index, label_smoothing](const BackwardArgs& a) {
+           [op, sx = SavedTensor(x2), sw = SavedTensor(weight), saved = r.saved, row_max = r.row_max, lse = r.lse,
+            st = SavedTensor(t1), total_weight, ignore_index, label_smoothing](const BackwardArgs& a) {
              kernels::LinearCrossEntropyGrads d = kernels::linear_cross_entropy_backward(
-                 sx.get(op), sw.get(op), logits, lse, st.get(op), a.grad(), total_weight, ignore_index,
+                 sx.get(op), sw.get(op), saved, row_max, lse, st.get(op), a.grad(), total_weight, ignore_index,
                  label_smoothing, a.needs(0), a.needs(1), a.needs(2));
              return std::vector<Tensor>{d.x, d.weight, d.bias, Tensor()};
            });

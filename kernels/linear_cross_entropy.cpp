@@ -48,56 +48,62 @@ LinearCrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tenso
   const Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
   const TensorOptions opt{x.dtype(), x.device()};
   LinearCrossEntropyRows r;
-  r.logits = empty({rows, classes}, opt);
+  r.saved = empty({rows, classes}, opt);
   if (!fused(x)) {
-    if (bias.defined()) copy_into(r.logits, bias);  // broadcast rows; the GEMM adds onto them
-    gemm(x, weight, r.logits, false, true, 1.0, bias.defined() ? 1.0 : 0.0);
-    CrossEntropyRows ce = cross_entropy_rows(r.logits, target, ignore_index, label_smoothing);
+    const Tensor& logits = r.saved;
+    if (bias.defined()) copy_into(logits, bias);  // broadcast rows; the GEMM adds onto them
+    gemm(x, weight, logits, false, true, 1.0, bias.defined() ? 1.0 : 0.0);
+    CrossEntropyRows ce = cross_entropy_rows(logits, target, ignore_index, label_smoothing);
     r.loss = ce.loss;
     r.lse = ce.lse;
-    if (with_nll)
-      r.nll = label_smoothing == 0.0 ? r.loss : cross_entropy_rows(r.logits, target, ignore_index, 0.0).loss;
+    if (with_nll) r.nll = label_smoothing == 0.0 ? r.loss : cross_entropy_rows(logits, target, ignore_index, 0.0).loss;
     return r;
   }
+  r.row_max = empty({rows}, opt);
   r.loss = empty({rows}, opt);
   r.lse = empty({rows}, opt);
   if (with_nll) r.nll = empty({rows}, opt);
   if (rows > 0)
-    cpu::linear_cross_entropy_rows(x, weight, bias, target, r.logits, r.loss, r.lse, r.nll, ignore_index,
+    cpu::linear_cross_entropy_rows(x, weight, bias, target, r.saved, r.row_max, r.loss, r.lse, r.nll, ignore_index,
                                    label_smoothing);
   return r;
 }
 
 LinearCrossEntropyGrads linear_cross_entropy_backward(const Tensor& x_in, const Tensor& weight_in,
-                                                      const Tensor& logits_in, const Tensor& lse_in,
-                                                      const Tensor& target_in, const Tensor& grad_loss_in,
-                                                      const Tensor& total_weight, std::int64_t ignore_index,
-                                                      double label_smoothing, bool need_x, bool need_weight,
-                                                      bool need_bias) {
+                                                      const Tensor& saved_in, const Tensor& row_max_in,
+                                                      const Tensor& lse_in, const Tensor& target_in,
+                                                      const Tensor& grad_loss_in, const Tensor& total_weight,
+                                                      std::int64_t ignore_index, double label_smoothing, bool need_x,
+                                                      bool need_weight, bool need_bias) {
   const char* op = "linear_cross_entropy_backward";
   check_layer(op, x_in, weight_in, Tensor(), target_in);
   const std::int64_t rows = x_in.size(0), classes = weight_in.size(0);
-  if (logits_in.shape() != Shape{rows, classes} || lse_in.shape() != Shape{rows})
-    fail(op, "saved logits {} and lse {} do not match {} rows of {} classes", shape_str(logits_in.shape()),
+  if (saved_in.shape() != Shape{rows, classes} || lse_in.shape() != Shape{rows})
+    fail(op, "saved rows {} and lse {} do not match {} rows of {} classes", shape_str(saved_in.shape()),
          shape_str(lse_in.shape()), rows, classes);
-  if (!fused(x_in)) {
-    const Tensor g = cross_entropy_backward(logits_in, lse_in, target_in, grad_loss_in, total_weight, ignore_index,
-                                            label_smoothing);
+  // What the forward saved decides: the composed forward saved logits, the fused one exponentials.
+  if (!row_max_in.defined()) {
+    const Tensor g =
+        cross_entropy_backward(saved_in, lse_in, target_in, grad_loss_in, total_weight, ignore_index, label_smoothing);
     LinearCrossEntropyGrads d;
     if (need_x) d.x = matmul(g, weight_in);
     if (need_weight) d.weight = matmul(g, x_in, true, false);
     if (need_bias) d.bias = column_sum(g);
     return d;
   }
-  check_same_device(op, {x_in, logits_in, lse_in, grad_loss_in, total_weight});
+  check_same_device(op, {x_in, saved_in, row_max_in, lse_in, grad_loss_in, total_weight});
+  if (!x_in.device().is_cpu()) fail(op, "the fused CPU kernel's saved rows are on {}", x_in.device().str());
+  if (row_max_in.shape() != Shape{rows})
+    fail(op, "saved row maxima {} do not match {} rows", shape_str(row_max_in.shape()), rows);
   if (grad_loss_in.numel() != 1 && grad_loss_in.shape() != Shape{rows})
     fail(op, "loss gradient of shape {} is neither a scalar nor [{}]", shape_str(grad_loss_in.shape()), rows);
   if (total_weight.numel() != 1) fail(op, "total_weight must have one element, got {}", shape_str(total_weight.shape()));
-  for (const Tensor* t : {&logits_in, &lse_in, &grad_loss_in, &total_weight})
+  for (const Tensor* t : {&saved_in, &row_max_in, &lse_in, &grad_loss_in, &total_weight})
     if (t->dtype() != x_in.dtype())
-      fail(op, "logits, lse, loss gradient and total_weight must be {}", dtype_name(x_in.dtype()));
-  const Tensor x = contiguous(x_in), weight = contiguous(weight_in), logits = contiguous(logits_in);
-  const Tensor lse = contiguous(lse_in), target = contiguous(target_in), grad_loss = contiguous(grad_loss_in);
+      fail(op, "saved rows, row maxima, lse, loss gradient and total_weight must be {}", dtype_name(x_in.dtype()));
+  const Tensor x = contiguous(x_in), weight = contiguous(weight_in), saved = contiguous(saved_in);
+  const Tensor row_max = contiguous(row_max_in), lse = contiguous(lse_in), target = contiguous(target_in);
+  const Tensor grad_loss = contiguous(grad_loss_in);
   const TensorOptions opt{x.dtype(), x.device()};
   LinearCrossEntropyGrads d;
   if (need_x) d.x = empty({rows, x.size(1)}, opt);
@@ -108,8 +114,8 @@ LinearCrossEntropyGrads linear_cross_entropy_backward(const Tensor& x_in, const 
     if (need_bias) d.bias = zeros({classes}, opt);
     return d;
   }
-  cpu::linear_cross_entropy_backward(x, weight, logits, lse, target, grad_loss, total_weight, d.x, d.weight, d.bias,
-                                     ignore_index, label_smoothing);
+  cpu::linear_cross_entropy_backward(x, weight, saved, row_max, lse, target, grad_loss, total_weight, d.x, d.weight,
+                                     d.bias, ignore_index, label_smoothing);
   return d;
 }
 

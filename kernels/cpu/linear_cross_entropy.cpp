@@ -1,7 +1,9 @@
 // Fused output layer and cross entropy on the CPU: see linear_cross_entropy.h for what and why.
 //
 // Forward: one GEMM for all the logits, threaded by the library, then one pass over each row that
-// adds the bias and takes the row's statistics while the row is in cache. Tiling the forward too
+// adds the bias and takes the row's statistics while the row is in cache, leaving in place of the
+// logits the exponentials exp(logit - row max) that the row's sum needed anyway: the backward's
+// softmax is then one multiply per element, not one exponential. Tiling the forward too
 // (each thread's tiles through a one-thread GEMM, reduced while in L2) was tried and measured
 // slower on the 2-core build VM: there two one-thread GEMMs run at 0.7-0.8x the rate of one
 // two-thread GEMM of the same total work (Eigen and OpenBLAS alike), which cost more than the
@@ -11,7 +13,7 @@
 // share of dx (rows x in) and one tile of gradient (rows x cols) fit together in three quarters of
 // L2. A thread owns whole blocks (so dW's and db's rows of a block have one writer) and walks the
 // chunks outermost: the chunk's dx partial stays in cache across the thread's blocks, and each
-// tile's gradient is built in a per-thread buffer from the saved logits, used three times (db,
+// tile's gradient is built in a per-thread buffer from the saved exponentials, used three times (db,
 // dW, dx) and dropped, so the [rows, classes] gradient never exists.
 #include "kernels/cpu/linear_cross_entropy.h"
 
@@ -29,9 +31,10 @@
 namespace define::kernels::cpu {
 namespace {
 
-using row_math::row_stats;
+using row_math::row_max;
 using row_math::row_sum;
-using row_math::store_scaled_exp;
+using row_math::row_sum_exp;
+using row_math::store_scaled;
 using row_math::SumOrder;
 
 std::int64_t l2_bytes() {
@@ -74,19 +77,21 @@ Tiling tiling(std::int64_t n, std::int64_t in, std::int64_t v, std::size_t elem)
 template <typename T>
 constexpr bool kIsDouble = std::is_same_v<T, double>;
 
-// Forward: the logits, then per row the bias, the log-sum-exp and the losses.
+// Forward: the logits, then per row the bias, the log-sum-exp, the losses and the exponentials.
 template <typename T, typename I>
-void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target, const Tensor& logits,
-                const Tensor& loss, const Tensor& lse, const Tensor& nll, std::int64_t ignore_index, double eps) {
+void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target, const Tensor& saved,
+                const Tensor& row_max_out, const Tensor& loss, const Tensor& lse, const Tensor& nll,
+                std::int64_t ignore_index, double eps) {
   const std::int64_t n = x.size(0), in = x.size(1), v = weight.size(0);
   const T* bp = bias.defined() ? bias.data<T>() : nullptr;
   const I* t = target.data<I>();
-  T* lg = logits.data<T>();
+  T* lg = saved.data<T>();  // the logits first, each row's exponentials after its pass
   // One GEMM for all the logits, threaded by the library (outside any OpenMP team here).
   gemm_row_major<T>(gemm_provider(n, v, in, kIsDouble<T>), false, true, n, v, in, T(1), x.data<T>(), in,
                     weight.data<T>(), in, T(0), lg, v);
   T* lp = loss.data<T>();
   T* lsep = lse.data<T>();
+  T* maxp = row_max_out.data<T>();
   T* nllp = nll.defined() ? nll.data<T>() : nullptr;
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) {
@@ -98,12 +103,18 @@ void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const
     if (ignored(t[i], ignore_index)) {
       lp[i] = 0;
       lsep[i] = 0;
+      maxp[i] = 0;
       if (nllp) nllp[i] = 0;
       continue;
     }
-    const double row_lse = row_stats(row, v).lse();
+    // What reads the logits goes first: the sum of exponentials overwrites them.
+    const T m = row_max(row, v);
     const double mean_x = eps > 0 ? row_sum<SumOrder::kLanesThenTail>(row, v) / double(v) : 0.0;
-    const double target_nll = row_lse - double(row[t[i]]);
+    const double target_logit = double(row[t[i]]);
+    // The same operations as row_math::row_stats, so the loss keeps its bits.
+    const double row_lse = double(m) + std::log(row_sum_exp<SumOrder::kLanesThenTail, T>(row, row, v, m));
+    const double target_nll = row_lse - target_logit;
+    maxp[i] = m;
     lp[i] = static_cast<T>((1.0 - eps) * target_nll + eps * (row_lse - mean_x));
     lsep[i] = static_cast<T>(row_lse);
     if (nllp) nllp[i] = static_cast<T>(target_nll);
@@ -111,13 +122,15 @@ void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const
 }
 
 template <typename T, typename I>
-void backward_typed(const Tensor& x, const Tensor& weight, const Tensor& logits, const Tensor& lse,
-                    const Tensor& target, const Tensor& grad_loss, const Tensor& total_weight, const Tensor& grad_x,
-                    const Tensor& grad_weight, const Tensor& grad_bias, std::int64_t ignore_index, double eps) {
+void backward_typed(const Tensor& x, const Tensor& weight, const Tensor& saved, const Tensor& row_maxima,
+                    const Tensor& lse, const Tensor& target, const Tensor& grad_loss, const Tensor& total_weight,
+                    const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, std::int64_t ignore_index,
+                    double eps) {
   const std::int64_t n = x.size(0), in = x.size(1), v = weight.size(0);
   const T* xp = x.data<T>();
   const T* wp = weight.data<T>();
-  const T* lg = logits.data<T>();
+  const T* ex = saved.data<T>();  // exp(logit - row max)
+  const T* maxp = row_maxima.data<T>();
   const T* lsep = lse.data<T>();
   const I* t = target.data<I>();
   const T* g = grad_loss.data<T>();
@@ -152,7 +165,7 @@ void backward_typed(const Tensor& x, const Tensor& weight, const Tensor& logits,
       for (std::int64_t b = first; b < last; ++b) {
         const std::int64_t c0 = b * tl.cols, w = std::min(tl.cols, v - c0);
         // The tile's gradient, rows of width w: g_i / total * (softmax - (1 - eps) onehot - eps / V),
-        // formed as in kernels/cpu/softmax.cpp's cross_entropy_backward.
+        // with softmax = exp(logit - max) * exp(max - lse).
         for (std::int64_t i = 0; i < rows; ++i) {
           const std::int64_t row = r0 + i;
           T* out = tile + i * w;
@@ -161,8 +174,9 @@ void backward_typed(const Tensor& x, const Tensor& weight, const Tensor& logits,
             continue;
           }
           const double scale = double(g[per_row ? row : 0]) / total;
-          store_scaled_exp(lg + row * v + c0, out, w, lsep[row], static_cast<T>(scale),
-                           static_cast<T>(scale * eps / double(v)));
+          store_scaled(ex + row * v + c0, out, w,
+                       static_cast<T>(scale * std::exp(double(maxp[row]) - double(lsep[row]))),
+                       static_cast<T>(scale * eps / double(v)));
           const std::int64_t c = static_cast<std::int64_t>(t[row]) - c0;
           if (c >= 0 && c < w) out[c] = static_cast<T>(double(out[c]) - scale * (1.0 - eps));
         }
@@ -209,20 +223,20 @@ LinearCrossEntropyTilesForTest::~LinearCrossEntropyTilesForTest() {
 }
 
 void linear_cross_entropy_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
-                               const Tensor& logits, const Tensor& loss, const Tensor& lse, const Tensor& nll,
-                               std::int64_t ignore_index, double label_smoothing) {
+                               const Tensor& saved, const Tensor& row_max, const Tensor& loss, const Tensor& lse,
+                               const Tensor& nll, std::int64_t ignore_index, double label_smoothing) {
   dispatch_loss("linear_cross_entropy", x.dtype(), target.dtype(), [&]<typename T, typename I>() {
-    rows_typed<T, I>(x, weight, bias, target, logits, loss, lse, nll, ignore_index, label_smoothing);
+    rows_typed<T, I>(x, weight, bias, target, saved, row_max, loss, lse, nll, ignore_index, label_smoothing);
   });
 }
 
-void linear_cross_entropy_backward(const Tensor& x, const Tensor& weight, const Tensor& logits, const Tensor& lse,
-                                   const Tensor& target, const Tensor& grad_loss, const Tensor& total_weight,
-                                   const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                                   std::int64_t ignore_index, double label_smoothing) {
+void linear_cross_entropy_backward(const Tensor& x, const Tensor& weight, const Tensor& saved, const Tensor& row_max,
+                                   const Tensor& lse, const Tensor& target, const Tensor& grad_loss,
+                                   const Tensor& total_weight, const Tensor& grad_x, const Tensor& grad_weight,
+                                   const Tensor& grad_bias, std::int64_t ignore_index, double label_smoothing) {
   dispatch_loss("linear_cross_entropy_backward", x.dtype(), target.dtype(), [&]<typename T, typename I>() {
-    backward_typed<T, I>(x, weight, logits, lse, target, grad_loss, total_weight, grad_x, grad_weight, grad_bias,
-                         ignore_index, label_smoothing);
+    backward_typed<T, I>(x, weight, saved, row_max, lse, target, grad_loss, total_weight, grad_x, grad_weight,
+                         grad_bias, ignore_index, label_smoothing);
   });
 }
 

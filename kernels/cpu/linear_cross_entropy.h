@@ -8,7 +8,9 @@
 // read and write, each backward GEMM's packing of it and the bias's column sums. Here the forward
 // adds the bias and takes each row's statistics in one pass after the GEMM, and the backward never
 // builds the [rows, classes] gradient at all: it is formed tile by tile in a per-thread buffer
-// small enough for L2, from the saved logits read once, and each tile feeds dW's rows of its
+// small enough for L2, from the forward's saved exponentials read once (the forward keeps each
+// row's exp(logit - max), which it computes for the row's sum anyway, so the backward multiplies
+// instead of taking an exponential per element), and each tile feeds dW's rows of its
 // classes, db, and its share of dx (linear_cross_entropy.cpp says how the work is cut).
 //
 // Results equal the composed ops up to float rounding (tests/ops/linear_cross_entropy_test.cpp
@@ -24,20 +26,21 @@
 namespace define::kernels::cpu {
 
 // x [N, in], weight [V, in], bias [V] or undefined, target [N] (int32/int64), all contiguous on
-// the CPU and validated (targets in range or ignore_index). Writes logits [N, V], loss [N] (0 on
-// ignored rows), lse [N] (log sum exp of each row; 0 on ignored rows) and, when defined, nll [N]
-// (the loss without label smoothing).
+// the CPU and validated (targets in range or ignore_index). Writes saved [N, V] (each row's
+// exp(logit - row_max); an ignored row keeps its logits), row_max [N] (0 on ignored rows), loss [N]
+// (0 on ignored rows), lse [N] (log sum exp of each row; 0 on ignored rows) and, when defined,
+// nll [N] (the loss without label smoothing).
 void linear_cross_entropy_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
-                               const Tensor& logits, const Tensor& loss, const Tensor& lse, const Tensor& nll,
-                               std::int64_t ignore_index, double label_smoothing);
+                               const Tensor& saved, const Tensor& row_max, const Tensor& loss, const Tensor& lse,
+                               const Tensor& nll, std::int64_t ignore_index, double label_smoothing);
 
 // Gradients of sum_i g_i / w * loss_i (g = grad_loss, one element or [N]; w = total_weight, one
-// element) given the forward's logits and lse: grad_x [N, in], grad_weight [V, in], grad_bias [V],
-// each written only when defined.
-void linear_cross_entropy_backward(const Tensor& x, const Tensor& weight, const Tensor& logits, const Tensor& lse,
-                                   const Tensor& target, const Tensor& grad_loss, const Tensor& total_weight,
-                                   const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                                   std::int64_t ignore_index, double label_smoothing);
+// element) given what the forward wrote (saved, row_max, lse): grad_x [N, in], grad_weight [V, in],
+// grad_bias [V], each written only when defined.
+void linear_cross_entropy_backward(const Tensor& x, const Tensor& weight, const Tensor& saved, const Tensor& row_max,
+                                   const Tensor& lse, const Tensor& target, const Tensor& grad_loss,
+                                   const Tensor& total_weight, const Tensor& grad_x, const Tensor& grad_weight,
+                                   const Tensor& grad_bias, std::int64_t ignore_index, double label_smoothing);
 
 // For tests: while alive, the calling thread's fused backward cuts the rows into chunks of `rows`
 // and the classes into blocks of `cols` (0 keeps the automatic choice), so that small shapes run

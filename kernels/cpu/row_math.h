@@ -253,6 +253,15 @@ void store_scaled_exp(const T* x, T* y, std::int64_t n, T shift, T scale, T sub)
   for (; j < n; ++j) y[j] = scale * exp_fast(x[j] - shift) - sub;
 }
 
+// y_j = scale * x_j - sub for j < n (the cross-entropy gradient's row from saved exponentials).
+template <typename T>
+void store_scaled(const T* x, T* y, std::int64_t n, T scale, T sub) {
+  std::int64_t j = 0;
+  if constexpr (std::is_same_v<T, float>)
+    for (; j + kVecLanes <= n; j += kVecLanes) store_vec(y + j, scale * load_vec(x + j) - sub);
+  for (; j < n; ++j) y[j] = scale * x[j] - sub;
+}
+
 // y_j = g_j - exp(x_j - shift) * scale for j < n (log-softmax gradients).
 template <typename T>
 void store_minus_scaled_exp(const T* g, const T* x, T* y, std::int64_t n, T shift, T scale) {
