@@ -30,6 +30,7 @@
 #include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "core/factory.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "kernels/devices.h"
 
 DEFINE_BENCH_FAMILY("adaptive_softmax");
@@ -169,6 +170,7 @@ void run_problem(const Problem& p, Device d) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   omp_set_num_threads(threads);
   const std::vector<Problem> problems = {{2048, 256, {2000, 5000, 10000}}, {2048, 256, {4000, 20000, 33278}}};

@@ -22,6 +22,7 @@
 #include "bench/bench_util.h"
 #include "core/device.h"
 #include "core/factory.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "kernels/devices.h"
 
 DEFINE_BENCH_FAMILY("attention");
@@ -121,6 +122,7 @@ void compare_on(Device device) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   omp_set_num_threads(threads);
   const kernels::DeviceAvailability devices = kernels::register_devices();

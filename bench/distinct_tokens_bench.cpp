@@ -20,6 +20,7 @@
 #include "core/factory.h"
 #include "data/batching.h"
 #include "data/corpus.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "models/token_representation.h"
 #include "tools/corpus_location.h"
 
@@ -55,6 +56,7 @@ Share distinct_share(const std::vector<std::int64_t>& ids, std::int64_t B, std::
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   omp_set_num_threads(threads);
   const data::Corpus ptb = data::Corpus::load(cli::find_corpus("ptb"));

@@ -23,6 +23,7 @@
 #include "bench/rel_attention_composite.h"
 #include "core/device.h"
 #include "core/factory.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "kernels/devices.h"
 
 DEFINE_BENCH_FAMILY("rel_attention");
@@ -97,6 +98,7 @@ void compare_on(Device device) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   omp_set_num_threads(threads);
   const kernels::DeviceAvailability devices = kernels::register_devices();

@@ -27,6 +27,7 @@
 #include "bench/bench_family.h"
 #include "bench/bench_util.h"
 #include "core/factory.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "kernels/devices.h"
 #include "kernels/split_mix.h"
 
@@ -121,6 +122,7 @@ void emulator_cost() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   omp_set_num_threads(threads);
   cpu_comparison();

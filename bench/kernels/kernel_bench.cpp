@@ -23,6 +23,7 @@
 #include "bench/kernels/kernel_cases.h"
 #include "core/device.h"
 #include "core/factory.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "kernels/devices.h"
 #include "kernels/matmul.h"
 
@@ -46,6 +47,7 @@ double measured_copy_bandwidth(Device d, int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   using namespace define;
   std::string device_name, filter;
   int runs = 5;
