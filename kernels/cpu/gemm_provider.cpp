@@ -55,7 +55,7 @@ constexpr int kRounds = 5;
 // v2: Eigen must win by kEigenMargin; v3: oneDNN, threaded and serial classes timed as they run.
 constexpr const char* kCacheVersion = "v3";
 
-// ---- Eigen, OpenBLAS and oneDNN on row-major operands -------------------------------------------------
+// ---- Eigen, OpenBLAS and oneDNN on row-major operands -------------------------------------
 
 template <typename T, int Order>
 using ConstMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,

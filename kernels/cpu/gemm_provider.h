@@ -1,6 +1,6 @@
 // Which library runs the CPU's GEMMs: Eigen, OpenBLAS or oneDNN, chosen per shape class by measurement.
 //
-// Why choose at all: neither library is fastest on every x86 machine. On the 2-core AMD EPYC
+// Why choose at all: no one library is fastest on every x86 machine. On the 2-core AMD EPYC
 // (Zen 3) VM OpenBLAS's sgemm runs at 1.6-1.8x Eigen's from 256^3 to 1024^3; on an AMD EPYC Zen 4
 // it was 1.27x; on an earlier VM Eigen was level or a little ahead. On the 2-core Intel Xeon
 // (model 207) oneDNN's sgemm was 1.1-1.34x OpenBLAS's on most of the models' threaded GEMMs
@@ -21,7 +21,7 @@
 // its resume, the ranks of a data-parallel job, the determinism tests) would round differently.
 // So the choice is kept on disk, one file per class, under
 //   $DEFINE_CACHE_DIR (or $XDG_CACHE_HOME/define, or $HOME/.cache/define)/cpu-gemm/<machine>/
-// where <machine> names the CPU model and hashes its flags, the OpenBLAS build and the define
+// where <machine> names the CPU model and hashes its flags, the OpenBLAS and oneDNN builds and the define
 // build type. The first process to finish measuring a class creates its file (hard link of a
 // complete temporary, so a reader never sees half a file, and an existing file is never
 // replaced); every process, the first included, then uses what the file says. A file that does
@@ -46,7 +46,7 @@ enum class GemmProvider { Eigen, OpenBlas, OneDnn };
 enum class GemmChoice { Auto, Eigen, OpenBlas, OneDnn };
 
 // How a GEMM runs: threaded by its library (called outside any OpenMP team), or serially on one
-// thread of a kernel's own team (inside a parallel region both libraries run serially).
+// thread of a kernel's own team (inside a parallel region every library runs serially).
 enum class GemmRun { Threaded, Serial };
 
 const char* to_string(GemmProvider p);
