@@ -34,13 +34,17 @@ void add_gradient(std::vector<Tensor>& slot_grads, std::uint32_t slot, const Ten
   Tensor& cur = slot_grads[slot];
   if (!cur.defined()) {
     cur = g;
-  } else {
-    // Sum into a fresh tensor, `cur` may alias a gradient another node still holds; one pass
-    // (cur + g written out), not a copy of cur and then g added to it.
-    if (g.shape() != cur.shape())
-      fail("backward", "gradients of shapes {} and {} reach one output", shape_str(cur.shape()), shape_str(g.shape()));
-    cur = kernels::binary(kernels::BinaryOp::Add, cur, g);
+    return;
   }
+  if (g.shape() != cur.shape())
+    fail("backward", "gradients of shapes {} and {} reach one output", shape_str(cur.shape()), shape_str(g.shape()));
+  // `cur` may alias a gradient another node still holds: then the sum goes to a fresh tensor in
+  // one pass (cur + g written out). When this slot holds the only handle, add in place.
+  if (cur.is_exclusive() && cur.dtype() == g.dtype()) {
+    kernels::accumulate_into(cur, g);
+    return;
+  }
+  cur = kernels::binary(kernels::BinaryOp::Add, cur, g);
 }
 
 Tensor default_root_grad(const Tensor& root) {
@@ -83,7 +87,8 @@ void run_backward(const Tensor& root, const Tensor& grad_root_in, BackwardOption
     BackwardArgs args;
     for (std::size_t i = 0; i < grads.size(); ++i) {
       const OutputInfo& info = node->outputs[i];
-      args.grad_outputs.push_back(grads[i].defined() ? grads[i] : zeros(info.shape, {info.dtype, info.device}));
+      // Moved, not copied: a gradient whose only handle is here can then be adopted downstream.
+      args.grad_outputs.push_back(grads[i].defined() ? std::move(grads[i]) : zeros(info.shape, {info.dtype, info.device}));
     }
     for (const Edge& e : node->next_edges) args.needs_input_grad.push_back(e.node != nullptr);
     std::vector<Tensor> input_grads = node->apply(args);

@@ -20,6 +20,13 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(t.storage->data()) + t.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
 }
 
+bool Tensor::is_exclusive() const {
+  if (!impl_ || impl_.use_count() != 1 || impl_->autograd) return false;
+  const TensorImpl& t = *impl_;
+  return t.storage.use_count() == 1 && t.offset == 0 && is_contiguous() &&
+         t.storage->nbytes() == static_cast<std::size_t>(numel()) * dtype_size(t.dtype);
+}
+
 bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
 
 Tensor& Tensor::set_requires_grad(bool on) {

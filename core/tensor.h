@@ -63,6 +63,11 @@ class Tensor {
   bool is_contiguous() const { return define::is_contiguous(shape(), strides()); }
   const std::shared_ptr<Storage>& storage() const { return checked().storage; }
   bool shares_storage_with(const Tensor& o) const { return storage() == o.storage(); }
+  // True when no other handle can see these elements: this is the only handle on its metadata,
+  // that metadata the only view of its storage, it covers the whole storage contiguously, and it
+  // carries no autograd history. Such a tensor can be taken over or written in place (the
+  // backward engine adopts gradients that pass this instead of copying them).
+  bool is_exclusive() const;
 
   // Pointer to the first element (device pointer for CUDA tensors). Checks the dtype.
   template <typename T>

@@ -3,6 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include "autograd/ops.h"
+#include "autograd/function.h"
+#include "kernels/copy.h"
+#include "kernels/elementwise.h"
 
 using namespace define;
 using Catch::Contains;
@@ -38,6 +41,81 @@ TEST_CASE("autograd: a gradient shared by two leaves is not aliased", "[autograd
   backward(sum(mul(a, 2.0)));  // only a's gradient moves
   CHECK(g(a) == std::vector<double>{3, 3});
   CHECK(g(b) == std::vector<double>{1, 1});
+}
+
+TEST_CASE("autograd: a gradient nobody else holds is adopted, any other is copied", "[autograd]") {
+  // is_exclusive: the only handle, the only view, the whole storage, no autograd history.
+  Tensor t = vec({1, 2, 3, 4});
+  CHECK(t.is_exclusive());
+  {
+    Tensor other = t;
+    CHECK_FALSE(t.is_exclusive());  // a second handle
+  }
+  CHECK(t.is_exclusive());
+  {
+    Tensor view = reshape(t, {2, 2});
+    CHECK_FALSE(t.is_exclusive());  // a second view of the storage
+  }
+  CHECK_FALSE(narrow(vec({1, 2, 3}), 0, 0, 2).is_exclusive());  // part of its storage only
+  CHECK_FALSE(vec({1}).set_requires_grad().is_exclusive());     // autograd metadata
+
+  // Ops whose backward returns a fresh gradient (kept: false) or one it also holds (kept: true);
+  // `made` collects where each returned gradient's elements live.
+  std::vector<const void*> made;
+  auto op = [&made](const Tensor& in, bool kept) {
+    Tensor out = kernels::cast(in, in.dtype());
+    Tensor held = from_vector(std::vector<double>{10, 20});
+    record("test_op", {in}, {out}, [&made, kept, held](const BackwardArgs& a) {
+      Tensor gin = kept ? held : kernels::mul(a.grad(), 1.0);
+      made.push_back(gin.raw_data());
+      return std::vector<Tensor>{gin};
+    });
+    return out;
+  };
+  Tensor a = vec({1, 2}).set_requires_grad();
+  backward(sum(op(a, false)));
+  REQUIRE(made.size() == 1);
+  CHECK(a.grad().raw_data() == made[0]);  // adopted, not copied
+  CHECK(g(a) == std::vector<double>{1, 1});
+
+  // Two fresh gradients reaching one leaf are summed into the first, which is then adopted.
+  made.clear();
+  a.set_grad(Tensor());
+  Tensor first = op(a, false), second = op(a, false);
+  backward(sum(add(first, second)));
+  REQUIRE(made.size() == 2);
+  CHECK(a.grad().raw_data() == made[0]);
+  CHECK(g(a) == std::vector<double>{2, 2});
+
+  // A gradient its op still holds (retain_graph keeps the closure) is copied, and so is a sum
+  // that starts from it: writing .grad must not change what the op keeps.
+  made.clear();
+  a.set_grad(Tensor());
+  Tensor fresh_path = op(a, false);
+  Tensor kept_path = op(a, true);  // recorded later, so its backward runs first
+  Tensor y = add(fresh_path, kept_path);
+  backward(sum(y), Tensor(), {.retain_graph = true});
+  REQUIRE(made.size() == 2);
+  CHECK(a.grad().raw_data() != made[0]);
+  CHECK(a.grad().raw_data() != made[1]);
+  CHECK(g(a) == std::vector<double>{11, 21});
+  made.clear();
+  a.set_grad(Tensor());
+  Tensor held_path = op(a, true);
+  backward(sum(held_path), Tensor(), {.retain_graph = true});
+  REQUIRE(made.size() == 1);
+  CHECK(a.grad().raw_data() != made[0]);
+  kernels::fill(a.grad(), 0.0);
+  backward(sum(held_path));  // the op's tensor is unchanged: 0 + {10, 20}
+  CHECK(g(a) == std::vector<double>{10, 20});
+
+  // A root gradient the caller holds is copied, so writing .grad leaves it alone.
+  Tensor b = vec({1, 2}).set_requires_grad();
+  Tensor root_grad = vec({5, 7});
+  backward(mul(b, 1.0), root_grad);
+  CHECK_FALSE(b.grad().shares_storage_with(root_grad));
+  kernels::fill(b.grad(), 0.0);
+  CHECK(root_grad.to_vector<double>() == std::vector<double>{5, 7});
 }
 
 TEST_CASE("autograd: retain_graph allows a second backward, otherwise a clear error", "[autograd]") {
