@@ -16,7 +16,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t paddi
     record(op, {weight}, {y}, [op, rows, padding_idx, keep_idx = SavedTensor(indices)](const BackwardArgs& a) {
       // dL/dweight[v] = sum of dL/dy[p] over the positions p with indices[p] == v (summed in a
       // fixed order by the kernel, so the result is deterministic); row padding_idx stays 0.
-      // indices: not differentiable (not an input of this node).
+      // indices: not differentiable (not an input of this node). When the table already has a
+      // dense gradient waiting (tied to an output layer), the rows are added into it in place.
+      if (const Tensor& into = a.pending(0); into.defined()) {
+        kernels::embedding_backward_into(into, a.grad(), keep_idx.get(op), padding_idx);
+        return std::vector<Tensor>{Tensor()};
+      }
       return std::vector<Tensor>{kernels::embedding_backward(a.grad(), keep_idx.get(op), rows, padding_idx)};
     });
   }

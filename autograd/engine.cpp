@@ -47,6 +47,16 @@ void add_gradient(std::vector<Tensor>& slot_grads, std::uint32_t slot, const Ten
   cur = kernels::binary(kernels::BinaryOp::Add, cur, g);
 }
 
+// The gradient already summed for the input behind edge e, when the engine's slot holds the only
+// handle to it (a node may then add into it in place: BackwardArgs::pending_input_grads).
+Tensor exclusive_pending(const std::unordered_map<Node*, std::vector<Tensor>>& pending, const Edge& e) {
+  if (!e.node) return {};
+  const auto it = pending.find(e.node.get());
+  if (it == pending.end() || e.input_nr >= it->second.size()) return {};
+  const Tensor& slot = it->second[e.input_nr];
+  return slot.defined() && slot.is_exclusive() ? slot : Tensor();
+}
+
 Tensor default_root_grad(const Tensor& root) {
   if (root.numel() != 1)
     fail("backward", "a gradient must be given for a root of shape {} (only one-element roots get "
@@ -90,8 +100,12 @@ void run_backward(const Tensor& root, const Tensor& grad_root_in, BackwardOption
       // Moved, not copied: a gradient whose only handle is here can then be adopted downstream.
       args.grad_outputs.push_back(grads[i].defined() ? std::move(grads[i]) : zeros(info.shape, {info.dtype, info.device}));
     }
-    for (const Edge& e : node->next_edges) args.needs_input_grad.push_back(e.node != nullptr);
+    for (const Edge& e : node->next_edges) {
+      args.needs_input_grad.push_back(e.node != nullptr);
+      args.pending_input_grads.push_back(exclusive_pending(pending, e));
+    }
     std::vector<Tensor> input_grads = node->apply(args);
+    args = {};  // its handles on waiting gradients would make them look shared below
     if (!opt.retain_graph) node->release();
     if (input_grads.size() > node->next_edges.size())
       fail("backward", "'{}' returned {} gradients for {} inputs", node->name(), input_grads.size(),

@@ -3,13 +3,14 @@
 # tokens/s over the second half (the first warms caches and allocators), then the run is stopped
 # before its final evaluation. Extra arguments go to `define train` (e.g. --set train.threads=1).
 # Usage: bench/train_speed.sh CONFIG [STEPS] [define train options...]. Run from the repository root
-# after building the release preset, on an otherwise idle machine.
+# after building the release preset, on an otherwise idle machine. DEFINE_BIN=PATH times another
+# build's define instead (for A/B pairs of two builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { sed -n '2,5p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,7p' "$0" >&2; exit 2; }
 config="$1" steps="${2:-160}"
 shift $(( $# >= 2 ? 2 : 1 ))
-bin=build/release/tools/define
+bin=${DEFINE_BIN:-build/release/tools/define}
 [ -x "$bin" ] || { echo "build the release preset first (cmake --build --preset release)" >&2; exit 2; }
 export OMP_WAIT_POLICY=PASSIVE
 run="$(mktemp -d)/run"

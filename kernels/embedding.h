@@ -18,4 +18,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, std::int64_t num_rows,
                           std::int64_t padding_idx);
 
+// The same gradient added into an existing grad_weight [num_rows, D] (contiguous, grad_out's
+// dtype and device) in place: each named row gets its terms one by one in increasing position
+// order; other rows, and row padding_idx, keep their values. What a tied table's backward uses
+// when the output layer's dense gradient for it is already there (autograd/embedding.cpp).
+void embedding_backward_into(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& indices,
+                             std::int64_t padding_idx);
+
 }  // namespace define::kernels

@@ -44,21 +44,35 @@ void lookup_rows(const Tensor& weight, const I* idx, const Tensor& out) {
 }
 
 // Row v of grad_weight = sum of grad_out rows in group v, in position order; one thread per row.
+// Accumulating, only the rows some position names are visited (a batch names a few hundred of a
+// vocabulary's rows), each added to in place.
 template <typename T>
-void sum_groups(const Tensor& grad_out, const RowGroups& groups, const Tensor& grad_weight, std::int64_t padding_idx) {
+void sum_groups(const Tensor& grad_out, const RowGroups& groups, const Tensor& grad_weight, std::int64_t padding_idx,
+                bool accumulate) {
   const std::int64_t n = grad_out.shape()[0], width = grad_out.shape()[1], rows = grad_weight.shape()[0];
   const T* pg = grad_out.data<T>();
   T* pw = grad_weight.data<T>();
-  // Dynamic schedule: token frequencies are skewed, so row costs vary widely.
-#pragma omp parallel for if ((n + rows) * width > kParallelGrain) schedule(dynamic, 64)
-  for (std::int64_t v = 0; v < rows; ++v) {
+  auto add_group = [&](std::int64_t v) {
     T* row = pw + v * width;
-    std::fill(row, row + width, T(0));
-    if (v == padding_idx) continue;  // the padding row never learns
     for (std::int64_t q = groups.start[v]; q < groups.start[v + 1]; ++q) {
       const T* g = pg + groups.order[static_cast<std::size_t>(q)] * width;
       for (std::int64_t k = 0; k < width; ++k) row[k] += g[k];
     }
+  };
+  if (accumulate) {
+    std::vector<std::int64_t> named;
+    for (std::int64_t v = 0; v < rows; ++v)
+      if (groups.start[v + 1] > groups.start[v] && v != padding_idx) named.push_back(v);
+    const auto count = static_cast<std::int64_t>(named.size());
+#pragma omp parallel for if (n * width > kParallelGrain) schedule(dynamic, 8)
+    for (std::int64_t i = 0; i < count; ++i) add_group(named[static_cast<std::size_t>(i)]);
+    return;
+  }
+  // Dynamic schedule: token frequencies are skewed, so row costs vary widely.
+#pragma omp parallel for if ((n + rows) * width > kParallelGrain) schedule(dynamic, 64)
+  for (std::int64_t v = 0; v < rows; ++v) {
+    std::fill(pw + v * width, pw + (v + 1) * width, T(0));
+    if (v != padding_idx) add_group(v);  // the padding row never learns
   }
 }
 
@@ -74,13 +88,13 @@ void embedding(const Tensor& weight_in, const Tensor& indices, const Tensor& out
 }
 
 void embedding_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_weight,
-                        std::int64_t padding_idx) {
+                        std::int64_t padding_idx, bool accumulate) {
   const std::int64_t n = grad_out.shape()[0], rows = grad_weight.shape()[0];
   RowGroups groups;
   DEFINE_DISPATCH_INDEX(indices.dtype(), "embedding_backward",
                         [&] { groups = group_by_row(indices.data<scalar_t>(), n, rows); });
   DEFINE_DISPATCH_FLOAT(grad_out.dtype(), "embedding_backward",
-                        [&] { sum_groups<scalar_t>(grad_out, groups, grad_weight, padding_idx); });
+                        [&] { sum_groups<scalar_t>(grad_out, groups, grad_weight, padding_idx, accumulate); });
 }
 
 }  // namespace define::kernels::cpu

@@ -50,12 +50,13 @@ void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
   index_check_launched();
 }
 
-// grad_out: contiguous [n, width]; indices: contiguous [n]; grad_weight: fresh [rows, width],
-// every element written (rows without tokens and the padding row get 0).
+// grad_out: contiguous [n, width]; indices: contiguous [n]; grad_weight: [rows, width], every
+// element written (rows without tokens and the padding row get 0, or keep their values when
+// accumulating).
 void embedding_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_weight,
-                        std::int64_t padding_idx) {
+                        std::int64_t padding_idx, bool accumulate) {
   const char* op = "embedding_backward";
-  sum_rows_by_index(op, indices, grad_out, grad_weight, 0, padding_idx, false,
+  sum_rows_by_index(op, indices, grad_out, grad_weight, 0, padding_idx, accumulate,
                     index_check(op, IndexErrorKind::Rows, grad_weight.shape()[0]));
 }
 

@@ -22,13 +22,14 @@ void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
 }
 
 void embedding_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_weight,
-                        std::int64_t padding_idx) {
+                        std::int64_t padding_idx, bool accumulate) {
   const std::int64_t n = grad_out.shape()[0], width = grad_out.shape()[1];
   DEFINE_DISPATCH_FLOAT(grad_out.dtype(), "embedding_backward", [&] {
     using T = scalar_t;
     const T* pg = grad_out.data<T>();
     T* pw = grad_weight.data<T>();
     std::vector<double> acc(static_cast<std::size_t>(grad_weight.numel()), 0.0);
+    if (accumulate) acc.assign(pw, pw + grad_weight.numel());
     DEFINE_DISPATCH_INDEX(indices.dtype(), "embedding_backward", [&] {
       const scalar_t* pi = indices.data<scalar_t>();
       for (std::int64_t p = 0; p < n; ++p) {

@@ -118,6 +118,61 @@ TEST_CASE("autograd: a gradient nobody else holds is adopted, any other is copie
   CHECK(root_grad.to_vector<double>() == std::vector<double>{5, 7});
 }
 
+TEST_CASE("autograd: a node may add into a gradient already waiting for its input", "[autograd]") {
+  // `fresh` returns a new gradient; `adder` adds its own into one already waiting for its input
+  // when the engine offers it (BackwardArgs::pending) and then returns none.
+  std::vector<bool> offered;
+  std::vector<const void*> made;
+  auto fresh = [&made](const Tensor& in) {
+    Tensor out = kernels::cast(in, in.dtype());
+    record("fresh", {in}, {out}, [&made](const BackwardArgs& a) {
+      Tensor gin = kernels::mul(a.grad(), 2.0);
+      made.push_back(gin.raw_data());
+      return std::vector<Tensor>{gin};
+    });
+    return out;
+  };
+  auto adder = [&offered](const Tensor& in) {
+    Tensor out = kernels::cast(in, in.dtype());
+    record("adder", {in}, {out}, [&offered](const BackwardArgs& a) {
+      const Tensor& into = a.pending(0);
+      offered.push_back(into.defined());
+      if (!into.defined()) return std::vector<Tensor>{a.grad()};
+      kernels::accumulate_into(into, a.grad());
+      return std::vector<Tensor>{Tensor()};
+    });
+    return out;
+  };
+  Tensor x = vec({1, 2, 3}).set_requires_grad();
+  Tensor early = adder(x);  // recorded first: its backward runs after fresh's
+  Tensor late = fresh(x);
+  backward(sum(add(mul(early, vec({1, 10, 100})), late)));
+  REQUIRE(offered == std::vector<bool>{true});
+  CHECK(x.grad().raw_data() == made.at(0));  // the sum stayed in fresh's tensor
+  CHECK(g(x) == std::vector<double>{3, 12, 102});
+
+  // The other order: nothing is waiting when the adder runs, so it returns its gradient.
+  offered.clear();
+  Tensor y = vec({1, 2}).set_requires_grad();
+  Tensor y_late = fresh(y);
+  Tensor y_early = adder(y);
+  backward(sum(add(y_late, y_early)));
+  CHECK(offered == std::vector<bool>{false});
+  CHECK(g(y) == std::vector<double>{3, 3});
+
+  // A waiting gradient another slot also holds is not offered: add(z, q) sends one tensor to
+  // both z and q, and q's accumulator (created by its first use, before the adder) runs later.
+  offered.clear();
+  Tensor z = vec({1, 2, 3, 4}).set_requires_grad();
+  Tensor q = vec({0, 0, 0, 0}).set_requires_grad();
+  const Tensor q_use = mul(q, 1.0);  // while it lives, q's accumulator precedes the adder on the tape
+  Tensor z_early = adder(z);
+  backward(sum(add(z_early, mul(add(z, q), vec({1, 2, 3, 4})))));
+  CHECK(offered == std::vector<bool>{false});
+  CHECK(g(z) == std::vector<double>{2, 3, 4, 5});
+  CHECK(g(q) == std::vector<double>{1, 2, 3, 4});
+}
+
 TEST_CASE("autograd: retain_graph allows a second backward, otherwise a clear error", "[autograd]") {
   Tensor x = vec({0.5, -1}).set_requires_grad();
   Tensor y = sum(exp(x));

@@ -95,6 +95,36 @@ TEST_CASE("cuda embedding: backward over several radix passes and tiles", "[cuda
   }
 }
 
+TEST_CASE("cuda embedding: backward into an existing gradient, padding row and unnamed rows kept",
+          "[cuda][embedding][family:embedding]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(19);
+  // 3,000 tokens over 500 rows (several radix passes, collisions), padding row 3.
+  const Tensor grad = rand_uniform({3000, 9}, -1, 1, {}, gen);
+  const Tensor ids = rand_int({3000}, 500, {.dtype = DType::Int64}, gen);
+  const Tensor start = rand_uniform({600, 9}, -1, 1, {}, gen);  // rows 500..599 are never named
+  auto run_cpu = [&](kernels::Backend backend) {
+    return on_cpu_backend(backend, [&] {
+      Tensor into = kernels::cast(start, DType::Float32);
+      kernels::embedding_backward_into(into, grad, ids, 3);
+      return into;
+    });
+  };
+  const Tensor ref = run_cpu(kernels::Backend::Ref), cpu = run_cpu(kernels::Backend::Cpu);
+  const Tensor got = run_all_schedules(
+      [&] {
+        Tensor into = to_test_device(start);
+        kernels::embedding_backward_into(into, to_test_device(grad), to_test_device(ids), 3);
+        return into;
+      },
+      "embedding_backward_into");
+  check_identical(got, cpu, "backward into: emu vs cpu path");
+  check_close(got, ref, "backward into: emu vs reference");
+  const std::vector<float> w = to_cpu(got).to_vector<float>(), s = start.to_vector<float>();
+  for (int k = 0; k < 9; ++k) CHECK(w[3 * 9 + k] == s[3 * 9 + k]);
+  CHECK(std::vector<float>(w.begin() + 500 * 9, w.end()) == std::vector<float>(s.begin() + 500 * 9, s.end()));
+}
+
 TEST_CASE("cuda embedding: backward with no tokens writes zeros", "[cuda][embedding][family:embedding]") {
   REQUIRE(kernels::register_devices().emu);
   const Tensor got = kernels::embedding_backward(to_test_device(zeros({0, 3})),

@@ -5,6 +5,7 @@
 
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
+#include "kernels/copy.h"
 #include "kernels/embedding.h"
 
 using namespace define;
@@ -124,6 +125,84 @@ TEST_CASE("embedding: backward is deterministic across thread counts", "[ops][em
   const std::vector<float> many = kernels::embedding_backward(grad, idx, 7, -1).to_vector<float>();
   omp_set_num_threads(threads);
   CHECK(one == many);
+}
+
+TEST_CASE("embedding: backward into an existing gradient adds only the rows it names",
+          "[ops][embedding][family:embedding]") {
+  // Exact values on both CPU backends: row 2 gets positions 0 and 2 on top of its value, row 0
+  // is the padding row and keeps its value although position 1 names it, rows 1 and 3 keep theirs.
+  for (const kernels::Backend backend : {kernels::Backend::Ref, kernels::Backend::Cpu}) {
+    kernels::CpuBackendGuard guard(backend);
+    const Tensor into = from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2});
+    kernels::embedding_backward_into(into, from_vector<double>({1, 10, 2, 20, 3, 30}, {3, 2}),
+                                     from_vector<std::int32_t>({2, 0, 2}), 0);
+    CHECK(into.to_vector<double>() == std::vector<double>{1, 2, 3, 4, 9, 46, 7, 8});
+  }
+  // Random float64 sums over many collisions and a 2-d batch of ids: the fast path adds the terms
+  // in the reference's order, so the results are bit-identical, for 1 and 2 threads; float32 is
+  // within rounding of (existing + the fresh backward).
+  Generator gen(5);
+  const Tensor ids = rand_int({50, 40}, 300, {.dtype = DType::Int64}, gen);
+  for (const DType dtype : {DType::Float64, DType::Float32}) {
+    const Tensor grad = rand_uniform({50, 40, 24}, -1, 1, {.dtype = dtype}, gen);
+    const Tensor start = rand_uniform({300, 24}, -1, 1, {.dtype = dtype}, gen);
+    auto run = [&](kernels::Backend backend, int threads) {
+      kernels::CpuBackendGuard guard(backend);
+      const int before = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      Tensor into = kernels::cast(start, dtype);
+      kernels::embedding_backward_into(into, grad, ids, 7);
+      omp_set_num_threads(before);
+      return define::test::to_doubles(into);
+    };
+    const std::vector<double> ref = run(kernels::Backend::Ref, 1), one = run(kernels::Backend::Cpu, 1);
+    CHECK(one == run(kernels::Backend::Cpu, 2));
+    const std::vector<double> fresh = define::test::to_doubles(kernels::embedding_backward(grad, ids, 300, 7));
+    const std::vector<double> begin = define::test::to_doubles(start);
+    for (std::size_t i = 0; i < one.size(); ++i) {
+      INFO("element " << i << ", " << dtype_name(dtype));
+      if (dtype == DType::Float64) REQUIRE(one[i] == ref[i]);
+      REQUIRE(one[i] == Approx(begin[i] + fresh[i]).margin(1e-5));
+      if (i / 24 == 7) REQUIRE(one[i] == begin[i]);  // the padding row
+    }
+  }
+  // Errors name the problem.
+  const Tensor g = zeros({3, 4});
+  const Tensor i3 = from_vector<std::int64_t>({0, 1, 2});
+  REQUIRE_THROWS_WITH(kernels::embedding_backward_into(zeros({5, 3}), g, i3, -1),
+                      Catch::Contains("embedding_backward_into: grad_out rows of width 4 do not match grad_weight [5,3]"));
+  REQUIRE_THROWS_WITH(kernels::embedding_backward_into(zeros({5, 4}, {.dtype = DType::Float64}), g, i3, -1),
+                      Catch::Contains("embedding_backward_into"));
+  REQUIRE_THROWS_WITH(kernels::embedding_backward_into(transpose(zeros({4, 5}), 0, 1), g, i3, -1),
+                      Catch::Contains("grad_weight must be a contiguous 2-d [rows, dim] tensor, got [5,4]"));
+  REQUIRE_THROWS_WITH(kernels::embedding_backward_into(zeros({2, 4}), g, i3, -1),
+                      Catch::Contains("embedding_backward_into: index 2 out of range for 2 rows"));
+}
+
+TEST_CASE("embedding: a tied table's gradient sums both uses, scattered into the dense one",
+          "[ops][embedding][autograd][family:embedding]") {
+  // The table feeds an embedding and a classifier (logits = h W^T): the classifier's dense
+  // gradient reaches the table first, the embedding adds its rows into it in place. Compared with
+  // the two gradients computed apart and added, on float64.
+  Generator gen(9);
+  const Tensor table = rand_uniform({11, 6}, -1, 1, {.dtype = DType::Float64}, gen);
+  const Tensor ids = from_vector<std::int64_t>({3, 0, 3, 7, 10}, {5});
+  const Tensor h = rand_uniform({5, 6}, -1, 1, {.dtype = DType::Float64}, gen);
+  const Tensor up = rand_uniform({5, 11}, -1, 1, {.dtype = DType::Float64}, gen);
+  auto loss = [&](const Tensor& emb_table, const Tensor& out_table) {
+    return sum(mul(linear(add(embedding(emb_table, ids), h), out_table), up));
+  };
+  // Three separate copies of the table (cast always copies).
+  Tensor tied = kernels::cast(table, DType::Float64).set_requires_grad();
+  backward(loss(tied, tied));
+  Tensor in_only = kernels::cast(table, DType::Float64).set_requires_grad();
+  Tensor out_only = kernels::cast(table, DType::Float64).set_requires_grad();
+  backward(loss(in_only, out_only));
+  const std::vector<double> got = tied.grad().to_vector<double>();
+  const std::vector<double> a = in_only.grad().to_vector<double>(), b = out_only.grad().to_vector<double>();
+  for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(a[i] + b[i]).margin(1e-12));
+  // Row 5 is named by no id: only the classifier's gradient.
+  CHECK(got[5 * 6] == b[5 * 6]);
 }
 
 TEST_CASE("embedding: bad input", "[ops][embedding][errors][family:embedding]") {
