@@ -70,9 +70,12 @@ inline float exp_fast(float x) {
 }
 inline double exp_fast(double x) { return std::exp(x); }
 
-// kVecLanes float lanes in one value: 8 (32 bytes) where the target has AVX, else 4, so a vector
-// always fits the target's registers and passing one to a function never changes the ABI.
-#if defined(__AVX__)
+// kVecLanes float lanes in one value: 16 (64 bytes) where the target has AVX-512, 8 where it has
+// AVX, else 4, so a vector always fits the target's registers and passing one to a function never
+// changes the ABI. The lanes' operations, and so every result bit, do not depend on the width.
+#if defined(__AVX512F__)
+constexpr int kVecLanes = 16;
+#elif defined(__AVX__)
 constexpr int kVecLanes = 8;
 #else
 constexpr int kVecLanes = 4;

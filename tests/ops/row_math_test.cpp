@@ -120,9 +120,11 @@ TEST_CASE("row_math: exp_fast on a vector equals exp_fast on each, and stays wit
           "[softmax][row_math]") {
   double worst_rel = 0;
   for (float v = -90.0f; v < 89.0f; v += 0.0173f) {
-    const float values[8] = {v, -v, v * 0.5f, -0.0f, 0.0f, v - 1.0f, std::numeric_limits<float>::quiet_NaN(),
-                             -std::numeric_limits<float>::infinity()};
-    for (int first = 0; first < 8; first += rm::kVecLanes) {
+    // 16 values: one AVX-512 vector, two AVX ones, four SSE ones.
+    const float values[16] = {v, -v, v * 0.5f, -0.0f, 0.0f, v - 1.0f, std::numeric_limits<float>::quiet_NaN(),
+                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(),
+                              v * 2.0f, -v * 0.25f, 87.9f, -86.9f, -87.1f, 1e-30f, v + 0.5f};
+    for (int first = 0; first < 16; first += rm::kVecLanes) {
       const rm::FloatVec out = rm::exp_fast(rm::load_vec(values + first));
       for (int l = 0; l < rm::kVecLanes; ++l) CHECK(same_bits(out[l], rm::exp_fast(values[first + l])));
     }
