@@ -77,8 +77,10 @@ int main(int argc, char** argv) {
 
   // The main job's DeFINE unit on PTB batches of 20 x 35.
   const std::int64_t V = static_cast<std::int64_t>(ptb.vocab.size());
+  // As configs/ptb-define-lstm.json has it (norm none: without the key the unit would run its
+  // default chunk layer norm, which the main job does not).
   const std::string unit = R"({"type": "define", "dim": 128, "out_dim": 256, "k": 512, "depth": 3, "g_max": 8,
-                               "init": "xavier", "reduce_skip": true, "distinct_tokens": )";
+                               "norm": "none", "init": "xavier", "reduce_skip": true, "distinct_tokens": )";
   Generator g1(1), g2(1), g3(1);
   models::TokenInput per_position(models::read_token_input_config(Config::from_text(unit + "false}", "<b>"), V), g1);
   models::TokenInput distinct(models::read_token_input_config(Config::from_text(unit + "true}", "<b>"), V), g2);
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
   auto step = [&](models::TokenInput& input) {
     const Tensor x = contiguous(narrow(batches, 0, at, 35));
     at = (at + 35) % (batches.size(0) - 35);
+    input.zero_grad();  // as a training step does: the table's gradient starts fresh, not added to
     const Tensor y = input.forward(x);
     backward(sum(y));
   };
