@@ -48,7 +48,7 @@ void add_gradient(std::vector<Tensor>& slot_grads, std::uint32_t slot, const Ten
 }
 
 // The gradient already summed for the input behind edge e, when the engine's slot holds the only
-// handle to it (a node may then add into it in place: BackwardArgs::pending_input_grads).
+// handle to it (a node may then add into it in place: BackwardArgs::pending).
 Tensor exclusive_pending(const std::unordered_map<Node*, std::vector<Tensor>>& pending, const Edge& e) {
   if (!e.node) return {};
   const auto it = pending.find(e.node.get());
@@ -100,12 +100,12 @@ void run_backward(const Tensor& root, const Tensor& grad_root_in, BackwardOption
       // Moved, not copied: a gradient whose only handle is here can then be adopted downstream.
       args.grad_outputs.push_back(grads[i].defined() ? std::move(grads[i]) : zeros(info.shape, {info.dtype, info.device}));
     }
-    for (const Edge& e : node->next_edges) {
-      args.needs_input_grad.push_back(e.node != nullptr);
-      args.pending_input_grads.push_back(exclusive_pending(pending, e));
-    }
+    for (const Edge& e : node->next_edges) args.needs_input_grad.push_back(e.node != nullptr);
+    args.pending_lookup = [&pending, node](std::size_t i) {
+      return i < node->next_edges.size() ? exclusive_pending(pending, node->next_edges[i]) : Tensor();
+    };
     std::vector<Tensor> input_grads = node->apply(args);
-    args = {};  // its handles on waiting gradients would make them look shared below
+    args = {};  // its handles on the output gradients would make them look shared below
     if (!opt.retain_graph) node->release();
     if (input_grads.size() > node->next_edges.size())
       fail("backward", "'{}' returned {} gradients for {} inputs", node->name(), input_grads.size(),

@@ -30,18 +30,17 @@ struct OutputInfo {
 struct BackwardArgs {
   std::vector<Tensor> grad_outputs;     // one per output; zeros for outputs that got no gradient
   std::vector<bool> needs_input_grad;   // one per input
-  // One per input: the gradient other nodes have already sent that input, when the engine holds
-  // the only handle to it (undefined otherwise). A node may add its gradient for input i into it
-  // in place and return an undefined tensor for i; the sum is then already where it belongs. For
-  // a sparse gradient meeting a dense one: a tied table's embedding backward scatters its rows
-  // into the output layer's dense gradient instead of building a second dense table to add.
-  std::vector<Tensor> pending_input_grads;
+  // Set by the engine: pending(i)'s lookup.
+  std::function<Tensor(std::size_t)> pending_lookup;
   const Tensor& grad(std::size_t i = 0) const { return grad_outputs.at(i); }
   bool needs(std::size_t i) const { return needs_input_grad.at(i); }
-  const Tensor& pending(std::size_t i) const {
-    static const Tensor none;
-    return i < pending_input_grads.size() ? pending_input_grads[i] : none;
-  }
+  // The gradient other nodes have already sent input i, when the engine holds the only handle to
+  // it (undefined otherwise). A node may add its gradient for input i into it in place and return
+  // an undefined tensor for i; the sum is then already where it belongs. For a sparse gradient
+  // meeting a dense one: a tied table's embedding backward scatters its rows into the output
+  // layer's dense gradient instead of building a second dense table to add. Looked up when asked
+  // (a hash lookup per call), since almost no node asks.
+  Tensor pending(std::size_t i) const { return pending_lookup ? pending_lookup(i) : Tensor(); }
 };
 
 // Returns one gradient per input (an undefined Tensor where none is needed).
