@@ -1,5 +1,5 @@
-// Reduction family: sum/mean over any set of dims, sum_to (the reduction that undoes
-// broadcasting), max/argmax along one dim and max's backward.
+// Reduction family: sum/mean over any set of dims, the sum of squares, sum_to (the reduction that
+// undoes broadcasting), max/argmax along one dim and max's backward.
 //
 // The entry points validate, normalise the dims and allocate outputs "keepdim-shaped" (the
 // input's rank, size 1 on reduced dims); the implementations in kernels/ref/reduce.h and
@@ -20,6 +20,9 @@ namespace define::kernels {
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim);
 // Sum divided by the number of elements reduced.
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim);
+// The sum of x's squared elements as a 0-d tensor of x's dtype (0 for an empty x): what
+// sum(x * x) gives, in one read of x and without the temporary.
+Tensor sum_of_squares(const Tensor& x);
 // Sums x over the dims it was broadcast along so that the result has `shape` (which must
 // broadcast to x's shape). Returns x itself when the shapes already match.
 Tensor sum_to(const Tensor& x, const Shape& shape);

@@ -27,28 +27,35 @@ constexpr std::int64_t kColBlock = 512;      // columns per task: the double acc
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Sum of n contiguous elements with 8 independent double accumulators (vectorisable, and
-// without the serial dependency of a single accumulator).
-template <typename T>
+// An element as it enters a sum: itself, or its square (sum_of_squares), in double.
+template <bool kSquares, typename T>
+double term(T v) {
+  const double d = static_cast<double>(v);
+  return kSquares ? d * d : d;
+}
+
+// Sum of n contiguous elements (or of their squares) with 8 independent double accumulators
+// (vectorisable, and without the serial dependency of a single accumulator).
+template <bool kSquares, typename T>
 double sum_contiguous(const T* p, std::int64_t n) {
   std::array<double, 8> acc{};
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(p[i + j]);
+    for (int j = 0; j < 8; ++j) acc[j] += term<kSquares>(p[i + j]);
   double tail = 0;
-  for (; i < n; ++i) tail += static_cast<double>(p[i]);
+  for (; i < n; ++i) tail += term<kSquares>(p[i]);
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
-// out[k] = scale * sum_r x[k, r] for a contiguous [K, R] block. Long rows are cut into fixed
-// chunks summed in parallel, then combined in order.
-template <typename T>
+// out[k] = scale * sum_r x[k, r] (of x[k, r]^2 with kSquares) for a contiguous [K, R] block.
+// Long rows are cut into fixed chunks summed in parallel, then combined in order.
+template <typename T, bool kSquares = false>
 void row_sums(const T* x, T* out, std::int64_t K, std::int64_t R, double scale) {
   const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(R, kRowChunk));
   const std::int64_t work = K * R;
   if (chunks == 1) {
 #pragma omp parallel for if (work > kParallelGrain) schedule(static)
-    for (std::int64_t k = 0; k < K; ++k) out[k] = static_cast<T>(sum_contiguous(x + k * R, R) * scale);
+    for (std::int64_t k = 0; k < K; ++k) out[k] = static_cast<T>(sum_contiguous<kSquares>(x + k * R, R) * scale);
     return;
   }
   std::vector<double> partial(static_cast<std::size_t>(K * chunks));
@@ -56,7 +63,7 @@ void row_sums(const T* x, T* out, std::int64_t K, std::int64_t R, double scale) 
 #pragma omp parallel for if (work > kParallelGrain) schedule(static)
   for (std::int64_t t = 0; t < tasks; ++t) {
     const std::int64_t k = t / chunks, begin = (t % chunks) * kRowChunk;
-    partial[t] = sum_contiguous(x + k * R + begin, std::min(kRowChunk, R - begin));
+    partial[t] = sum_contiguous<kSquares>(x + k * R + begin, std::min(kRowChunk, R - begin));
   }
   for (std::int64_t k = 0; k < K; ++k) {
     double s = 0;
@@ -252,6 +259,13 @@ void max_backward_typed(const Tensor& grad, const Tensor& indices, const Tensor&
 
 void sum(const Tensor& x, const Tensor& out, double scale) {
   DEFINE_DISPATCH_FLOAT(x.dtype(), "sum", [&] { sum_typed<scalar_t>(x, out, scale); });
+}
+
+void sum_of_squares(const Tensor& x_in, const Tensor& out) {
+  const Tensor x = contiguous(x_in);
+  DEFINE_DISPATCH_FLOAT(x.dtype(), "sum_of_squares", [&] {
+    row_sums<scalar_t, true>(x.data<scalar_t>(), out.data<scalar_t>(), 1, x.numel(), 1.0);
+  });
 }
 
 void max(const Tensor& x, const Tensor& values, const Tensor& indices, int dim) {

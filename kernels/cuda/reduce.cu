@@ -56,7 +56,8 @@ constexpr std::int64_t kMinElementsPerThread = 32;
 // Reduction operators: the accumulator, how an element enters it, how two combine, how one moves
 // between lanes, and how the final value is written.
 
-template <typename T>
+// The sum of the elements, or with kSquares of their squares (each square rounded to T once).
+template <typename T, bool kSquares = false>
 struct SumOp {
   using value_t = T;
   using acc_t = SumAcc<T>;
@@ -64,7 +65,9 @@ struct SumOp {
   double scale;
 
   __device__ __forceinline__ acc_t identity() const { return acc_t::zero(); }
-  __device__ __forceinline__ void accumulate(acc_t& a, const T* p, std::int64_t /*r*/) const { a.add(*p); }
+  __device__ __forceinline__ void accumulate(acc_t& a, const T* p, std::int64_t /*r*/) const {
+    a.add(kSquares ? *p * *p : *p);
+  }
   __device__ __forceinline__ static acc_t combine(acc_t a, acc_t b) { return a.merged(b); }
   __device__ __forceinline__ static acc_t shfl_down(acc_t a, int offset, int width) {
     return a.shfl_down(offset, width);
@@ -409,6 +412,14 @@ void sum(const Tensor& x, const Tensor& out, double scale) {
   std::vector<bool> reduce(static_cast<std::size_t>(x.dim()));
   for (int d = 0; d < x.dim(); ++d) reduce[d] = out.shape()[d] == 1;
   sum_into("sum", x, out, reduce, scale);
+}
+
+void sum_of_squares(const Tensor& x, const Tensor& out) {
+  const char* name = "sum_of_squares";
+  const ReducePlan plan = plan_reduction(name, x, out, std::vector<bool>(static_cast<std::size_t>(x.dim()), true));
+  DEFINE_DISPATCH_FLOAT(x.dtype(), name, [&] {
+    run_reduction(name, SumOp<scalar_t, true>{out.data<scalar_t>(), 1.0}, x, plan);
+  });
 }
 
 void max(const Tensor& x, const Tensor& values, const Tensor& indices, int dim) {

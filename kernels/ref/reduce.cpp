@@ -31,6 +31,17 @@ void sum_typed(const Tensor& x, const Tensor& out, double scale) {
 }
 
 template <typename T>
+void sum_of_squares_typed(const Tensor& x, const Tensor& out) {
+  double acc = 0;
+  const T* px = x.data<T>();
+  strided_loop2(x.shape(), x.strides(), x.strides(), [&](std::int64_t ox, std::int64_t) {
+    const double v = static_cast<double>(px[ox]);
+    acc += v * v;
+  });
+  out.data<T>()[0] = static_cast<T>(acc);
+}
+
+template <typename T>
 void max_typed(const Tensor& x, const Tensor& values, const Tensor& indices, int dim) {
   const T* px = x.data<T>();
   T* pv = values.defined() ? values.data<T>() : nullptr;
@@ -72,6 +83,10 @@ void max_backward_typed(const Tensor& grad, const Tensor& indices, const Tensor&
 
 void sum(const Tensor& x, const Tensor& out, double scale) {
   DEFINE_DISPATCH_FLOAT(x.dtype(), "sum", [&] { sum_typed<scalar_t>(x, out, scale); });
+}
+
+void sum_of_squares(const Tensor& x, const Tensor& out) {
+  DEFINE_DISPATCH_FLOAT(x.dtype(), "sum_of_squares", [&] { sum_of_squares_typed<scalar_t>(x, out); });
 }
 
 void max(const Tensor& x, const Tensor& values, const Tensor& indices, int dim) {

@@ -29,7 +29,7 @@ Tensor partial_norm(const Tensor& g, double p) {
     Tensor a = kernels::contiguous(kernels::unary(UnaryOp::Abs, g));
     part = kernels::max(a.as_strided({a.numel()}, {1}, a.offset()), 0, false).first;
   } else if (p == 2) {
-    part = kernels::sum(kernels::binary(BinaryOp::Mul, g, g), {}, false);
+    part = kernels::sum_of_squares(g);  // one read of g, no g * g the size of the model
   } else if (p == 1) {
     part = kernels::sum(kernels::unary(UnaryOp::Abs, g), {}, false);
   } else {

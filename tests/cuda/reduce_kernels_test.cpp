@@ -1,8 +1,9 @@
 // CUDA reduce kernels (kernels/cuda/reduce.cu) on the emulated device: shapes larger than the op
 // harness runs (a million-element sum, [257, 4099] over each dim, reductions long enough to be
-// split across blocks) against the CPU reference; column_sum at odd shapes and layouts; max and
-// argmax with ties and NaNs; and bit-identical results under the emulator's forward, reverse and
-// random thread schedules (the kernels promise a fixed summation order and use no atomics).
+// split across blocks) against the CPU reference; the sum of squares; column_sum at odd shapes and
+// layouts; max and argmax with ties and NaNs; and bit-identical results under the emulator's
+// forward, reverse and random thread schedules (the kernels promise a fixed summation order and
+// use no atomics).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -119,6 +120,34 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce][fami
   for (std::int64_t dim : {0, 1})
     check_close("float64 sum dim " + std::to_string(dim), kernels::sum(to_test_device(xd), {dim}, false),
                 reference([&] { return kernels::sum(xd, {dim}, false); }), 1e-12);
+}
+
+// The sum of squares (a gradient norm's) in one read: the same reduction kernels as sum, each
+// element squared as it enters the accumulator. Against the reference's float64 sum of squares.
+TEST_CASE("reduce kernels: sum_of_squares matches the reference", "[cuda][reduce][family:reduce]") {
+  kernels::register_devices();
+  Generator gen(31);
+  const std::vector<std::pair<std::string, Tensor>> cases = {
+      {"1000003 (split across blocks)", rand_normal({1000003}, 0, 1, {}, gen)},
+      {"257x4099", rand_uniform({257, 4099}, -2, 2, {}, gen)},
+      {"7 (one block)", rand_uniform({7}, -1, 1, {}, gen)},
+      {"float64 129x1031", rand_uniform({129, 1031}, -1, 1, {.dtype = DType::Float64}, gen)},
+  };
+  for (const auto& [name, x] : cases) {
+    const double tol = x.dtype() == DType::Float64 ? 1e-12 : 1e-6;
+    const Tensor got = kernels::sum_of_squares(to_test_device(x));
+    CHECK(got.shape() == Shape{});
+    const Tensor want = reference([&] { return kernels::sum_of_squares(x); });
+    const double g = values(got)[0], w = values(want)[0];
+    INFO(name << ": got " << g << ", reference " << w);
+    CHECK(std::abs(g - w) <= tol * w);
+  }
+  // A strided (transposed) input and an empty one.
+  const Tensor x = rand_uniform({4099, 257}, -1, 1, {}, gen);
+  const double strided = values(kernels::sum_of_squares(transposed(to_test_device(x))))[0];
+  const double want = values(reference([&] { return kernels::sum_of_squares(transposed(x)); }))[0];
+  CHECK(std::abs(strided - want) <= 1e-6 * want);
+  CHECK(values(kernels::sum_of_squares(to_test_device(zeros({0, 3}))))[0] == 0);
 }
 
 // float32 sums accumulate in float with compensation (kernels/cuda/float_sum.cuh), not in double.
@@ -238,6 +267,7 @@ TEST_CASE("reduce kernels: bit-identical under forward, reverse and random sched
       {"sum sub-warp rows", [&] { return kernels::sum(rows.as_strided({33 * 2051 / 7, 7}, {7, 1}, 0), {1}, false); }},
       {"sum columns (split)", [&] { return kernels::sum(cols, {0}, false); }},
       {"mean all (split rows)", [&] { return kernels::mean(long_line, {}, false); }},
+      {"sum_of_squares (split rows)", [&] { return kernels::sum_of_squares(long_line); }},
       {"mean interleaved", [&] { return kernels::mean(cols.as_strided({3, 171, 257}, {171 * 257, 257, 1}, 0), {0, 2}, false); }},
       {"column_sum", [&] { return kernels::column_sum(cols); }},
       {"max rows", [&] { return kernels::max(ties, 1, false).first; }},

@@ -1,9 +1,11 @@
 // Reductions: op-harness cases over each dim, several dims, keepdim, non-contiguous inputs and
 // broadcast-undoing sum_to; exact values; the cpu path's layouts against the reference at
-// sizes that exercise its chunked and parallel loops; error messages.
+// sizes that exercise its chunked and parallel loops; the sum of squares (gradient norms) against
+// a float64 sum; error messages.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <omp.h>
 
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
@@ -282,6 +284,54 @@ TEST_CASE("reduce: cpu layouts vs reference", "[ops][reduce][family:reduce]") {
   CHECK(sum(gw_fast).item<float>() == 600.0f);
 }
 
+TEST_CASE("reduce: sum_of_squares equals the float64 sum of squares on every CPU backend",
+          "[ops][reduce][family:reduce]") {
+  // Exact: small integers square and add exactly in any order.
+  for (auto backend : {kernels::Backend::Cpu, kernels::Backend::Ref}) {
+    kernels::CpuBackendGuard g(backend);
+    const Tensor x = from_vector<float>({1, -2, 3, 4, -5, 6}, {2, 3});
+    const Tensor s = kernels::sum_of_squares(x);
+    CHECK(s.shape() == Shape{});
+    CHECK(s.dtype() == DType::Float32);
+    CHECK(s.item<float>() == 91);
+    CHECK(kernels::sum_of_squares(transpose(x, 0, 1)).item<float>() == 91);  // a strided view
+    CHECK(kernels::sum_of_squares(scalar_tensor(-3.0, {.dtype = DType::Float64})).item<double>() == 9);  // 0-d
+    CHECK(kernels::sum_of_squares(zeros({0, 4})).item<float>() == 0);      // empty
+  }
+  // Against float64 arithmetic on the same values, at sizes that reach the chunked parallel loop
+  // (2^14 elements per chunk): [70001], [3, 50000] transposed, float64 [257, 1031].
+  Generator gen(13);
+  const std::vector<Tensor> inputs = {rand_normal({70001}, 0, 2, {}, gen),
+                                      transpose(rand_uniform({3, 50000}, -1, 1, {}, gen), 0, 1),
+                                      rand_uniform({257, 1031}, -3, 3, {.dtype = DType::Float64}, gen)};
+  for (const Tensor& x : inputs) {
+    double want = 0;
+    for (double v : to_vec(x)) want += v * v;
+    const bool is_double = x.dtype() == DType::Float64;
+    std::vector<double> got;
+    for (auto backend : {kernels::Backend::Cpu, kernels::Backend::Ref}) {
+      kernels::CpuBackendGuard g(backend);
+      got.push_back(kernels::sum_of_squares(x).item_double());
+      // And what it replaces, sum(x * x), to the output's rounding.
+      const double composed = kernels::sum(mul(x, x), {}, false).item_double();
+      INFO("shape " << shape_str(x.shape()) << ", reference backend " << (backend == kernels::Backend::Ref));
+      CHECK(got.back() == Approx(want).epsilon(is_double ? 1e-12 : 1e-7));
+      CHECK(got.back() == Approx(composed).epsilon(is_double ? 1e-12 : 1e-7));
+    }
+  }
+  // The fast path's bits do not depend on the thread count (fixed chunks, combined in order).
+  const Tensor x = rand_normal({100003}, 0, 1, {}, gen);
+  const int saved = omp_get_max_threads();
+  std::vector<float> by_threads;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    by_threads.push_back(kernels::sum_of_squares(x).item<float>());
+  }
+  omp_set_num_threads(saved);
+  CHECK(by_threads[0] == by_threads[1]);
+  CHECK(by_threads[0] == by_threads[2]);
+}
+
 TEST_CASE("reduce: errors", "[ops][reduce][errors][family:reduce]") {
   const Tensor x = ones({2, 3});
   REQUIRE_THROWS_WITH(sum(x, {2}), Catch::Contains("sum: dim 2 out of range for a 2-d tensor"));
@@ -297,4 +347,6 @@ TEST_CASE("reduce: errors", "[ops][reduce][errors][family:reduce]") {
   REQUIRE_THROWS_WITH(sum_to(x, {4}), Catch::Contains("sum_to: cannot reduce a tensor of shape [2,3] to [4]"));
   REQUIRE_THROWS_WITH(sum_to(x, {2, 2, 3}), Catch::Contains("sum_to: cannot reduce a tensor of shape [2,3] to [2,2,3]"));
   REQUIRE_THROWS_WITH(sum_to(x, {2, 3, 1}), Catch::Contains("sum_to: cannot reduce"));
+  REQUIRE_THROWS_WITH(kernels::sum_of_squares(ones({2}, {.dtype = DType::Int64})),
+                      Catch::Contains("sum_of_squares: expected a float32 or float64 tensor, got int64"));
 }
