@@ -12,7 +12,7 @@ config="$1" steps="${2:-160}"
 shift $(( $# >= 2 ? 2 : 1 ))
 bin=${DEFINE_BIN:-build/release/tools/define}
 [ -x "$bin" ] || { echo "build the release preset first (cmake --build --preset release)" >&2; exit 2; }
-export OMP_WAIT_POLICY=PASSIVE
+# OpenMP settings: the program's own defaults (core/omp_wait.h), as a user gets them.
 run="$(mktemp -d)/run"
 trap 'rm -rf "$(dirname "$run")"' EXIT
 extra=()

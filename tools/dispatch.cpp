@@ -17,7 +17,9 @@ namespace {
 
 int run_version(const std::vector<std::string>&) {
   const char* wait = std::getenv("OMP_WAIT_POLICY");
-  fmt::print("define 0.1.0\nOpenMP: up to {} threads, wait policy {}\n", omp_get_max_threads(), wait ? wait : "default");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  fmt::print("define 0.1.0\nOpenMP: up to {} threads, wait policy {}, spin count {}\n", omp_get_max_threads(),
+             wait ? wait : "default", spin ? spin : "default");
   const std::string blas = kernels::cpu::openblas_core();
   fmt::print("OpenBLAS: {}\n", blas.empty() ? "not in this build" : "kernels " + blas);
   const std::string onednn = kernels::cpu::onednn_version();
