@@ -31,10 +31,10 @@ namespace define {
 
 // When OMP_WAIT_POLICY is unset, sets it to PASSIVE (and, when GOMP_SPINCOUNT is unset too, no two
 // CPUs the process may run on are SMT siblings and no MPI launcher put other ranks on this
-// machine, GOMP_SPINCOUNT to the short spin above), sets
-// the `more` variables (name, value; an empty value means none is needed), and re-executes the
-// program (same argv) so the libraries see them; the same when only a variable of `more` is wanting. Returns normally when nothing is to
-// be set (the user's choices, or after the re-exec) or when re-executing fails (the program then
+// machine, GOMP_SPINCOUNT to the short spin above), sets the `more` variables (name, value; an
+// empty value means none is needed), and re-executes the program (same argv) so the libraries see
+// them; the same when only a variable of `more` is wanting. Returns normally when nothing is to be
+// set (the user's choices, or after the re-exec) or when re-executing fails (the program then
 // runs with the libraries' defaults). Call first thing in main(); the programs pass
 // {"OPENBLAS_CORETYPE", kernels::cpu::openblas_coretype_override()}.
 void prefer_passive_omp_wait(char** argv, const std::vector<std::pair<std::string, std::string>>& more = {});
