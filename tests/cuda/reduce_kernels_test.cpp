@@ -131,6 +131,7 @@ TEST_CASE("reduce kernels: sum_of_squares matches the reference", "[cuda][reduce
       {"1000003 (split across blocks)", rand_normal({1000003}, 0, 1, {}, gen)},
       {"257x4099", rand_uniform({257, 4099}, -2, 2, {}, gen)},
       {"7 (one block)", rand_uniform({7}, -1, 1, {}, gen)},
+      {"1x1 (one element: the column kernel)", rand_uniform({1, 1}, -1, 1, {}, gen)},
       {"float64 129x1031", rand_uniform({129, 1031}, -1, 1, {.dtype = DType::Float64}, gen)},
   };
   for (const auto& [name, x] : cases) {
