@@ -55,19 +55,6 @@ Tensor sum_impl(const char* op, const Tensor& x, const std::vector<std::int64_t>
   return keepdim ? out : view_as_shape(out, out_shape);
 }
 
-}  // namespace
-
-Tensor sum_of_squares(const Tensor& x) {
-  const char* op = "sum_of_squares";
-  check_floating(op, x);
-  Tensor out = empty(Shape(static_cast<std::size_t>(x.dim()), 1), {x.dtype(), x.device()});
-  if (x.numel() == 0) fill(out, 0.0);
-  else DEFINE_BACKEND_CALL(op, x, sum_of_squares, x, out);
-  return view_as_shape(out, {});
-}
-
-namespace {
-
 // The kept-dim shape of max's output and the output shape as returned.
 void max_shapes(const Tensor& x, int d, Shape& keep_shape, Shape& out_shape) {
   keep_shape = x.shape();
@@ -101,6 +88,15 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
 
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   return sum_impl("mean", x, dims, keepdim, true);
+}
+
+Tensor sum_of_squares(const Tensor& x) {
+  const char* op = "sum_of_squares";
+  check_floating(op, x);
+  Tensor out = empty(Shape(static_cast<std::size_t>(x.dim()), 1), {x.dtype(), x.device()});
+  if (x.numel() == 0) fill(out, 0.0);
+  else DEFINE_BACKEND_CALL(op, x, sum_of_squares, x, out);
+  return view_as_shape(out, {});
 }
 
 // True when `from` broadcasts to exactly `to` (numpy rules, `to` never grows).
