@@ -30,19 +30,26 @@
 // bit-identical for any thread count; small problems (under kParallelMacs multiply-adds per step)
 // run on one thread, where a team would cost more than it saves.
 //
-// The cell: per batch row, chunks of kChunk units through Eigen's vectorised array functions
-// (logistic: a rational approximation within a couple of ulps for float; tanh), a handful of
-// vector instructions per unit.
+// The cell: per batch row, one packet of units at a time, its four gates, the new cell and h in
+// registers (Eigen's packet activations: logistic and tanh, rational approximations within a
+// couple of ulps for float), one read and one write of each buffer. Why not Eigen array
+// expressions over the thread's slice of a row: each expression is its own loop with its own
+// setup, and with a thread's slice of ~100 units the setup of the seven expressions per row cost
+// more than their arithmetic (a 2-thread cell at 2.3x one thread's time per unit).
 //
-// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsic headers when Eigen's packet
-// math is inlined (see kernels/cpu/matmul.cpp): a known false positive, silenced for this file.
+// GCC 12 reports -Wmaybe-uninitialized and -Wuninitialized inside its own AVX-512 intrinsic headers
+// when Eigen's packet math is inlined (see kernels/cpu/matmul.cpp; the -Wuninitialized one is the
+// "undefined" source operand of _mm512_min_ps / _mm512_max_ps in the logistic): known false
+// positives, silenced for this file.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include "kernels/cpu/lstm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include <Eigen/Core>
@@ -56,7 +63,6 @@ namespace {
 
 namespace ei = Eigen::internal;
 
-constexpr std::int64_t kChunk = 256;  // hidden units per cell pass (L1-resident slices)
 // Accumulator tile of the micro-kernel: kTileRows batch rows x 4 packets, leaving registers for
 // the 4 packets of w and one broadcast (6 x 4 + 5 = 29 of AVX-512's 32; 2 x 4 + 5 of 16 elsewhere).
 constexpr int kTileRows = EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS >= 32 ? 6 : 2;
@@ -71,12 +77,6 @@ constexpr int kLanes = ei::unpacket_traits<Packet<T>>::size;
 template <typename T>
 constexpr int kPanelWidth = kPanelPackets * kLanes<T>;
 
-template <typename T>
-using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
-template <typename T>
-using Slice = Eigen::Map<Arr<T>>;
-template <typename T>
-using ConstSlice = Eigen::Map<const Arr<T>>;
 // Aligned storage for packed panels, left uninitialised (every element is written by the packing).
 template <typename T>
 class PanelBuffer {
@@ -168,6 +168,63 @@ void put_packet(T* dst, const T* src, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dst[i] = kAccumulate ? dst[i] + src[i] : src[i];
 }
 
+// ---- the cell's arithmetic
+
+// What the cell computes on: a packet of floats (Eigen's vectorised activations, the rational
+// approximations its array functions use), one double at a time (no packet tanh for doubles;
+// float64 runs are the gradient checks, where speed does not matter).
+template <typename T>
+struct CellPacketOf {
+  using type = T;
+};
+template <>
+struct CellPacketOf<float> {
+  using type = Packet<float>;
+};
+template <typename T>
+using CellPacket = typename CellPacketOf<T>::type;
+template <typename T>
+constexpr int kCellLanes = ei::unpacket_traits<CellPacket<T>>::size;
+
+inline Packet<float> sigmoid(const Packet<float>& x) { return ei::scalar_logistic_op<float>().packetOp(x); }
+inline Packet<float> tanh_of(const Packet<float>& x) { return ei::ptanh(x); }
+inline double sigmoid(double x) { return ei::scalar_logistic_op<double>()(x); }
+inline double tanh_of(double x) { return std::tanh(x); }
+
+// Loads and stores of one whole packet.
+template <typename T>
+struct FullLane {
+  CellPacket<T> load(const T* p) const { return ei::ploadu<CellPacket<T>>(p); }
+  void store(T* p, const CellPacket<T>& v) const { ei::pstoreu(p, v); }
+};
+
+// Loads and stores of the first n < lanes elements of a packet, through a stack packet (zeros
+// past n), so that a unit's result is computed by the same instructions wherever it falls:
+// results do not depend on how the units were split between threads.
+template <typename T>
+struct PartialLane {
+  std::int64_t n;
+  CellPacket<T> load(const T* p) const {
+    alignas(64) T buf[kCellLanes<T>] = {};
+    std::copy(p, p + n, buf);
+    return ei::ploadu<CellPacket<T>>(buf);
+  }
+  void store(T* p, const CellPacket<T>& v) const {
+    alignas(64) T buf[kCellLanes<T>];
+    ei::pstoreu(buf, v);
+    std::copy(buf, buf + n, p);
+  }
+};
+
+// f(j, lane) for the packets of units [u0, u1): whole packets, then a partial one.
+template <typename T, class F>
+void for_each_packet(std::int64_t u0, std::int64_t u1, F&& f) {
+  constexpr int L = kCellLanes<T>;
+  std::int64_t j = u0;
+  for (; j + L <= u1; j += L) f(j, FullLane<T>{});
+  if (j < u1) f(j, PartialLane<T>{u1 - j});
+}
+
 struct Sizes {
   std::int64_t T, B, H;
   std::int64_t G() const { return 4 * H; }
@@ -200,24 +257,29 @@ void pack_forward_panel(const T* w_hh, std::int64_t H, std::int64_t p, const T* 
 }
 
 // The cell for units [u0, u1) of every row of one step: gates holds the full pre-activations
-// (without biases) on entry and the activated gates on return.
+// (without biases) on entry and the activated gates on return. One packet of units at a time,
+// all four gates and the new cell in registers (see "The cell" at the top of the file).
 template <typename T>
 void cell_forward(const Sizes& s, T* gates, const T* bias, const T* c_prev, T* c, T* h, std::int64_t u0,
                   std::int64_t u1) {
+  using P = CellPacket<T>;
   const std::int64_t H = s.H;
   for (std::int64_t b = 0; b < s.B; ++b) {
     T* row = gates + b * s.G();
-    for (std::int64_t j = u0; j < u1; j += kChunk) {
-      const std::int64_t n = std::min(kChunk, u1 - j);
-      Slice<T> in(row + j, n), forget(row + H + j, n), cand(row + 2 * H + j, n), out(row + 3 * H + j, n);
-      in = (in + ConstSlice<T>(bias + j, n)).logistic();
-      forget = (forget + ConstSlice<T>(bias + H + j, n)).logistic();
-      cand = (cand + ConstSlice<T>(bias + 2 * H + j, n)).tanh();
-      out = (out + ConstSlice<T>(bias + 3 * H + j, n)).logistic();
-      Slice<T> cell(c + b * H + j, n);
-      cell = forget * ConstSlice<T>(c_prev + b * H + j, n) + in * cand;
-      Slice<T>(h + b * H + j, n) = out * cell.tanh();
-    }
+    const std::int64_t e = b * H;
+    for_each_packet<T>(u0, u1, [&]<class Lane>(std::int64_t j, Lane lane) {
+      const P in = sigmoid(ei::padd(lane.load(row + j), lane.load(bias + j)));
+      const P forget = sigmoid(ei::padd(lane.load(row + H + j), lane.load(bias + H + j)));
+      const P cand = tanh_of(ei::padd(lane.load(row + 2 * H + j), lane.load(bias + 2 * H + j)));
+      const P out = sigmoid(ei::padd(lane.load(row + 3 * H + j), lane.load(bias + 3 * H + j)));
+      const P cell = ei::padd(ei::pmul(forget, lane.load(c_prev + e + j)), ei::pmul(in, cand));
+      lane.store(row + j, in);
+      lane.store(row + H + j, forget);
+      lane.store(row + 2 * H + j, cand);
+      lane.store(row + 3 * H + j, out);
+      lane.store(c + e + j, cell);
+      lane.store(h + e + j, ei::pmul(out, tanh_of(cell)));
+    });
   }
 }
 
@@ -308,30 +370,31 @@ void recurrent_dh(const Sizes& s, const T* dgates, const PanelBuffer<T>& packed,
 }
 
 // The cell backward for units [u0, u1) of every row of one step (formulas: kernels/ref/lstm.cpp),
-// chunk by chunk: tanh(c_t) and dL/dh_t go to two stack buffers, dc is turned into dL/dc_t in
-// place, the four gate gradients are written, and dc ends as dL/dc_{t-1}.
+// one packet of units at a time in registers: dc enters as dL/dc_t from the later steps and
+// leaves as dL/dc_{t-1}; the four gate gradients are written.
 template <typename T>
 void cell_backward(const Sizes& s, const T* dy, const T* dh, T* dc, const T* gates, const T* c_prev, const T* c,
                    T* dgates, std::int64_t u0, std::int64_t u1) {
+  using P = CellPacket<T>;
   const std::int64_t H = s.H;
-  alignas(64) T tanh_buf[kChunk];
-  alignas(64) T dh_buf[kChunk];
+  const P one = ei::pset1<P>(T(1));
   for (std::int64_t b = 0; b < s.B; ++b) {
     const T* a = gates + b * s.G();
     T* dg = dgates + b * s.G();
-    for (std::int64_t j = u0; j < u1; j += kChunk) {
-      const std::int64_t n = std::min(kChunk, u1 - j), e = b * H + j;
-      ConstSlice<T> in(a + j, n), forget(a + H + j, n), cand(a + 2 * H + j, n), out(a + 3 * H + j, n);
-      Slice<T> tc(tanh_buf, n), dht(dh_buf, n), dct(dc + e, n);
-      tc = ConstSlice<T>(c + e, n).tanh();
-      dht = ConstSlice<T>(dy + e, n) + ConstSlice<T>(dh + e, n);
-      dct += dht * out * (T(1) - tc * tc);
-      Slice<T>(dg + j, n) = dct * cand * in * (T(1) - in);
-      Slice<T>(dg + H + j, n) = dct * ConstSlice<T>(c_prev + e, n) * forget * (T(1) - forget);
-      Slice<T>(dg + 2 * H + j, n) = dct * in * (T(1) - cand * cand);
-      Slice<T>(dg + 3 * H + j, n) = dht * tc * out * (T(1) - out);
-      dct *= forget;
-    }
+    const std::int64_t e = b * H;
+    for_each_packet<T>(u0, u1, [&]<class Lane>(std::int64_t j, Lane lane) {
+      const P in = lane.load(a + j), forget = lane.load(a + H + j), cand = lane.load(a + 2 * H + j),
+              out = lane.load(a + 3 * H + j);
+      const P tc = tanh_of(lane.load(c + e + j));
+      const P dht = ei::padd(lane.load(dy + e + j), lane.load(dh + e + j));
+      const P dct = ei::padd(lane.load(dc + e + j), ei::pmul(ei::pmul(dht, out), ei::psub(one, ei::pmul(tc, tc))));
+      lane.store(dg + j, ei::pmul(ei::pmul(ei::pmul(dct, cand), in), ei::psub(one, in)));
+      lane.store(dg + H + j,
+                 ei::pmul(ei::pmul(ei::pmul(dct, lane.load(c_prev + e + j)), forget), ei::psub(one, forget)));
+      lane.store(dg + 2 * H + j, ei::pmul(ei::pmul(dct, in), ei::psub(one, ei::pmul(cand, cand))));
+      lane.store(dg + 3 * H + j, ei::pmul(ei::pmul(ei::pmul(dht, tc), out), ei::psub(one, out)));
+      lane.store(dc + e + j, ei::pmul(dct, forget));
+    });
   }
 }
 
