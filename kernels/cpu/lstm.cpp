@@ -17,18 +17,29 @@
 // (L = SIMD lanes, 16 floats with AVX-512): element (k, q*L + u) = w_hh[q*H + p*L + u, k], zero
 // past H. A panel's product with h_{t-1} thus yields the four gate pre-activations of L whole
 // units, and the micro-kernel (kTileRows batch rows x 4 packets of accumulators, one broadcast of
-// h per row and depth) adds them onto gates_t. Backward panels: panel p holds columns
-// [p*4L, p*4L + 4L) of w_hh (element (r, v) = w_hh[r, p*4L + v]), so the same micro-kernel gives
-// dh_rec = dgates_{t+1} w_hh for 4L units.
+// h per row and depth) adds them onto gates_t. Backward panels: a panel holds up to 4 packets of
+// columns of w_hh, [j0, j0 + qL) (element (r, v) = w_hh[r, j0 + v]), so the same micro-kernel,
+// q packets wide, gives dh_rec = dgates_{t+1} w_hh for qL units.
 //
-// Threads split the hidden units (by panels), and each thread packs its own panels and then, at
-// every step, runs the GEMM for its units followed at once by the cell for the same units: the
-// cell needs only those units' gates, so the only synchronisation is one barrier per step (the
-// next step's GEMM reads every unit of h_t, or of dgates_t; a StepBarrier, which spins briefly
-// before it sleeps, see kernels/cpu/step_barrier.h). The team spans all T steps. Every
+// Threads split the hidden units (by packets of L units), and each thread packs its own panels and
+// then, at every step, runs the GEMM for its units followed at once by the cell for the same
+// units: the cell needs only those units' gates, so the only synchronisation is one barrier per
+// step (the next step's GEMM reads every unit of h_t, or of dgates_t; a StepBarrier, which spins
+// briefly before it sleeps, see kernels/cpu/step_barrier.h). The team spans all T steps. Every
 // element is computed by the same code in the same order whichever thread owns it, so results are
 // bit-identical for any thread count; small problems (under kParallelMacs multiply-adds per step)
 // run on one thread, where a team would cost more than it saves.
+//
+// Reading what the other threads wrote: each step's GEMM reads the whole of the previous step's
+// output (h_{t-1}, or dgates_{t+1} backward), half of it written by the other thread's cell, so
+// those cache lines come from the other core. Read in place by the micro-kernel (broadcasts from
+// 5 rows at a time), the transfers stalled it; a plain copy into a per-thread buffer first (a
+// sequential read the prefetchers stream) and the GEMM from there measured faster on the 2-core
+// Intel Xeon (model 207): backward recurrence, T 35, B 20, 8 interleaved runs, median, 1.37 ->
+// 1.23 ms at H = 200 and 0.90 -> 0.75 ms at H = 144 (best of 30 runs interleaved in one
+// process, 3 processes: -10% and -15%); forward -5% at H = 200 and H = 144. At H = 512 and 1150
+// the copies cost 1-4% (a step's GEMM is long enough to hide the transfers, and the copy takes
+// L1 and L2 from the panels), so they are made only up to kCopyMacs multiply-adds a step.
 //
 // The cell: per batch row, one packet of units at a time, its four gates, the new cell and h in
 // registers (Eigen's packet activations: logistic and tanh, rational approximations within a
@@ -69,6 +80,9 @@ constexpr int kTileRows = EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS >= 32 ? 6 : 2;
 constexpr int kPanelPackets = 4;
 // Multiply-adds per step below which the recurrence runs on one thread.
 constexpr std::int64_t kParallelMacs = std::int64_t{1} << 18;
+// Multiply-adds per step up to which a team's threads copy the previous step's output before
+// reading it (see "Reading what the other threads wrote" at the top of the file).
+constexpr std::int64_t kCopyMacs = std::int64_t{1} << 23;
 
 template <typename T>
 using Packet = typename ei::packet_traits<T>::type;
@@ -106,44 +120,44 @@ Range my_share(std::int64_t n) {
   return {n * id / threads, n * (id + 1) / threads};
 }
 
-// tile[r * width + c] = sum_{k < depth} a[r * lda + k] * panel[k * width + c] for r < R and the
-// panel's width = 4 packets, accumulated in registers in increasing k.
-template <typename T, int R>
+// tile[r * 4L + c] = sum_{k < depth} a[r * lda + k] * panel[k * QL + c] for r < R and c < QL, a
+// panel Q packets wide (QL = Q * L), accumulated in registers in increasing k. Each output lane
+// sees the same operations whatever Q is, so a column's result does not depend on the width of
+// the panel it fell in.
+template <typename T, int R, int Q>
 void panel_product(const T* a, std::int64_t lda, std::int64_t depth, const T* panel, T* tile) {
   using P = Packet<T>;
   constexpr int L = kLanes<T>, W = kPanelWidth<T>;
-  P acc[R][kPanelPackets];
+  P acc[R][Q];
   for (int r = 0; r < R; ++r)
-    for (int q = 0; q < kPanelPackets; ++q) acc[r][q] = ei::pset1<P>(T(0));
+    for (int q = 0; q < Q; ++q) acc[r][q] = ei::pset1<P>(T(0));
   for (std::int64_t k = 0; k < depth; ++k) {
-    const T* w = panel + k * W;
-    const P w0 = ei::pload<P>(w), w1 = ei::pload<P>(w + L), w2 = ei::pload<P>(w + 2 * L), w3 = ei::pload<P>(w + 3 * L);
+    const T* w = panel + k * Q * L;
+    P wq[Q];
+    for (int q = 0; q < Q; ++q) wq[q] = ei::pload<P>(w + q * L);
     for (int r = 0; r < R; ++r) {
       const P x = ei::pset1<P>(a[r * lda + k]);
-      acc[r][0] = ei::pmadd(x, w0, acc[r][0]);
-      acc[r][1] = ei::pmadd(x, w1, acc[r][1]);
-      acc[r][2] = ei::pmadd(x, w2, acc[r][2]);
-      acc[r][3] = ei::pmadd(x, w3, acc[r][3]);
+      for (int q = 0; q < Q; ++q) acc[r][q] = ei::pmadd(x, wq[q], acc[r][q]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int q = 0; q < kPanelPackets; ++q) ei::pstore(tile + r * W + q * L, acc[r][q]);
+    for (int q = 0; q < Q; ++q) ei::pstore(tile + r * W + q * L, acc[r][q]);
 }
 
 // panel_product for a run-time row count 1 <= rows <= R, dispatched to the compile-time count (so
 // the accumulators stay in registers).
-template <typename T, int R>
+template <typename T, int R, int Q>
 void panel_product_rows(int rows, const T* a, std::int64_t lda, std::int64_t depth, const T* panel, T* tile) {
   if constexpr (R > 1) {
-    if (rows < R) return panel_product_rows<T, R - 1>(rows, a, lda, depth, panel, tile);
+    if (rows < R) return panel_product_rows<T, R - 1, Q>(rows, a, lda, depth, panel, tile);
   }
-  panel_product<T, R>(a, lda, depth, panel, tile);
+  panel_product<T, R, Q>(a, lda, depth, panel, tile);
 }
 
 // panel_product for rows [0, B) in ceil(B / kTileRows) tiles of balanced sizes (B = 20 runs as
 // 5 + 5 + 5 + 5, not 6 + 6 + 6 + 2: a thin tile streams the panel for few multiply-adds);
-// emit(r0, R, tile) consumes each tile.
-template <typename T, class Emit>
+// emit(r0, R, tile) consumes each tile (rows 4L apart, the first Q packets of each written).
+template <typename T, int Q, class Emit>
 void panel_rows(const T* a, std::int64_t lda, std::int64_t B, std::int64_t depth, const T* panel, Emit&& emit) {
   alignas(64) T tile[kTileRows * kPanelWidth<T>];
   const std::int64_t tiles = ceil_div(B, kTileRows);
@@ -151,7 +165,7 @@ void panel_rows(const T* a, std::int64_t lda, std::int64_t B, std::int64_t depth
     const std::int64_t r0 = B * i / tiles;
     const T* ar = a + r0 * lda;
     const int R = static_cast<int>(B * (i + 1) / tiles - r0);
-    panel_product_rows<T, kTileRows>(R, ar, lda, depth, panel, tile);
+    panel_product_rows<T, kTileRows, Q>(R, ar, lda, depth, panel, tile);
     emit(r0, R, tile);
   }
 }
@@ -314,21 +328,28 @@ void forward_typed(const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, c
   {
 #pragma omp single
     barrier.set_team(omp_get_num_threads());
+    const bool copy_h = omp_get_num_threads() > 1 && s.B * s.H * s.G() <= kCopyMacs;
+    AlignedBuffer<T> h_local(copy_h ? static_cast<std::size_t>(s.B * s.H) : 0);
     const Range mine = my_share(panels);
     for (std::int64_t p = mine.begin; p < mine.end; ++p)
       pack_forward_panel(w, s.H, p, zero_row.data(), packed.data() + p * panel_size);
     const std::int64_t u0 = std::min(s.H, mine.begin * L), u1 = std::min(s.H, mine.end * L);
     for (std::int64_t t = 0; t < s.T; ++t) {
       const T* h_prev = hp + t * s.B * s.H;
+      if (copy_h) {
+        std::copy(h_prev, h_prev + s.B * s.H, h_local.data());
+        h_prev = h_local.data();
+      }
       T* g = gp + t * s.B * s.G();
       // gates_t += h_{t-1} w_hh^T for this thread's units, all four gates.
       for (std::int64_t p = mine.begin; p < mine.end; ++p) {
         const std::int64_t j0 = p * L, n = std::min<std::int64_t>(L, s.H - j0);
-        panel_rows(h_prev, s.H, s.B, s.H, packed.data() + p * panel_size, [&](std::int64_t r0, int R, const T* tile) {
+        const auto add_to_gates = [&](std::int64_t r0, int R, const T* tile) {
           for (int r = 0; r < R; ++r)
             for (int q = 0; q < kPanelPackets; ++q)
               put_packet<T, true>(g + (r0 + r) * s.G() + q * s.H + j0, tile + r * W + q * L, n);
-        });
+        };
+        panel_rows<T, kPanelPackets>(h_prev, s.H, s.B, s.H, packed.data() + p * panel_size, add_to_gates);
       }
       cell_forward(s, g, bias.data(), cp + t * s.B * s.H, cp + (t + 1) * s.B * s.H, hp + (t + 1) * s.B * s.H, u0,
                    u1);
@@ -339,34 +360,50 @@ void forward_typed(const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, c
 
 // ---- backward
 
-// Backward panel p of w_hh [4H, H] (see the top of the file).
+// The backward panel of w_hh [4H, H] for columns [j0, j0 + q L) (see the top of the file), zero
+// past H.
 template <typename T>
-void pack_backward_panel(const T* w_hh, std::int64_t H, std::int64_t p, T* panel) {
-  constexpr int W = kPanelWidth<T>;
-  const std::int64_t j0 = p * W, n = std::min<std::int64_t>(W, H - j0);
+void pack_backward_panel(const T* w_hh, std::int64_t H, std::int64_t j0, int q, T* panel) {
+  const std::int64_t width = q * kLanes<T>, n = std::min<std::int64_t>(width, H - j0);
   for (std::int64_t r = 0; r < 4 * H; ++r) {
-    T* dst = panel + r * W;
+    T* dst = panel + r * width;
     std::copy(w_hh + r * H + j0, w_hh + r * H + j0 + n, dst);
-    std::fill(dst + n, dst + W, T(0));
+    std::fill(dst + n, dst + width, T(0));
+  }
+}
+
+// A thread's backward panels: its packets [begin, end) of the hidden units, in panels of up to
+// kPanelPackets packets from `begin`; f(j0, q, offset) for each (first column, width in packets,
+// offset in the packed buffer: every packet's depth x L block has a fixed place, so the buffer
+// does not depend on how the packets were split).
+template <typename T, class F>
+void for_each_backward_panel(const Sizes& s, Range mine, F&& f) {
+  constexpr int L = kLanes<T>;
+  for (std::int64_t p = mine.begin; p < mine.end; p += kPanelPackets) {
+    const int q = static_cast<int>(std::min<std::int64_t>(kPanelPackets, mine.end - p));
+    f(p * L, q, p * L * s.G());
   }
 }
 
 // dh[b, j] = sum_r dgates[b, r] w_hh[r, j] for this thread's backward panels.
 template <typename T>
 void recurrent_dh(const Sizes& s, const T* dgates, const PanelBuffer<T>& packed, Range mine, T* dh) {
-  constexpr int W = kPanelWidth<T>;
-  for (std::int64_t p = mine.begin; p < mine.end; ++p) {
-    const std::int64_t j0 = p * W, n = std::min<std::int64_t>(W, s.H - j0);
-    panel_rows(dgates, s.G(), s.B, s.G(), packed.data() + p * s.G() * W, [&](std::int64_t r0, int R, const T* tile) {
+  constexpr int L = kLanes<T>, W = kPanelWidth<T>;
+  for_each_backward_panel<T>(s, mine, [&](std::int64_t j0, int q, std::int64_t offset) {
+    const std::int64_t n = std::min<std::int64_t>(q * L, s.H - j0);
+    const auto emit = [&](std::int64_t r0, int R, const T* tile) {
       for (int r = 0; r < R; ++r)
-        for (int q = 0; q < kPanelPackets; ++q) {
-          const std::int64_t v0 = q * kLanes<T>;
-          if (v0 < n)
-            put_packet<T, false>(dh + (r0 + r) * s.H + j0 + v0, tile + r * W + v0,
-                                 std::min<std::int64_t>(kLanes<T>, n - v0));
-        }
-    });
-  }
+        for (std::int64_t v0 = 0; v0 < n; v0 += L)
+          put_packet<T, false>(dh + (r0 + r) * s.H + j0 + v0, tile + r * W + v0, std::min<std::int64_t>(L, n - v0));
+    };
+    const T* panel = packed.data() + offset;
+    switch (q) {  // the panel's width as a compile-time count, so its accumulators stay in registers
+      case 1: return panel_rows<T, 1>(dgates, s.G(), s.B, s.G(), panel, emit);
+      case 2: return panel_rows<T, 2>(dgates, s.G(), s.B, s.G(), panel, emit);
+      case 3: return panel_rows<T, 3>(dgates, s.G(), s.B, s.G(), panel, emit);
+      default: return panel_rows<T, kPanelPackets>(dgates, s.G(), s.B, s.G(), panel, emit);
+    }
+  });
 }
 
 // The cell backward for units [u0, u1) of every row of one step (formulas: kernels/ref/lstm.cpp),
@@ -401,10 +438,10 @@ void cell_backward(const Sizes& s, const T* dy, const T* dh, T* dc, const T* gat
 template <typename T>
 void backward_typed(const Tensor& dy, const Tensor& w_hh, const Tensor& cs, const Tensor& gates, const Tensor& dh,
                     const Tensor& dc, const Tensor& dgates, bool need_dh0, std::int64_t H) {
-  constexpr int W = kPanelWidth<T>;
+  constexpr int L = kLanes<T>;
   const Sizes s{gates.shape()[0], gates.shape()[1], H};
-  const std::int64_t panels = ceil_div(s.H, W), panel_size = s.G() * W;
-  const PanelBuffer<T> packed(panels * panel_size);
+  const std::int64_t packets = ceil_div(s.H, L);
+  const PanelBuffer<T> packed(packets * L * s.G());
   const T* w = w_hh.data<T>();
   const T* dyp = dy.data<T>();
   const T* cp = cs.data<T>();
@@ -412,22 +449,37 @@ void backward_typed(const Tensor& dy, const Tensor& w_hh, const Tensor& cs, cons
   T* dhp = dh.data<T>();
   T* dcp = dc.data<T>();
   T* dgp = dgates.data<T>();
-  const bool parallel = s.B * s.H * s.G() >= kParallelMacs && panels > 1;
+  const bool parallel = s.B * s.H * s.G() >= kParallelMacs && packets > 1;
   StepBarrier barrier;
 #pragma omp parallel if (parallel)
   {
 #pragma omp single
     barrier.set_team(omp_get_num_threads());
-    const Range mine = my_share(panels);
-    for (std::int64_t p = mine.begin; p < mine.end; ++p) pack_backward_panel(w, s.H, p, packed.data() + p * panel_size);
-    const std::int64_t u0 = std::min(s.H, mine.begin * W), u1 = std::min(s.H, mine.end * W);
+    const bool copy_dgates = omp_get_num_threads() > 1 && s.B * s.H * s.G() <= kCopyMacs;
+    AlignedBuffer<T> dgates_local(copy_dgates ? static_cast<std::size_t>(s.B * s.G()) : 0);
+    // dgates of one step, read from this thread's copy where that pays (see "Reading what the
+    // other threads wrote" at the top of the file).
+    const auto own_copy = [&](const T* dgates_step) {
+      if (!copy_dgates) return dgates_step;
+      std::copy(dgates_step, dgates_step + s.B * s.G(), dgates_local.data());
+      return static_cast<const T*>(dgates_local.data());
+    };
+    // Threads split the hidden units by packets, not by whole panels: with H = 200 (13 packets)
+    // two threads take 7 and 6 packets, where 64-column panels gave each two, a quarter of them
+    // past H.
+    const Range mine = my_share(packets);
+    for_each_backward_panel<T>(s, mine, [&](std::int64_t j0, int q, std::int64_t offset) {
+      pack_backward_panel(w, s.H, j0, q, packed.data() + offset);
+    });
+    const std::int64_t u0 = std::min(s.H, mine.begin * L), u1 = std::min(s.H, mine.end * L);
     for (std::int64_t t = s.T - 1; t >= 0; --t) {
-      if (t < s.T - 1) recurrent_dh(s, dgp + (t + 1) * s.B * s.G(), packed, mine, dhp);  // dh = dgates_{t+1} w_hh
+      // dh = dgates_{t+1} w_hh
+      if (t < s.T - 1) recurrent_dh(s, own_copy(dgp + (t + 1) * s.B * s.G()), packed, mine, dhp);
       cell_backward(s, dyp + t * s.B * s.H, dhp, dcp, gp + t * s.B * s.G(), cp + t * s.B * s.H,
                     cp + (t + 1) * s.B * s.H, dgp + t * s.B * s.G(), u0, u1);
       barrier.arrive_and_wait();
     }
-    if (need_dh0 && s.T > 0) recurrent_dh(s, dgp, packed, mine, dhp);
+    if (need_dh0 && s.T > 0) recurrent_dh(s, own_copy(dgp), packed, mine, dhp);
   }
 }
 
