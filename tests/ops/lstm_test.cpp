@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include <omp.h>
 
@@ -182,7 +183,13 @@ TEST_CASE("lstm_layer: named errors", "[lstm][family:lstm]") {
 // whichever thread owns it, so 1, 2 and 3 threads give the same bits, forward and backward (3 on
 // the 2-core machine also takes the step barrier's sleeping path, kernels/cpu/step_barrier.h).
 TEST_CASE("lstm_layer: CPU recurrence bit-identical for 1, 2 and 3 threads", "[lstm][family:lstm]") {
-  const std::int64_t T = 9, B = 8, H = 97;
+  // Each shape runs with a team (over 2^18 multiply-adds a step). H = 97: the threads copy each
+  // step's input (under 2^23 multiply-adds a step) and backward panels 2-4 packets wide; H = 33:
+  // one-packet panels (3 packets over 2 or 3 threads); B 64, H 200: no copies.
+  const auto [T, B, H] = GENERATE(std::tuple<std::int64_t, std::int64_t, std::int64_t>{9, 8, 97},
+                                  std::tuple<std::int64_t, std::int64_t, std::int64_t>{4, 64, 33},
+                                  std::tuple<std::int64_t, std::int64_t, std::int64_t>{2, 64, 200});
+  CAPTURE(T, B, H);
   Generator gen(14);
   const Tensor w_hh = rand_uniform({4 * H, H}, -0.3, 0.3, {}, gen), b = rand_uniform({4 * H}, -0.3, 0.3, {}, gen);
   const Tensor hs0 = rand_uniform({T + 1, B, H}, -1, 1, {}, gen), cs0 = rand_uniform({T + 1, B, H}, -1, 1, {}, gen);
@@ -206,10 +213,23 @@ TEST_CASE("lstm_layer: CPU recurrence bit-identical for 1, 2 and 3 threads", "[l
   const std::vector<double> one = run(1);
   CHECK(one == run(2));
   CHECK(one == run(3));
-  // And the same recurrence on the reference backend, within float32 rounding.
-  const Tensor hs = clone(hs0), cs = clone(cs0), gates = clone(proj);
+  // And the same recurrence on the reference backend, within float32 rounding: h forward, and
+  // dgates, dh_0 and dc_0 backward (from the reference's own forward).
+  const Tensor hs = clone(hs0), cs = clone(cs0), gates = clone(proj), dh = clone(dh_n), dc = clone(dc_n);
+  const Tensor dgates = empty({T, B, 4 * H});
   kernels::ref::lstm_forward_steps(w_hh, b, b, hs, cs, gates);
-  const std::vector<double> ref_h = define::test::to_doubles(hs);
-  const std::vector<double> fast_h(one.begin(), one.begin() + static_cast<std::ptrdiff_t>(ref_h.size()));
-  CHECK(define::test::compare(fast_h, ref_h, 1e-5, 1e-5).max_share <= 1.0);
+  kernels::ref::lstm_backward_steps(dy, w_hh, hs, cs, gates, dh, dc, dgates, true);
+  const auto part = [&](std::size_t first, std::size_t count) {
+    return std::vector<double>(one.begin() + static_cast<std::ptrdiff_t>(first),
+                               one.begin() + static_cast<std::ptrdiff_t>(first + count));
+  };
+  const auto n = [](std::int64_t v) { return static_cast<std::size_t>(v); };
+  const std::size_t states = n((T + 1) * B * H), gate_values = n(T * B * 4 * H), state = n(B * H);
+  // `one` holds hs, cs, gates, dh, dc, dgates in that order.
+  CHECK(define::test::compare(part(0, states), define::test::to_doubles(hs), 1e-5, 1e-5).max_share <= 1.0);
+  const std::size_t at_dh = 2 * states + gate_values;
+  CHECK(define::test::compare(part(at_dh, state), define::test::to_doubles(dh), 1e-4, 1e-4).max_share <= 1.0);
+  CHECK(define::test::compare(part(at_dh + state, state), define::test::to_doubles(dc), 1e-4, 1e-4).max_share <= 1.0);
+  CHECK(define::test::compare(part(at_dh + 2 * state, gate_values), define::test::to_doubles(dgates), 1e-4, 1e-4)
+            .max_share <= 1.0);
 }
