@@ -55,7 +55,7 @@ Sizes sizes_of(const Tensor& rows_of, const Tensor& weight) {
 }
 
 // A pass with a team runs its GEMMs serially on the team's threads; one without calls each GEMM
-// outside any team, where the library may thread it.
+// outside any team (for_each_gemm), where the library may thread it.
 template <typename T>
 GemmProvider provider_for(const Sizes& s, std::int64_t m, std::int64_t n, std::int64_t k) {
   return gemm_provider(m, n, k, std::is_same_v<T, double>, s.parallel() ? GemmRun::Serial : GemmRun::Threaded);
@@ -70,34 +70,32 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   T* yp = y.data<T>();
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
   const GemmProvider provider = provider_for<T>(s, std::min(kRowBlock, s.rows), s.k_out, s.k_in);
-#pragma omp parallel for schedule(static) if (s.parallel())
-  for (std::int64_t task = 0; task < tasks; ++task) {
+  for_each_gemm(tasks, s.parallel(), [&](std::int64_t task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
     const std::int64_t n = std::min(kRowBlock, s.rows - r0);
     T* out = yp + r0 * s.y_width() + i * s.k_out;
     // y_i = x_i W_i (an empty k_in gives zeros)
     gemm_row_major<T>(provider, false, false, n, s.k_out, s.k_in, T(1), xp + r0 * s.x_width() + i * s.k_in,
                       s.x_width(), wp + i * s.k_in * s.k_out, s.k_out, T(0), out, s.y_width());
-    if (!bp) continue;
+    if (!bp) return;
     const T* b = bp + i * s.k_out;
     for (std::int64_t r = 0; r < n; ++r)
       for (std::int64_t j = 0; j < s.k_out; ++j) out[r * s.y_width() + j] += b[j];
-  }
+  });
 }
 
 template <typename T>
 void dx_typed(const Sizes& s, const T* dyp, const T* wp, T* dxp) {
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
   const GemmProvider provider = provider_for<T>(s, std::min(kRowBlock, s.rows), s.k_in, s.k_out);
-#pragma omp parallel for schedule(static) if (s.parallel())
-  for (std::int64_t task = 0; task < tasks; ++task) {
+  for_each_gemm(tasks, s.parallel(), [&](std::int64_t task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
     const std::int64_t n = std::min(kRowBlock, s.rows - r0);
     // dx_i = dy_i W_i^T
     gemm_row_major<T>(provider, false, true, n, s.k_in, s.k_out, T(1), dyp + r0 * s.y_width() + i * s.k_out,
                       s.y_width(), wp + i * s.k_in * s.k_out, s.k_out, T(0), dxp + r0 * s.x_width() + i * s.k_in,
                       s.x_width());
-  }
+  });
 }
 
 // Row chunks of the dweight sum: enough (group, chunk) tasks to share out, none under
@@ -117,15 +115,14 @@ void dweight_typed(const Sizes& s, const T* xp, const T* dyp, T* dwp) {
   std::vector<T> partial(static_cast<std::size_t>((chunks - 1) * s.groups * per_group));
   const std::int64_t tasks = s.groups * chunks;
   const GemmProvider provider = provider_for<T>(s, s.k_in, s.k_out, std::min(chunk_rows, s.rows));
-#pragma omp parallel for schedule(static) if (s.parallel())
-  for (std::int64_t task = 0; task < tasks; ++task) {
+  for_each_gemm(tasks, s.parallel(), [&](std::int64_t task) {
     const std::int64_t i = task / chunks, c = task % chunks;
     const std::int64_t r0 = std::min(s.rows, c * chunk_rows), n = std::min(chunk_rows, s.rows - r0);
     T* dst = c == 0 ? dwp + i * per_group : partial.data() + ((c - 1) * s.groups + i) * per_group;
     // dW_i (this chunk) = x_i^T dy_i over the chunk's rows (no rows: zeros)
     gemm_row_major<T>(provider, true, false, s.k_in, s.k_out, n, T(1), xp + r0 * s.x_width() + i * s.k_in,
                       s.x_width(), dyp + r0 * s.y_width() + i * s.k_out, s.y_width(), T(0), dst, s.k_out);
-  }
+  });
   if (chunks == 1) return;
   const std::int64_t total = s.groups * per_group, blocks = (total + kSumBlock - 1) / kSumBlock;
 #pragma omp parallel for schedule(static) if (total * (chunks - 1) >= kLoopParallelWork)

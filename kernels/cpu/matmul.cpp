@@ -120,34 +120,39 @@ void library_gemm(const GemmPlan<T>& p, std::int64_t n) {
                       p.lb.outer, a, p.la.outer, p.beta, c, p.lc.outer);
 }
 
+// GEMM n of the plan: through a library (which threads it when called outside any region) or Eigen.
+template <typename T, Order OA, Order OB, Order OC>
+void run_one(const GemmPlan<T>& p, std::int64_t n) {
+  const std::int64_t k = p.ma.cols;
+  MutMap<T, OC> C(p.c + p.mc.batch_offsets[n], p.mc.rows, p.mc.cols, Eigen::OuterStride<>(p.lc.outer));
+  if (k == 0) {  // empty inner dim: the product is zero (Eigen asserts on empty reductions)
+    if (p.beta == T(0)) C.setZero();
+    else C *= p.beta;
+    return;
+  }
+  if (p.provider != GemmProvider::Eigen) {
+    library_gemm<T, OA, OB, OC>(p, n);
+    return;
+  }
+  ConstMap<T, OA> A(p.a + p.ma.batch_offsets[n], p.ma.rows, k, Eigen::OuterStride<>(p.la.outer));
+  ConstMap<T, OB> B(p.b + p.mb.batch_offsets[n], k, p.mb.cols, Eigen::OuterStride<>(p.lb.outer));
+  if (p.beta == T(0)) {
+    // Plain assignment: C's old contents (possibly NaN garbage) are never read.
+    if (p.alpha == T(1)) C.noalias() = A * B;
+    else C.noalias() = p.alpha * A * B;
+  } else {
+    if (p.beta != T(1)) C *= p.beta;
+    C.noalias() += p.alpha * A * B;
+  }
+}
+
+// A batch of GEMMs shared out over the threads, each single-threaded, or each GEMM threaded by its
+// library on this thread (for_each_gemm: never from inside an OpenMP region).
 template <typename T, Order OA, Order OB, Order OC>
 void run_batch(const GemmPlan<T>& p) {
   const auto count = static_cast<std::int64_t>(p.mc.batch_offsets.size());
-  const std::int64_t k = p.ma.cols;
-  const bool batch_parallel = gemm_batch_parallel(count, p.mc.rows * p.mc.cols * k, omp_get_max_threads());
-#pragma omp parallel for if (batch_parallel) schedule(static)
-  for (std::int64_t n = 0; n < count; ++n) {
-    MutMap<T, OC> C(p.c + p.mc.batch_offsets[n], p.mc.rows, p.mc.cols, Eigen::OuterStride<>(p.lc.outer));
-    if (k == 0) {  // empty inner dim: the product is zero (Eigen asserts on empty reductions)
-      if (p.beta == T(0)) C.setZero();
-      else C *= p.beta;
-      continue;
-    }
-    if (p.provider != GemmProvider::Eigen) {
-      library_gemm<T, OA, OB, OC>(p, n);
-      continue;
-    }
-    ConstMap<T, OA> A(p.a + p.ma.batch_offsets[n], p.ma.rows, k, Eigen::OuterStride<>(p.la.outer));
-    ConstMap<T, OB> B(p.b + p.mb.batch_offsets[n], k, p.mb.cols, Eigen::OuterStride<>(p.lb.outer));
-    if (p.beta == T(0)) {
-      // Plain assignment: C's old contents (possibly NaN garbage) are never read.
-      if (p.alpha == T(1)) C.noalias() = A * B;
-      else C.noalias() = p.alpha * A * B;
-    } else {
-      if (p.beta != T(1)) C *= p.beta;
-      C.noalias() += p.alpha * A * B;
-    }
-  }
+  const bool batch_parallel = gemm_batch_parallel(count, p.mc.rows * p.mc.cols * p.ma.cols, omp_get_max_threads());
+  for_each_gemm(count, batch_parallel, [&](std::int64_t n) { run_one<T, OA, OB, OC>(p, n); });
 }
 
 // Turns the three runtime storage orders into template arguments (8 instantiations per type).

@@ -6,12 +6,17 @@
 #include <catch2/catch.hpp>
 
 #include <omp.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -188,6 +193,80 @@ TEST_CASE("cpu gemm providers: a threaded GEMM repeats its bits; oneDNN's for an
       if (first.empty()) first = once;
       else if (choice == GemmChoice::OneDnn) CHECK(once == first);
     }
+  }
+  omp_set_num_threads(saved_threads);
+}
+
+namespace {
+
+// CPU seconds each thread of this process has run, by thread id: the scheduler's nanosecond count
+// (schedstat) where the kernel keeps one, else user + system clock ticks; a thread that exits while
+// it is read is left out.
+std::map<long, double> thread_cpu_seconds() {
+  std::map<long, double> cpu;
+  for (const auto& e : fs::directory_iterator("/proc/self/task")) {
+    const long tid = std::stol(e.path().filename().string());
+    std::ifstream sched(e.path() / "schedstat");
+    if (double ns = 0; sched >> ns) {
+      cpu[tid] = ns * 1e-9;
+      continue;
+    }
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto name_end = line.rfind(')');
+    if (name_end == std::string::npos || name_end + 2 > line.size()) continue;  // the thread has exited
+    std::istringstream fields(line.substr(name_end + 2));  // from field 3 (state) on
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
+    if (f.size() > 12) cpu[tid] = (std::stod(f[11]) + std::stod(f[12])) / double(sysconf(_SC_CLK_TCK));
+  }
+  return cpu;
+}
+
+}  // namespace
+
+TEST_CASE("cpu gemm providers: a GEMM the library threads runs on the process's OpenMP threads",
+          "[matmul][gemm_provider][family:matmul]") {
+  // A library GEMM called from inside an OpenMP region, even an inactive one (`parallel for if
+  // (false)`), opens a nested team, which libgomp runs on threads of its own: a third busy thread on
+  // two cores, and GEMMs at the one-thread rate half the time (kernels/cpu/gemm_provider.h,
+  // for_each_gemm). Here the work must land on the team's threads only, and on both of them.
+  SettingsGuard guard;
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::set<long> team;
+#pragma omp parallel
+  {
+    const long tid = static_cast<long>(syscall(SYS_gettid));
+#pragma omp critical
+    team.insert(tid);
+  }
+  REQUIRE(team.size() == 2);
+  Generator gen(34);
+  const Tensor a = rand_uniform({512, 512}, -1, 1, {}, gen), b = rand_uniform({512, 512}, -1, 1, {}, gen);
+  const Tensor c = empty({512, 512});
+  for (const GemmChoice choice : forced_choices()) {
+    INFO(kernels::cpu::to_string(choice));
+    kernels::cpu::set_gemm_provider_settings({choice, std::nullopt});
+    kernels::gemm(a, b, c, false, false, 1.0, 0.0);
+    const std::map<long, double> before = thread_cpu_seconds();
+    double team_least = 0, others_most = 0;
+    for (int rep = 0; rep < 400 && team_least < 0.05; ++rep) {  // until each team thread ran 50 ms
+      kernels::gemm(a, b, c, false, false, 1.0, 0.0);
+#pragma omp parallel
+      {  // a top-level region between GEMMs, as a training step's own kernels open
+      }
+      team_least = std::numeric_limits<double>::infinity();
+      others_most = 0;
+      for (const auto& [tid, seconds] : thread_cpu_seconds()) {
+        const double ran = seconds - (before.count(tid) ? before.at(tid) : 0.0);
+        if (team.count(tid)) team_least = std::min(team_least, ran);
+        else others_most = std::max(others_most, ran);
+      }
+    }
+    INFO("least CPU time of a team thread " << team_least << " s, most of another thread " << others_most << " s");
+    CHECK(team_least >= 0.05);               // the library threaded the GEMM over the team
+    CHECK(others_most < 0.1 * team_least);  // and no other thread did its work
   }
   omp_set_num_threads(saved_threads);
 }
