@@ -36,9 +36,12 @@ constexpr int kBlockSize = 256;
 // over, and it keeps the emulator's per-block cost bounded on large tensors.
 constexpr std::int64_t kMaxGridBlocks = 4096;
 
+// a / b rounded up, for a >= 0 and b > 0.
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
 // Blocks for a grid-stride loop over n items with `block` threads each (at least 1).
 inline unsigned grid_for(std::int64_t n, int block = kBlockSize) {
-  const std::int64_t blocks = (n + block - 1) / block;
+  const std::int64_t blocks = ceil_div(n, block);
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxGridBlocks));
 }
 

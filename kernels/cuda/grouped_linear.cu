@@ -16,26 +16,32 @@
 //       dx       dx_i = dy_i @ w_i^T        (m = T,    n = k_in,  depth k_out)
 //       dweight  dw_i = x_i^T @ dy_i        (m = k_in, n = k_out, depth T)
 //     Each output is one thread's sum in a fixed depth order, so all three are deterministic for
-//     any block order or thread schedule; dweight in particular reduces over all T rows inside
-//     the kernel, without atomics or partial buffers.
-//   * column_sum_kernel (dbias): 32 columns per block, 8 threads striding down the rows of each
-//     column, their sums (SumAcc, float_sum.cuh) added in a fixed order through shared memory.
-//     No atomics.
+//     any block order or thread schedule.
+//     dweight's outputs are few (g * k_in * k_out: 16 tiles for 8 groups of 64 x 128) and its depth
+//     is every row of the batch, so one block per tile would leave most of a GPU idle while a few
+//     blocks walk thousands of rows. When the tiles alone make fewer than kSplitTargetBlocks blocks,
+//     the rows are cut into `splits` chunks of a multiple of the slice depth (blockIdx.z runs over
+//     groups x chunks); each chunk's block writes its tile of partial sums to a workspace
+//     [splits, g, k_in, k_out], and sum_chunks_kernel adds each output's partials in chunk order.
+//     The split depends on the shapes alone and no atomics are used: still deterministic.
+//   * dbias is the column sum of dy ([T, g*k_out] in [g, k_out] order): the reduce family's
+//     column_sum (kernels/cuda/reduce.cu), which also splits the rows when the columns are few.
 // Whether an operand's slices load "depth fastest" or "tile index fastest" is a template
 // parameter chosen so that a warp's loads are contiguous in memory for every operand.
 //
 // When cuBLAS serves GEMMs (kernels/cuda/matmul_config.h: by default on a GPU; on the emulated
 // device when DEFINE_CUDA_GEMM=cublas / set_cuda_gemm(CudaGemm::Cublas) selects it, which runs the
 // emulated cuBLAS) the three GEMMs go to cublas<t>gemmStridedBatched through kernels::gemm, on the
-// same strided group views; otherwise to the tiled kernel. dbias always uses column_sum_kernel.
+// same strided group views; otherwise to the tiled kernel.
+#include <algorithm>
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/factory.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/matmul_config.h"
 #include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/float_sum.cuh"
 #include "kernels/cuda/tile_gemm.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -43,9 +49,12 @@ namespace {
 
 // Tile geometry, slice loading and k loop of grouped_gemm_kernel: kernels/cuda/tile_gemm.cuh.
 
-// dbias: a block covers kColTile columns, with kColRowThreads threads down the rows of each.
-constexpr int kColTile = 32;
-constexpr int kColRowThreads = 8;
+// The split of a deep GEMM's depth over blocks (dweight): split while the output tiles make fewer
+// than kSplitTargetBlocks blocks (about two waves of blocks on an 80-SM GPU at 2 blocks per SM),
+// but keep at least kMinSplitDepth rows (16 slices) per chunk, so that the chunk's own loop, not
+// loading its tile and storing its partials, is what a block spends its time on.
+constexpr std::int64_t kSplitTargetBlocks = 320;
+constexpr std::int64_t kMinSplitDepth = 256;
 
 // out_i = op(a_i) @ op(b_i) (+ bias_i) for i < groups. Both operands are described as "tile index
 // t x depth k" (t: a row of op(a), a column of op(b)); the matrix of group i starts at
@@ -62,6 +71,10 @@ struct GroupedGemmArgs {
   std::int64_t b_group = 0, b_ld = 0;
   std::int64_t c_group = 0, c_ld = 0;
   std::int64_t bias_group = 0;
+  // The depth cut into `splits` chunks of k_chunk (the last may be shorter): chunk s of group i
+  // reads a and b from s * a_split and s * b_split on and writes its partial out_i at s * c_split.
+  std::int64_t splits = 1, k_chunk = 0;
+  std::int64_t a_split = 0, b_split = 0, c_split = 0;
 };
 
 // Slices of a depth-contiguous (kDepthContiguous) or tile-contiguous operand: consecutive lanes of
@@ -91,20 +104,22 @@ __device__ __forceinline__ ContiguousSliceLoader<kDepthContiguous> make_slice_lo
   return l;
 }
 
-// One 64x64 tile of out_group at (row0, col0) (thread layout: tile_gemm.cuh), plus the bias.
-// Called by every thread of the block (it contains barriers).
+// One 64x64 tile of out_group (or, split, of chunk `chunk`'s partial out_group) at (row0, col0)
+// (thread layout: tile_gemm.cuh), plus the bias. Called by every thread of the block (it contains
+// barriers).
 template <typename T, bool kADepthContiguous, bool kBDepthContiguous>
-__device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T>& p, std::int64_t group,
+__device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T>& p, std::int64_t group, std::int64_t chunk,
                                                   std::int64_t row0, std::int64_t col0, SliceTile<T>& a_tile,
                                                   SliceTile<T>& b_tile) {
   const int tx = static_cast<int>(threadIdx.x) % kThreadsPerDim;
   const int ty = static_cast<int>(threadIdx.x) / kThreadsPerDim;
+  const std::int64_t depth = p.splits == 1 ? p.k : std::min(p.k_chunk, p.k - chunk * p.k_chunk);
   const MicroTile<T> acc =
-      multiply_tile(p.k, p.a + group * p.a_group, make_slice_loader<kADepthContiguous>(p.m, row0, p.a_ld),
-                    p.b + group * p.b_group, make_slice_loader<kBDepthContiguous>(p.n, col0, p.b_ld), a_tile,
-                    b_tile, tx, ty);
+      multiply_tile(depth, p.a + group * p.a_group + chunk * p.a_split,
+                    make_slice_loader<kADepthContiguous>(p.m, row0, p.a_ld), p.b + group * p.b_group + chunk * p.b_split,
+                    make_slice_loader<kBDepthContiguous>(p.n, col0, p.b_ld), a_tile, b_tile, tx, ty);
 
-  T* c = p.c + group * p.c_group;
+  T* c = p.c + group * p.c_group + chunk * p.c_split;
   const T* bias = p.bias ? p.bias + group * p.bias_group : nullptr;
 #pragma unroll
   for (int j = 0; j < kMicro; ++j) {
@@ -118,50 +133,47 @@ __device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T>& p, s
   }
 }
 
-// Grid: x = row tiles, y = column tiles, z = groups; y and z loop past the grid limit. The loops
-// are block-uniform, so the barriers inside the tile are too. At least 2 blocks per SM caps the
-// registers at 128 (the same bound as kernels/cuda/matmul.cu's tiled kernel).
+// Grid: x = row tiles, y = column tiles, z = groups x chunks (chunk fastest); y and z loop past
+// the grid limit. The loops are block-uniform, so the barriers inside the tile are too. At least 2
+// blocks per SM caps the registers at 128 (the same bound as kernels/cuda/matmul.cu's tiled kernel).
 template <typename T, bool kADepthContiguous, bool kBDepthContiguous>
 __global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GroupedGemmArgs<T> p) {
   EMU_CHECK_LAUNCH_BOUNDS(kGemmThreads, 2);
   EMU_STATIC_SHARED(a_tile, SliceTile<T>);
   EMU_STATIC_SHARED(b_tile, SliceTile<T>);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
-  for (std::int64_t group = blockIdx.z; group < p.groups; group += gridDim.z)
+  for (std::int64_t z = blockIdx.z; z < p.groups * p.splits; z += gridDim.z)
     for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.y) * kTile; col0 < p.n;
          col0 += static_cast<std::int64_t>(gridDim.y) * kTile)
-      grouped_gemm_tile<T, kADepthContiguous, kBDepthContiguous>(p, group, row0, col0, a_tile, b_tile);
+      grouped_gemm_tile<T, kADepthContiguous, kBDepthContiguous>(p, z / p.splits, z % p.splits, row0, col0, a_tile,
+                                                                 b_tile);
 }
 
-// out[col] = sum over rows of x[row * cols + col]. Block (kColTile, kColRowThreads): thread y of a
-// column sums rows y, y + kColRowThreads, ... in order, then thread y = 0 adds the kColRowThreads
-// sums in y order: a fixed order, the same for any schedule. The column loop is block-uniform.
+// out[e] = partial[0][e] + partial[1][e] + ... + partial[splits - 1][e], in chunk order: the split
+// GEMM's partial outputs, `n` elements each, combined the same way whatever the schedule.
 template <typename T>
-__global__ void column_sum_kernel(const T* __restrict__ x, T* __restrict__ out, std::int64_t rows,
-                                  std::int64_t cols) {
-  EMU_STATIC_SHARED(partial, SumAcc<T>[kColRowThreads][kColTile]);
-  for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kColTile; col0 < cols;
-       col0 += static_cast<std::int64_t>(gridDim.x) * kColTile) {
-    const std::int64_t col = col0 + threadIdx.x;
-    SumAcc<T> s = SumAcc<T>::zero();
-    if (col < cols)
-      for (std::int64_t r = threadIdx.y; r < rows; r += kColRowThreads) s.add(x[r * cols + col]);
-    partial[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && col < cols) {
-      SumAcc<T> total = SumAcc<T>::zero();
-#pragma unroll
-      for (int y = 0; y < kColRowThreads; ++y) total = total.merged(partial[y][threadIdx.x]);
-      out[col] = total.value();
-    }
-    __syncthreads();  // the next column tile overwrites `partial`
+__global__ void sum_chunks_kernel(const T* __restrict__ partial, T* __restrict__ out, std::int64_t n,
+                                  std::int64_t splits) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step) {
+    T sum = partial[e];
+    for (std::int64_t s = 1; s < splits; ++s) sum += partial[s * n + e];
+    out[e] = sum;
   }
 }
 
 template <typename T, bool kADepthContiguous, bool kBDepthContiguous>
 void launch_grouped_gemm(const char* op, const GroupedGemmArgs<T>& p) {
-  launch_checked(op, grouped_gemm_kernel<T, kADepthContiguous, kBDepthContiguous>, tile_grid(p.m, p.n, p.groups),
-                 dim3(kGemmThreads), 0, p);
+  launch_checked(op, grouped_gemm_kernel<T, kADepthContiguous, kBDepthContiguous>,
+                 tile_grid(p.m, p.n, p.groups * p.splits), dim3(kGemmThreads), 0, p);
+}
+
+// How many chunks the depth of an m x n (x groups) GEMM is cut into: see kSplitTargetBlocks. A
+// function of the shapes alone, so a result's bits do not depend on the GPU.
+std::int64_t depth_splits(std::int64_t m, std::int64_t n, std::int64_t groups, std::int64_t k) {
+  const std::int64_t tiles = ceil_div(m, kTile) * ceil_div(n, kTile) * groups;
+  if (tiles >= kSplitTargetBlocks) return 1;
+  return std::max<std::int64_t>(1, std::min(ceil_div(kSplitTargetBlocks, tiles), k / kMinSplitDepth));
 }
 
 // The problem's sizes: weight [g, k_in, k_out], x [T, g*k_in].
@@ -221,6 +233,7 @@ void dx_tiled(const Sizes& s, const Tensor& dy, const Tensor& weight, const Tens
 
 // dw_i = x_i^T @ dy_i, the depth being the T rows. x_i^T as op(a): (c, depth row) at
 // row * g*k_in + c; dy_i as op(b): (col j, depth row) at row * g*k_out + j; both tile-contiguous.
+// Split over the rows (depth_splits), the chunks' partials go to a workspace and are then summed.
 template <typename T>
 void dweight_tiled(const Sizes& s, const Tensor& x, const Tensor& dy, const Tensor& dweight) {
   GroupedGemmArgs<T> p;
@@ -237,15 +250,27 @@ void dweight_tiled(const Sizes& s, const Tensor& x, const Tensor& dy, const Tens
   p.b_ld = s.groups * s.k_out;
   p.c_group = s.k_in * s.k_out;
   p.c_ld = s.k_out;
+  const std::int64_t splits = depth_splits(p.m, p.n, p.groups, p.k);
+  if (splits == 1) {
+    launch_grouped_gemm<T, false, false>("grouped_linear_backward", p);
+    return;
+  }
+  // Chunks of whole slices; rounding the chunk up can leave fewer chunks than asked, never an empty one.
+  p.k_chunk = ceil_div(ceil_div(p.k, splits), kTileK) * kTileK;
+  p.splits = ceil_div(p.k, p.k_chunk);
+  p.a_split = p.k_chunk * p.a_ld;
+  p.b_split = p.k_chunk * p.b_ld;
+  p.c_split = dweight.numel();
+  const Tensor partial = empty({p.splits * p.c_split}, {dweight.dtype(), dweight.device()});
+  p.c = partial.data<T>();
   launch_grouped_gemm<T, false, false>("grouped_linear_backward", p);
+  launch_checked("grouped_linear_backward", sum_chunks_kernel<T>, grid_for(p.c_split), kBlockSize, 0,
+                 static_cast<const T*>(partial.data<T>()), dweight.data<T>(), p.c_split, p.splits);
 }
 
 // dbias[i, j] = column i*k_out + j of dy summed over rows ([g, k_out] is dy's column order).
-template <typename T>
 void dbias_columns(const Sizes& s, const Tensor& dy, const Tensor& dbias) {
-  const std::int64_t cols = s.groups * s.k_out;
-  launch_checked("grouped_linear_backward", column_sum_kernel<T>, grid_for(cols, kColTile),
-                 dim3(kColTile, kColRowThreads), 0, dy.data<T>(), dbias.data<T>(), s.rows, cols);
+  column_sum(dy, dbias.as_strided({s.groups * s.k_out}, {1}, dbias.offset()));
 }
 
 // cuBLAS through kernels::gemm (kernels/cuda/matmul.cu), on group views that need no copy: a
@@ -275,7 +300,7 @@ template <typename T>
 void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& dx, const Tensor& dweight,
                     const Tensor& dbias) {
   const Sizes s = sizes_of(dy, weight);
-  if (dbias.defined()) dbias_columns<T>(s, dy, dbias);
+  if (dbias.defined()) dbias_columns(s, dy, dbias);
   if (use_cublas(dy)) {
     const Tensor dyv = group_view(dy, s.groups);
     if (dx.defined()) ::define::kernels::gemm(dyv, weight, group_view(dx, s.groups), false, true, 1.0, 0.0);

@@ -272,8 +272,6 @@ struct DimRun {
   std::int64_t out_stride;
 };
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
 int next_pow2(std::int64_t n) {
   int p = 1;
   while (p < n && p < (1 << 30)) p *= 2;

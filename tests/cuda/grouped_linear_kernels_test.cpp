@@ -71,6 +71,19 @@ void check_all_identical(const Results& got, const Results& ref, const std::stri
   check_identical(got.dbias, ref.dbias, what + ": dbias");
 }
 
+// Runs p under the emulator's forward, reverse, random and racing block schedules, requires the
+// same bits from each, and returns the first run's results.
+Results identical_under_schedules(const Problem& p) {
+  Results first;
+  for (const std::string s : {"forward", "reverse", "random:4242", "race:7"}) {
+    kernels::EmuScheduleGuard schedule(s);
+    const Results got = run(p);
+    if (!first.y.defined()) first = got;
+    else check_all_identical(got, first, "schedule " + s);
+  }
+  return first;
+}
+
 }  // namespace
 
 TEST_CASE("cuda grouped_linear: [512, 8*64] -> [512, 8*32] matches the reference",
@@ -91,19 +104,32 @@ TEST_CASE("cuda grouped_linear: [512, 8*64] -> [512, 8*32] matches the reference
   }
 }
 
+TEST_CASE("cuda grouped_linear: dweight split over the rows matches the reference",
+          "[cuda][grouped_linear][family:grouped_linear]") {
+  REQUIRE(kernels::register_devices().emu);
+  // 2 groups of 20 x 24 are 2 output tiles, far below the split target, and 1,000 rows allow 3
+  // chunks of at least 256: chunks of 336 rows (21 slices), the last 328 rows (a partial slice).
+  // A chunk reading the wrong rows, or partials summed short, shows here as a wrong dweight.
+  SECTION("float64") {
+    const Problem p = make_problem(1000, 2, 20, 24, DType::Float64, 12);
+    check_all_close(run(on_emu(p)), run(p), 1e-12, 1e-12);
+  }
+  SECTION("float32") {
+    const Problem p = make_problem(1000, 2, 20, 24, DType::Float32, 13);
+    check_all_close(run(on_emu(p)), run(p), 3e-5, 1e-5);
+  }
+  SECTION("bit-identical under every thread schedule") {
+    (void)identical_under_schedules(on_emu(make_problem(1000, 2, 20, 24, DType::Float32, 14)));
+  }
+}
+
 TEST_CASE("cuda grouped_linear: results are bit-identical under every thread schedule",
           "[cuda][grouped_linear][family:grouped_linear]") {
   REQUIRE(kernels::register_devices().emu);
   // 130 rows (3 row tiles, the last partial), 65 outputs per group (2 column tiles), depths 33
   // (forward), 65 (dx) and 130 (dweight), each ending in a partial 16-deep slice.
   const Problem p = on_emu(make_problem(130, 2, 33, 65, DType::Float32, 4));
-  Results first;
-  for (const std::string s : {"forward", "reverse", "random:4242", "race:7"}) {
-    kernels::EmuScheduleGuard schedule(s);
-    const Results got = run(p);
-    if (!first.y.defined()) first = got;
-    else check_all_identical(got, first, "schedule " + s);
-  }
+  const Results first = identical_under_schedules(p);
   // And every result repeats exactly on a second call (no atomics anywhere).
   check_all_identical(run(p), first, "repeated call");
 }
