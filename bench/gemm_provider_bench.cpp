@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     const kernels::cpu::GemmRun how = kernels::cpu::gemm_batch_parallel(c.batch, c.m * c.n * c.k, threads)
                                           ? kernels::cpu::GemmRun::Serial
                                           : kernels::cpu::GemmRun::Threaded;
-    const GemmProvider chosen = kernels::cpu::gemm_provider(c.m, c.n, c.k, false, how);
+    const GemmProvider chosen = kernels::cpu::gemm_provider(c.m, c.n, c.k, false, how, {c.trans_a, c.trans_b});
     std::vector<double> best(count, std::numeric_limits<double>::infinity());
     for (const GemmChoice f : forced) {  // warm-up each
       kernels::cpu::set_gemm_provider_settings({f, std::nullopt});
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
         best[p] = std::min(best[p], seconds(run));
       }
     kernels::cpu::set_gemm_provider_settings(settings);
-    (void)kernels::cpu::gemm_provider(c.m, c.n, c.k, false, how);  // re-read (the settings reset forgot it)
+    (void)kernels::cpu::gemm_provider(c.m, c.n, c.k, false, how, {c.trans_a, c.trans_b});  // re-read (the settings reset forgot it)
     const std::size_t fastest = static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin());
     std::size_t chosen_index = 0;
     for (std::size_t p = 0; p < count; ++p)

@@ -48,12 +48,13 @@ namespace fs = std::filesystem;
 // Calibration: operands scaled down to at most this many multiply-adds per thread, timed over enough
 // repetitions that one timing covers at least kMinTimedWork (at most kMaxReps), kRounds
 // interleaved rounds.
-constexpr std::int64_t kMaxCalibrationWork = std::int64_t{1} << 25;
+constexpr std::int64_t kMaxCalibrationWork = std::int64_t{1} << 27;
 constexpr std::int64_t kMinTimedWork = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxReps = 4096;  // tiny classes: a few milliseconds in all, not a second
 constexpr int kRounds = 5;
-// v2: Eigen must win by kEigenMargin; v3: oneDNN, threaded and serial classes timed as they run.
-constexpr const char* kCacheVersion = "v3";
+// v2: Eigen must win by kEigenMargin; v3: oneDNN, threaded and serial classes timed as they run;
+// v4: the operands' transposition is part of the class, calibration at up to 2^27 per thread.
+constexpr const char* kCacheVersion = "v4";
 
 // ---- Eigen, OpenBLAS and oneDNN on row-major operands -------------------------------------
 
@@ -192,18 +193,19 @@ std::string machine_name() {
 // ---- measuring ----------------------------------------------------------------------------------
 
 template <typename T>
-double seconds_of(GemmProvider p, std::int64_t m, std::int64_t n, std::int64_t k, const std::vector<T>& a,
-                  const std::vector<T>& b, std::vector<T>& c, int reps) {
+double seconds_of(GemmProvider p, std::int64_t m, std::int64_t n, std::int64_t k, GemmTrans trans,
+                  const std::vector<T>& a, const std::vector<T>& b, std::vector<T>& c, int reps) {
+  const std::int64_t lda = trans.a ? m : k, ldb = trans.b ? k : n;
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < reps; ++r)
-    gemm_row_major<T>(p, false, false, m, n, k, T(1), a.data(), k, b.data(), n, T(0), c.data(), n);
+    gemm_row_major<T>(p, trans.a, trans.b, m, n, k, T(1), a.data(), lda, b.data(), ldb, T(0), c.data(), n);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
 // Times the providers the build has, on the run's threads (one for a serial class); fills d's
 // timings and provider.
 template <typename T>
-void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmRun run, GemmDecision& d) {
+void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmRun run, GemmTrans trans, GemmDecision& d) {
   m = std::max<std::int64_t>(m, 1), n = std::max<std::int64_t>(n, 1), k = std::max<std::int64_t>(k, 1);
   const int saved_threads = omp_get_max_threads();
   const int threads = run == GemmRun::Serial ? 1 : saved_threads;
@@ -222,11 +224,11 @@ void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmRun run, GemmDe
   if (onednn_available()) candidates.push_back(GemmProvider::OneDnn);
   std::map<GemmProvider, double> best;
   for (const GemmProvider p : candidates) {  // warm-up: page-in, the libraries' buffers and JIT code
-    seconds_of<T>(p, m, n, k, a, b, c, 1);
+    seconds_of<T>(p, m, n, k, trans, a, b, c, 1);
     best[p] = std::numeric_limits<double>::infinity();
   }
   for (int r = 0; r < kRounds; ++r)  // interleaved, so a slow moment costs every provider
-    for (const GemmProvider p : candidates) best[p] = std::min(best[p], seconds_of<T>(p, m, n, k, a, b, c, reps));
+    for (const GemmProvider p : candidates) best[p] = std::min(best[p], seconds_of<T>(p, m, n, k, trans, a, b, c, reps));
   omp_set_num_threads(saved_threads);
   const auto time_of = [&](GemmProvider p) {
     const auto it = best.find(p);
@@ -326,10 +328,13 @@ int log4_floor(std::int64_t x) {
 }
 std::int64_t power_of_four_floor(std::int64_t x) { return std::int64_t{1} << (2 * log4_floor(x)); }
 
-// The shape class as a number: the three exponents (each < 32), how it runs and the dtype.
-std::uint32_t class_key(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double, GemmRun run) {
-  return static_cast<std::uint32_t>((log4_floor(m) << 12) | (log4_floor(n) << 7) | (log4_floor(k) << 2) |
-                                    (run == GemmRun::Serial ? 2 : 0) | (is_double ? 1 : 0));
+// The shape class as a number: the three exponents (each < 32), the transpositions, how it runs
+// and the dtype.
+std::uint32_t class_key(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double, GemmRun run,
+                        GemmTrans trans) {
+  return static_cast<std::uint32_t>((log4_floor(m) << 16) | (log4_floor(n) << 11) | (log4_floor(k) << 6) |
+                                    (trans.a ? 8 : 0) | (trans.b ? 4 : 0) | (run == GemmRun::Serial ? 2 : 0) |
+                                    (is_double ? 1 : 0));
 }
 
 }  // namespace
@@ -426,12 +431,15 @@ void restart_with_library_settings(char** argv) {
   prefer_passive_omp_wait(argv, {{"OPENBLAS_CORETYPE", openblas_coretype_override()}});
 }
 
-std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double, GemmRun run) {
-  return fmt::format("{} m{} n{} k{}{}", is_double ? "f64" : "f32", power_of_four_floor(m), power_of_four_floor(n),
-                     power_of_four_floor(k), run == GemmRun::Serial ? " serial" : "");
+std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double, GemmRun run,
+                             GemmTrans trans) {
+  return fmt::format("{} m{} n{} k{} {}{}{}", is_double ? "f64" : "f32", power_of_four_floor(m),
+                     power_of_four_floor(n), power_of_four_floor(k), trans.a ? 't' : 'n', trans.b ? 't' : 'n',
+                     run == GemmRun::Serial ? " serial" : "");
 }
 
-GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double, GemmRun run) {
+GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double, GemmRun run,
+                           GemmTrans trans) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.load_locked();
@@ -442,9 +450,9 @@ GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool 
     case GemmChoice::Auto: break;
   }
   if ((!openblas_available() && !onednn_available()) || is_double) return GemmProvider::Eigen;
-  const std::uint32_t key = class_key(m, n, k, is_double, run);
+  const std::uint32_t key = class_key(m, n, k, is_double, run, trans);
   if (const auto it = s.chosen.find(key); it != s.chosen.end()) return it->second;
-  const std::string shape_class = gemm_shape_class(m, n, k, is_double, run);
+  const std::string shape_class = gemm_shape_class(m, n, k, is_double, run, trans);
 
   GemmDecision d;
   d.shape_class = shape_class;
@@ -453,7 +461,7 @@ GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool 
     d.provider = *cached;
     d.from_cache = true;
   } else {
-    measure<float>(m, n, k, run, d);
+    measure<float>(m, n, k, run, trans, d);
     if (!s.folder.empty()) {
       const GemmProvider published = publish(file, d);
       d.from_cache = published != d.provider;

@@ -9,13 +9,19 @@
 // every provider the build has on the first GEMM of each shape class and keeps the fastest
 // (faster_provider below: Eigen only when it wins by a margin).
 //
-// A shape class is (dtype, m, n, k, how it runs) with each size rounded down to a power of 4 (m 256
-// covers 256..1023). How it runs: a threaded GEMM (called outside any OpenMP team, so the library
+// A shape class is (dtype, m, n, k, which operands are transposed, how it runs) with each size
+// rounded down to a power of 4 (m 256 covers 256..1023). The transposition changes how a library
+// packs its operands: on an AMD EPYC (Zen 4) a serial 64 x 128 x 64 GEMM took OpenBLAS 9.1 us and
+// oneDNN 9.5 us untransposed, but 12.1 us and 10.2 us with B transposed (Transformer-XL's per-head
+// scores), so a class timed untransposed chose the slower library there. How it runs: a threaded GEMM (called outside any OpenMP team, so the library
 // threads it) or a serial one (one of many run by the threads of a kernel's own team); the
 // libraries differ most in how they thread, so each kind is timed the way it runs. The first GEMM
-// of a class times the providers on scratch operands of its shape (scaled down to at most 2^25
-// multiply-adds per thread so it stays a few milliseconds), five interleaved rounds, fastest of
-// each: a slow moment is other tenants' load, never the library.
+// of a class times the providers on scratch operands of its shape (scaled down to at most 2^27
+// multiply-adds per thread: about 60 ms for the largest classes), five interleaved rounds, fastest
+// of each: a slow moment is other tenants' load, never the library. Why not smaller: scaled to 2^25,
+// the translation model's output layer (4,096 x 256 -> 8,000, B transposed) timed as 512 x 500 x 256,
+// where OpenBLAS and oneDNN tie on an AMD EPYC (Zen 4), and auto kept OpenBLAS, 13% slower than
+// oneDNN at the real size; at 2^27 (1,024 x 1,000 x 256) oneDNN is ahead as it is at full size.
 //
 // Every process on a machine must make the same choice, or two runs of the same config (a run and
 // its resume, the ranks of a data-parallel job, the determinism tests) would round differently.
@@ -44,6 +50,11 @@ namespace define::kernels::cpu {
 
 enum class GemmProvider { Eigen, OpenBlas, OneDnn };
 enum class GemmChoice { Auto, Eigen, OpenBlas, OneDnn };
+
+// Which operands of C = op(A) op(B) are transposed, as the library call sees them (row-major).
+struct GemmTrans {
+  bool a = false, b = false;
+};
 
 // How a GEMM runs: threaded by its library (called outside any OpenMP team), or serially on one
 // thread of a kernel's own team (inside a parallel region every library runs serially).
@@ -111,10 +122,11 @@ void restart_with_library_settings(char** argv);
 inline constexpr double kEigenMargin = 0.05;
 GemmProvider faster_provider(double eigen_seconds, double openblas_seconds, double onednn_seconds);
 
-// The provider for an m x k by k x n GEMM (one of a batch) that runs as `run` says. Called outside
+// The provider for an m x k by k x n GEMM (one of a batch) that runs as `run` says, with the
+// operands transposed as `trans` says (the flags its gemm_row_major call will get). Called outside
 // OpenMP regions (it may time the providers on first use of a shape class); thread-safe.
 GemmProvider gemm_provider(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double,
-                           GemmRun run = GemmRun::Threaded);
+                           GemmRun run = GemmRun::Threaded, GemmTrans trans = {});
 
 // C[m, n] = alpha * op(A) op(B) + beta * C for row-major matrices with leading dimensions lda,
 // ldb, ldc (op(A) = A^T when trans_a, A being stored k x m). With beta == 0, C is never read.
@@ -126,7 +138,7 @@ void gemm_row_major(GemmProvider p, bool trans_a, bool trans_b, std::int64_t m, 
 
 // What auto decided in this process, one entry per shape class, in order of first use.
 struct GemmDecision {
-  std::string shape_class;  // e.g. "f32 m256 n64 k1024" (threaded), "f32 m64 n64 k16 serial"
+  std::string shape_class;  // e.g. "f32 m256 n64 k1024 nn" (threaded), "f32 m64 n64 k16 nt serial"
   GemmProvider provider = GemmProvider::Eigen;
   // This process's timings (0 when read from the cache; infinity for a library the build lacks).
   double eigen_seconds = 0, openblas_seconds = 0, onednn_seconds = 0;
@@ -136,7 +148,7 @@ std::vector<GemmDecision> gemm_decisions();
 
 // The class a shape falls in (the cache file's name with spaces for separators).
 std::string gemm_shape_class(std::int64_t m, std::int64_t n, std::int64_t k, bool is_double,
-                             GemmRun run = GemmRun::Threaded);
+                             GemmRun run = GemmRun::Threaded, GemmTrans trans = {});
 
 // Settings normally read once from the environment (DEFINE_CPU_GEMM, DEFINE_CACHE_DIR). Setting
 // them forgets this process's decisions: for tests and benchmarks. cache_dir: the folder under

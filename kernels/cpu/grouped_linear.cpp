@@ -57,8 +57,9 @@ Sizes sizes_of(const Tensor& rows_of, const Tensor& weight) {
 // A pass with a team runs its GEMMs serially on the team's threads; one without calls each GEMM
 // outside any team (for_each_gemm), where the library may thread it.
 template <typename T>
-GemmProvider provider_for(const Sizes& s, std::int64_t m, std::int64_t n, std::int64_t k) {
-  return gemm_provider(m, n, k, std::is_same_v<T, double>, s.parallel() ? GemmRun::Serial : GemmRun::Threaded);
+GemmProvider provider_for(const Sizes& s, std::int64_t m, std::int64_t n, std::int64_t k, GemmTrans trans) {
+  return gemm_provider(m, n, k, std::is_same_v<T, double>, s.parallel() ? GemmRun::Serial : GemmRun::Threaded,
+                       trans);
 }
 
 template <typename T>
@@ -69,7 +70,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   const T* bp = bias.defined() ? bias.data<T>() : nullptr;
   T* yp = y.data<T>();
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
-  const GemmProvider provider = provider_for<T>(s, std::min(kRowBlock, s.rows), s.k_out, s.k_in);
+  const GemmProvider provider = provider_for<T>(s, std::min(kRowBlock, s.rows), s.k_out, s.k_in, {false, false});
   for_each_gemm(tasks, s.parallel(), [&](std::int64_t task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
     const std::int64_t n = std::min(kRowBlock, s.rows - r0);
@@ -87,7 +88,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 template <typename T>
 void dx_typed(const Sizes& s, const T* dyp, const T* wp, T* dxp) {
   const std::int64_t blocks = s.row_blocks(), tasks = s.groups * blocks;
-  const GemmProvider provider = provider_for<T>(s, std::min(kRowBlock, s.rows), s.k_in, s.k_out);
+  const GemmProvider provider = provider_for<T>(s, std::min(kRowBlock, s.rows), s.k_in, s.k_out, {false, true});
   for_each_gemm(tasks, s.parallel(), [&](std::int64_t task) {
     const std::int64_t i = task / blocks, r0 = (task % blocks) * kRowBlock;
     const std::int64_t n = std::min(kRowBlock, s.rows - r0);
@@ -114,7 +115,7 @@ void dweight_typed(const Sizes& s, const T* xp, const T* dyp, T* dwp) {
   // Chunk c > 0 of group i sums into partial[((c - 1) * groups + i) * per_group ...].
   std::vector<T> partial(static_cast<std::size_t>((chunks - 1) * s.groups * per_group));
   const std::int64_t tasks = s.groups * chunks;
-  const GemmProvider provider = provider_for<T>(s, s.k_in, s.k_out, std::min(chunk_rows, s.rows));
+  const GemmProvider provider = provider_for<T>(s, s.k_in, s.k_out, std::min(chunk_rows, s.rows), {true, false});
   for_each_gemm(tasks, s.parallel(), [&](std::int64_t task) {
     const std::int64_t i = task / chunks, c = task % chunks;
     const std::int64_t r0 = std::min(s.rows, c * chunk_rows), n = std::min(chunk_rows, s.rows - r0);

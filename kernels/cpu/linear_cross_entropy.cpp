@@ -87,8 +87,8 @@ void rows_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const
   const I* t = target.data<I>();
   T* lg = saved.data<T>();  // the logits first, each row's exponentials after its pass
   // One GEMM for all the logits, threaded by the library (outside any OpenMP team here).
-  gemm_row_major<T>(gemm_provider(n, v, in, kIsDouble<T>), false, true, n, v, in, T(1), x.data<T>(), in,
-                    weight.data<T>(), in, T(0), lg, v);
+  const GemmProvider for_logits = gemm_provider(n, v, in, kIsDouble<T>, GemmRun::Threaded, {false, true});
+  gemm_row_major<T>(for_logits, false, true, n, v, in, T(1), x.data<T>(), in, weight.data<T>(), in, T(0), lg, v);
   T* lp = loss.data<T>();
   T* lsep = lse.data<T>();
   T* maxp = row_max_out.data<T>();
@@ -143,8 +143,8 @@ void backward_typed(const Tensor& x, const Tensor& weight, const Tensor& saved, 
 
   const Tiling tl = tiling(n, in, v, sizeof(T));
   const std::int64_t tile_rows = std::min(n, tl.rows), tile_cols = std::min(v, tl.cols);
-  const GemmProvider for_dw = gemm_provider(tile_cols, in, tile_rows, kIsDouble<T>, GemmRun::Serial);
-  const GemmProvider for_dx = gemm_provider(tile_rows, in, tile_cols, kIsDouble<T>, GemmRun::Serial);
+  const GemmProvider for_dw = gemm_provider(tile_cols, in, tile_rows, kIsDouble<T>, GemmRun::Serial, {true, false});
+  const GemmProvider for_dx = gemm_provider(tile_rows, in, tile_cols, kIsDouble<T>, GemmRun::Serial, {false, false});
   const int max_threads = omp_get_max_threads();
   // Scratch from the caching allocator: one gradient tile per thread, and the dx partials of
   // threads 1.. (thread 0 accumulates straight into grad_x).

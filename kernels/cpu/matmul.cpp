@@ -199,8 +199,12 @@ void gemm_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool 
   // A batch run in parallel is many serial GEMMs; otherwise each GEMM is threaded by its library.
   const bool batch_parallel = gemm_batch_parallel(static_cast<std::int64_t>(p.mc.batch_offsets.size()),
                                                   p.mc.rows * p.mc.cols * p.ma.cols, omp_get_max_threads());
-  p.provider = gemm_provider(p.mc.rows, p.mc.cols, p.ma.cols, std::is_same_v<T, double>,
-                             batch_parallel ? GemmRun::Serial : GemmRun::Threaded);
+  // The class of the call library_gemm makes: on C, or on C^T (swapped operands) for a column-major C.
+  const bool c_rows = p.lc.order == Order::Row;
+  const GemmTrans trans = c_rows ? GemmTrans{p.la.order == Order::Col, p.lb.order == Order::Col}
+                                 : GemmTrans{p.lb.order == Order::Row, p.la.order == Order::Row};
+  p.provider = gemm_provider(c_rows ? p.mc.rows : p.mc.cols, c_rows ? p.mc.cols : p.mc.rows, p.ma.cols,
+                             std::is_same_v<T, double>, batch_parallel ? GemmRun::Serial : GemmRun::Threaded, trans);
   pick_a(p);
   if (!out_mappable) kernels::copy_into(out, c);
 }

@@ -305,7 +305,7 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   const GemmProvider first = kernels::cpu::gemm_provider(300, 70, 520, false);
   std::vector<kernels::cpu::GemmDecision> d = kernels::cpu::gemm_decisions();
   REQUIRE(d.size() == 1);
-  CHECK(d[0].shape_class == "f32 m256 n64 k256");
+  CHECK(d[0].shape_class == "f32 m256 n64 k256 nn");
   CHECK(d[0].shape_class == kernels::cpu::gemm_shape_class(300, 70, 520, false));
   CHECK_FALSE(d[0].from_cache);
   CHECK(d[0].eigen_seconds > 0);
@@ -314,7 +314,7 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   CHECK(std::isfinite(d[0].openblas_seconds) == kernels::cpu::openblas_available());
   CHECK(std::isfinite(d[0].onednn_seconds) == kernels::cpu::onednn_available());
   CHECK(first == kernels::cpu::faster_provider(d[0].eigen_seconds, d[0].openblas_seconds, d[0].onednn_seconds));
-  const fs::path file = folder / "f32-m256-n64-k256";
+  const fs::path file = folder / "f32-m256-n64-k256-nn";
   REQUIRE(fs::exists(file));
   CHECK(read_word(file) == kernels::cpu::to_string(first));
 
@@ -326,11 +326,20 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   const GemmProvider serial = kernels::cpu::gemm_provider(300, 70, 520, false, kernels::cpu::GemmRun::Serial);
   d = kernels::cpu::gemm_decisions();
   REQUIRE(d.size() == 2);
-  CHECK(d[1].shape_class == "f32 m256 n64 k256 serial");
+  CHECK(d[1].shape_class == "f32 m256 n64 k256 nn serial");
   CHECK_FALSE(d[1].from_cache);
-  CHECK(read_word(folder / "f32-m256-n64-k256-serial") == kernels::cpu::to_string(serial));
+  CHECK(read_word(folder / "f32-m256-n64-k256-nn-serial") == kernels::cpu::to_string(serial));
   CHECK(kernels::cpu::gemm_provider(300, 70, 520, false) == first);  // the threaded class kept its choice
   CHECK(kernels::cpu::gemm_decisions().size() == 2);
+
+  // So is the same shape with an operand transposed (the libraries pack it differently).
+  const GemmProvider nt = kernels::cpu::gemm_provider(300, 70, 520, false, kernels::cpu::GemmRun::Threaded, {false, true});
+  d = kernels::cpu::gemm_decisions();
+  REQUIRE(d.size() == 3);
+  CHECK(d[2].shape_class == "f32 m256 n64 k256 nt");
+  CHECK(read_word(folder / "f32-m256-n64-k256-nt") == kernels::cpu::to_string(nt));
+  CHECK(kernels::cpu::gemm_provider(300, 70, 520, false) == first);
+  CHECK(kernels::cpu::gemm_decisions().size() == 3);
 
   // A later process (settings reset) reads the file instead of measuring.
   kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
@@ -345,15 +354,15 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   if (kernels::cpu::onednn_available()) providers.push_back(GemmProvider::OneDnn);
   for (const GemmProvider p : providers) {
     kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
-    std::ofstream(folder / "f32-m16-n16-k16") << kernels::cpu::to_string(p) << '\n';
+    std::ofstream(folder / "f32-m16-n16-k16-nn") << kernels::cpu::to_string(p) << '\n';
     CHECK(kernels::cpu::gemm_provider(20, 20, 20, false) == p);
   }
 
   // An unreadable file is measured again and replaced by a valid one.
   kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
-  std::ofstream(folder / "f32-m4-n4-k4") << "garbage\n";
+  std::ofstream(folder / "f32-m4-n4-k4-nn") << "garbage\n";
   const GemmProvider replaced = kernels::cpu::gemm_provider(5, 6, 7, false);
-  CHECK(read_word(folder / "f32-m4-n4-k4") == kernels::cpu::to_string(replaced));
+  CHECK(read_word(folder / "f32-m4-n4-k4-nn") == kernels::cpu::to_string(replaced));
   CHECK_FALSE(kernels::cpu::gemm_decisions().back().from_cache);
 
   // A folder that cannot be made (under a regular file): the process measures and goes on (it warns
@@ -376,6 +385,34 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   CHECK(kernels::cpu::gemm_decisions().size() == 1);
   fs::remove_all(root);
   fs::remove_all(nowhere);
+}
+
+TEST_CASE("cpu gemm provider auto: matmul asks for the class of the library call it makes",
+          "[matmul][gemm_provider]") {
+  if (!kernels::cpu::openblas_available() && !kernels::cpu::onednn_available()) {
+    WARN("skipped: this build has neither OpenBLAS nor oneDNN, so auto always means Eigen");
+    return;
+  }
+  SettingsGuard guard;
+  Generator gen(32);
+  const std::int64_t m = 300, n = 70, k = 520;
+  const auto class_of_gemm = [&](bool ta, bool tb, bool column_major_out) {
+    kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, std::nullopt});
+    const Tensor a = rand_uniform(ta ? Shape{k, m} : Shape{m, k}, -1, 1, {}, gen);
+    const Tensor b = rand_uniform(tb ? Shape{n, k} : Shape{k, n}, -1, 1, {}, gen);
+    const Tensor out = column_major_out ? transpose(empty({n, m}), 0, 1) : empty({m, n});
+    kernels::gemm(a, b, out, ta, tb, 1.0, 0.0);
+    const std::vector<kernels::cpu::GemmDecision> d = kernels::cpu::gemm_decisions();
+    REQUIRE(d.size() == 1);
+    return d[0].shape_class;
+  };
+  CHECK(class_of_gemm(false, false, false) == "f32 m256 n64 k256 nn");
+  CHECK(class_of_gemm(false, true, false) == "f32 m256 n64 k256 nt");
+  CHECK(class_of_gemm(true, false, false) == "f32 m256 n64 k256 tn");
+  // A column-major C is computed as C^T = B^T A^T on row-major storage: m and n swap, and each
+  // operand, read in the other order, is transposed.
+  CHECK(class_of_gemm(false, false, true) == "f32 m64 n256 k256 tt");
+  CHECK(class_of_gemm(true, true, true) == "f32 m64 n256 k256 nn");
 }
 
 TEST_CASE("cpu gemm provider: forced choices and bad settings", "[matmul][gemm_provider]") {
