@@ -7,7 +7,9 @@
 #      logged losses must agree (same initial weights, the same Philox dropout stream on both devices);
 #   4. a short Transformer-XL run with DeFINE on the GPU (configs/wt2-transformer-xl-define.json), and the
 #      same steps on the CPU, compared the same way;
-#   5. kernel_bench --device cuda (each kernel's bandwidth against the device's measured copy rate);
+#   5. kernel_bench --device cuda (each kernel's bandwidth against the device's measured copy rate), and,
+#      when BIN_DIR has it, grouped_linear_bench --device cuda (the DeFINE unit's grouped GEMM against the
+#      composed ops and against a dense GEMM of the same FLOPs: T 4,096 x 512 -> 1,024, and 360 x 512 -> 512);
 #   6. (STAGES=... sanitize) compute-sanitizer's memcheck and racecheck over the harness and the kernel tests;
 #   7. (STAGES=... translate) Multi30k de->en with DeFINE trained, beam-searched and scored on the GPU.
 # STAGES picks them (default "tests train bench"; all: "tests sanitize train bench translate").
@@ -16,8 +18,9 @@
 #
 #   tools/gpu-check.sh BIN_DIR OUT_DIR [DATA_DIR]
 #
-# BIN_DIR holds define, define_tests and kernel_bench from a build for that GPU (for an H100 / H200:
-# -DCMAKE_CUDA_ARCHITECTURES=90) and, optionally, lib/ with shared libraries the machine lacks. DATA_DIR
+# BIN_DIR holds define, define_tests and kernel_bench (and, optionally, grouped_linear_bench) from a build for
+# that GPU (for an H100 / H200: -DCMAKE_CUDA_ARCHITECTURES=90) and, optionally, lib/ with shared libraries the
+# machine lacks. DATA_DIR
 # holds ptb/, wikitext-2/ and multi30k/, default the ../shared/data beside the repository.
 #
 #   tools/gpu-check.sh --cpu-reference OUT_DIR [DATA_DIR]   (build/release binaries, no GPU needed)
@@ -158,6 +161,10 @@ fi
 
 if [[ $stages == *" bench "* ]]; then
   step kernel_bench 60 "$BIN/kernel_bench" --device cuda --runs 5
+  if [ -x "$BIN/grouped_linear_bench" ]; then
+    step grouped_linear_bench 60 "$BIN/grouped_linear_bench" --device cuda --runs 5
+    step grouped_linear_bench_360 60 "$BIN/grouped_linear_bench" --device cuda --runs 5 --rows 360 --in 512 --out 512
+  fi
 fi
 
 # Translation end to end on the GPU: Multi30k de->en with DeFINE (BPE, training, beam search, BLEU);

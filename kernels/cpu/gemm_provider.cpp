@@ -48,13 +48,14 @@ namespace fs = std::filesystem;
 // Calibration: operands scaled down to at most this many multiply-adds per thread, timed over enough
 // repetitions that one timing covers at least kMinTimedWork (at most kMaxReps), kRounds
 // interleaved rounds.
-constexpr std::int64_t kMaxCalibrationWork = std::int64_t{1} << 27;
+constexpr std::int64_t kMaxCalibrationWork = std::int64_t{1} << 29;
 constexpr std::int64_t kMinTimedWork = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxReps = 4096;  // tiny classes: a few milliseconds in all, not a second
 constexpr int kRounds = 5;
 // v2: Eigen must win by kEigenMargin; v3: oneDNN, threaded and serial classes timed as they run;
-// v4: the operands' transposition is part of the class, calibration at up to 2^27 per thread.
-constexpr const char* kCacheVersion = "v4";
+// v4: the operands' transposition is part of the class, calibration at up to 2^27 per thread;
+// v5: at up to 2^29.
+constexpr const char* kCacheVersion = "v5";
 
 // ---- Eigen, OpenBLAS and oneDNN on row-major operands -------------------------------------
 

@@ -16,12 +16,13 @@
 // scores), so a class timed untransposed chose the slower library there. How it runs: a threaded GEMM (called outside any OpenMP team, so the library
 // threads it) or a serial one (one of many run by the threads of a kernel's own team); the
 // libraries differ most in how they thread, so each kind is timed the way it runs. The first GEMM
-// of a class times the providers on scratch operands of its shape (scaled down to at most 2^27
-// multiply-adds per thread: about 60 ms for the largest classes), five interleaved rounds, fastest
-// of each: a slow moment is other tenants' load, never the library. Why not smaller: scaled to 2^25,
-// the translation model's output layer (4,096 x 256 -> 8,000, B transposed) timed as 512 x 500 x 256,
-// where OpenBLAS and oneDNN tie on an AMD EPYC (Zen 4), and auto kept OpenBLAS, 13% slower than
-// oneDNN at the real size; at 2^27 (1,024 x 1,000 x 256) oneDNN is ahead as it is at full size.
+// of a class times the providers on scratch operands of its shape (scaled down to at most 2^29
+// multiply-adds per thread: about 0.2 s for the largest classes, once per machine), five
+// interleaved rounds, fastest of each: a slow moment is other tenants' load, never the library.
+// Why that large: oneDNN's lead over OpenBLAS grows with the rows. On an AMD EPYC (Zen 4) the two
+// tie at 512 x 500 x 256 and 1,024 x 1,024 x 256, yet oneDNN is 1.17-1.2x faster at the translation
+// model's 4,096 x 8,000 x 256 and 4,096 x 1,024 x 256 (output layer, FFN); scaled to 2^25 or 2^27
+// those classes timed as the tie and kept OpenBLAS (a tie goes to OpenBLAS, below).
 //
 // Every process on a machine must make the same choice, or two runs of the same config (a run and
 // its resume, the ranks of a data-parallel job, the determinism tests) would round differently.
