@@ -13,9 +13,10 @@
 // rounded down to a power of 4 (m 256 covers 256..1023). The transposition changes how a library
 // packs its operands: on an AMD EPYC (Zen 4) a serial 64 x 128 x 64 GEMM took OpenBLAS 9.1 us and
 // oneDNN 9.5 us untransposed, but 12.1 us and 10.2 us with B transposed (Transformer-XL's per-head
-// scores), so a class timed untransposed chose the slower library there. How it runs: a threaded GEMM (called outside any OpenMP team, so the library
-// threads it) or a serial one (one of many run by the threads of a kernel's own team); the
-// libraries differ most in how they thread, so each kind is timed the way it runs. The first GEMM
+// scores), so a class timed untransposed chose the slower library there. How it runs: a threaded
+// GEMM (called outside any OpenMP team, so the library threads it) or a serial one (one of many run
+// by the threads of a kernel's own team); the libraries differ most in how they thread, so each
+// kind is timed the way it runs. The first GEMM
 // of a class times the providers on scratch operands of its shape (scaled down to at most 2^29
 // multiply-adds per thread: about 0.2 s for the largest classes, once per machine), five
 // interleaved rounds, fastest of each: a slow moment is other tenants' load, never the library.
@@ -23,6 +24,8 @@
 // tie at 512 x 500 x 256 and 1,024 x 1,024 x 256, yet oneDNN is 1.17-1.2x faster at the translation
 // model's 4,096 x 8,000 x 256 and 4,096 x 1,024 x 256 (output layer, FFN); scaled to 2^25 or 2^27
 // those classes timed as the tie and kept OpenBLAS (a tie goes to OpenBLAS, below).
+// A timing during which one of the process's threads waited for a CPU (another program held a
+// core) is taken again, up to three times.
 //
 // Every process on a machine must make the same choice, or two runs of the same config (a run and
 // its resume, the ranks of a data-parallel job, the determinism tests) would round differently.
@@ -144,6 +147,7 @@ struct GemmDecision {
   // This process's timings (0 when read from the cache; infinity for a library the build lacks).
   double eigen_seconds = 0, openblas_seconds = 0, onednn_seconds = 0;
   bool from_cache = false;                         // the choice came from an existing cache file
+  int retimed = 0;  // timings taken again because a thread of the process waited for a CPU meanwhile
 };
 std::vector<GemmDecision> gemm_decisions();
 

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <iterator>
@@ -18,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness/op_harness.h"
@@ -413,6 +415,36 @@ TEST_CASE("cpu gemm provider auto: matmul asks for the class of the library call
   // operand, read in the other order, is transposed.
   CHECK(class_of_gemm(false, false, true) == "f32 m64 n256 k256 tt");
   CHECK(class_of_gemm(true, true, true) == "f32 m64 n256 k256 nn");
+}
+
+TEST_CASE("cpu gemm provider auto: a timing taken while the process waited for a CPU is taken again",
+          "[matmul][gemm_provider]") {
+  if (!kernels::cpu::openblas_available() && !kernels::cpu::onednn_available()) {
+    WARN("skipped: this build has neither OpenBLAS nor oneDNN, so auto always means Eigen");
+    return;
+  }
+  if (!fs::exists(fs::path("/proc/self/task") / std::to_string(::syscall(SYS_gettid)) / "schedstat")) {
+    WARN("skipped: this kernel does not report how long threads wait for a CPU (schedstat)");
+    return;
+  }
+  SettingsGuard guard;
+  kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, std::nullopt});
+  // One spinning thread per CPU besides the calibration's own: every timing shares the cores.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency()); ++i)
+    spinners.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  const GemmProvider chosen = kernels::cpu::gemm_provider(256, 256, 256, false);
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  const std::vector<kernels::cpu::GemmDecision> d = kernels::cpu::gemm_decisions();
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].retimed > 0);
+  // Still a decision from the timings it kept (a machine busy throughout keeps the last attempts).
+  CHECK(chosen == kernels::cpu::faster_provider(d[0].eigen_seconds, d[0].openblas_seconds, d[0].onednn_seconds));
 }
 
 TEST_CASE("cpu gemm provider: forced choices and bad settings", "[matmul][gemm_provider]") {
