@@ -45,10 +45,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Calibration: operands scaled down to at most this many multiply-adds per thread, timed over enough
-// repetitions that one timing covers at least kMinTimedWork (at most kMaxReps), kRounds
-// interleaved rounds.
+// Calibration: operands scaled down to at most this many multiply-adds per thread, and to at most
+// kMaxCalibrationElements elements of A, B and C together (a GEMM with a short k, such as an outer
+// product, would otherwise allocate gigabytes for the same work), timed over enough repetitions
+// that one timing covers at least kMinTimedWork (at most kMaxReps), kRounds interleaved rounds.
 constexpr std::int64_t kMaxCalibrationWork = std::int64_t{1} << 29;
+constexpr std::int64_t kMaxCalibrationElements = std::int64_t{1} << 24;  // 64 MiB of float32
 constexpr std::int64_t kMinTimedWork = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxReps = 4096;  // tiny classes: a few milliseconds in all, not a second
 constexpr int kRounds = 5;
@@ -240,8 +242,9 @@ void measure(std::int64_t m, std::int64_t n, std::int64_t k, GemmRun run, GemmTr
   m = std::max<std::int64_t>(m, 1), n = std::max<std::int64_t>(n, 1), k = std::max<std::int64_t>(k, 1);
   const int saved_threads = omp_get_max_threads();
   const int threads = run == GemmRun::Serial ? 1 : saved_threads;
-  // Scale the longest dimension down until the work fits (the class keeps its shape's character).
-  while (m * n * k > kMaxCalibrationWork * threads) {
+  // Scale the longest dimension down until the work and the operands fit (the class keeps its
+  // shape's character).
+  while (m * n * k > kMaxCalibrationWork * threads || m * k + k * n + m * n > kMaxCalibrationElements) {
     std::int64_t& longest = m >= n && m >= k ? m : (n >= k ? n : k);
     longest = std::max<std::int64_t>(longest / 2, 1);
   }
