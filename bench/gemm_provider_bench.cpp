@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
         best[p] = std::min(best[p], seconds(run));
       }
     kernels::cpu::set_gemm_provider_settings(settings);
-    (void)kernels::cpu::gemm_provider(c.m, c.n, c.k, false, how, {c.trans_a, c.trans_b});  // re-read (the settings reset forgot it)
+    // Re-read (the settings reset forgot it).
+    (void)kernels::cpu::gemm_provider(c.m, c.n, c.k, false, how, {c.trans_a, c.trans_b});
     const std::size_t fastest = static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin());
     std::size_t chosen_index = 0;
     for (std::size_t p = 0; p < count; ++p)

@@ -114,9 +114,10 @@ __device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T>& p, s
   const int tx = static_cast<int>(threadIdx.x) % kThreadsPerDim;
   const int ty = static_cast<int>(threadIdx.x) / kThreadsPerDim;
   const std::int64_t depth = p.splits == 1 ? p.k : std::min(p.k_chunk, p.k - chunk * p.k_chunk);
+  const T* a = p.a + group * p.a_group + chunk * p.a_split;
+  const T* b = p.b + group * p.b_group + chunk * p.b_split;
   const MicroTile<T> acc =
-      multiply_tile(depth, p.a + group * p.a_group + chunk * p.a_split,
-                    make_slice_loader<kADepthContiguous>(p.m, row0, p.a_ld), p.b + group * p.b_group + chunk * p.b_split,
+      multiply_tile(depth, a, make_slice_loader<kADepthContiguous>(p.m, row0, p.a_ld), b,
                     make_slice_loader<kBDepthContiguous>(p.n, col0, p.b_ld), a_tile, b_tile, tx, ty);
 
   T* c = p.c + group * p.c_group + chunk * p.c_split;
