@@ -1,8 +1,10 @@
 // The CPU GEMM provider choice (kernels/cpu/gemm_provider.h): each provider forced in turn gives the
 // reference's results for every operand layout, odd sizes, batches and beta, in matmul and in
-// grouped_linear (thread-count independence included; a plain threaded GEMM repeats its bits); auto measures a shape class once, keeps
+// grouped_linear (thread-count independence included; a plain threaded GEMM repeats its bits); auto
+// measures a shape class (its transposition included, as matmul's library call has it) once, keeps
 // the choice in its cache folder, reads it back in a later "process", honours a file another
-// process wrote, replaces an unreadable one; and bad settings are named errors.
+// process wrote, replaces an unreadable one, times again what it timed while the process waited for
+// a CPU, calibrates in bounded memory; and bad settings are named errors.
 #include <catch2/catch.hpp>
 
 #include <omp.h>
@@ -335,7 +337,8 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
   CHECK(kernels::cpu::gemm_decisions().size() == 2);
 
   // So is the same shape with an operand transposed (the libraries pack it differently).
-  const GemmProvider nt = kernels::cpu::gemm_provider(300, 70, 520, false, kernels::cpu::GemmRun::Threaded, {false, true});
+  const GemmProvider nt =
+      kernels::cpu::gemm_provider(300, 70, 520, false, kernels::cpu::GemmRun::Threaded, {false, true});
   d = kernels::cpu::gemm_decisions();
   REQUIRE(d.size() == 3);
   CHECK(d[2].shape_class == "f32 m256 n64 k256 nt");
