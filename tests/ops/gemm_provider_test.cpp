@@ -63,6 +63,14 @@ fs::path fresh_folder(const std::string& name) {
   return p;
 }
 
+// False, with a note in the test log, when the build has neither OpenBLAS nor oneDNN: auto then
+// always means Eigen, and the auto tests have nothing to check.
+bool auto_has_a_choice() {
+  if (kernels::cpu::openblas_available() || kernels::cpu::onednn_available()) return true;
+  WARN("skipped: this build has neither OpenBLAS nor oneDNN, so auto always means Eigen");
+  return false;
+}
+
 std::string read_word(const fs::path& file) {
   std::ifstream in(file);
   std::string w;
@@ -295,10 +303,7 @@ TEST_CASE("cpu gemm provider auto: the faster library, Eigen only when it wins b
 
 TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the cache, read back",
           "[matmul][gemm_provider]") {
-  if (!kernels::cpu::openblas_available() && !kernels::cpu::onednn_available()) {
-    WARN("skipped: this build has neither OpenBLAS nor oneDNN, so auto always means Eigen");
-    return;
-  }
+  if (!auto_has_a_choice()) return;
   SettingsGuard guard;
   const fs::path root = fresh_folder("auto");
   kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
@@ -394,10 +399,7 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
 
 TEST_CASE("cpu gemm provider auto: matmul asks for the class of the library call it makes",
           "[matmul][gemm_provider]") {
-  if (!kernels::cpu::openblas_available() && !kernels::cpu::onednn_available()) {
-    WARN("skipped: this build has neither OpenBLAS nor oneDNN, so auto always means Eigen");
-    return;
-  }
+  if (!auto_has_a_choice()) return;
   SettingsGuard guard;
   Generator gen(32);
   const std::int64_t m = 300, n = 70, k = 520;
@@ -422,10 +424,7 @@ TEST_CASE("cpu gemm provider auto: matmul asks for the class of the library call
 
 TEST_CASE("cpu gemm provider auto: a timing taken while the process waited for a CPU is taken again",
           "[matmul][gemm_provider]") {
-  if (!kernels::cpu::openblas_available() && !kernels::cpu::onednn_available()) {
-    WARN("skipped: this build has neither OpenBLAS nor oneDNN, so auto always means Eigen");
-    return;
-  }
+  if (!auto_has_a_choice()) return;
   if (!fs::exists(fs::path("/proc/self/task") / std::to_string(::syscall(SYS_gettid)) / "schedstat")) {
     WARN("skipped: this kernel does not report how long threads wait for a CPU (schedstat)");
     return;
@@ -462,10 +461,7 @@ std::int64_t peak_rss_kib() {
 
 TEST_CASE("cpu gemm provider auto: an outer product's class calibrates in megabytes, not gigabytes",
           "[matmul][gemm_provider]") {
-  if (!kernels::cpu::openblas_available() && !kernels::cpu::onednn_available()) {
-    WARN("skipped: this build has neither OpenBLAS nor oneDNN, so auto always means Eigen");
-    return;
-  }
+  if (!auto_has_a_choice()) return;
   // Writing 5 to clear_refs resets the peak to the current resident memory (Linux 4.0 and later).
   const bool reset = static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5");
   const std::int64_t before = peak_rss_kib();
