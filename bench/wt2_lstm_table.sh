@@ -41,10 +41,11 @@ import json, statistics, sys
 events = [json.loads(l) for l in open(sys.argv[1])]
 final = [e for e in events if e.get("event") == "final"][-1]
 train = [e for e in events if e.get("event") == "train"]
-speed = statistics.median(e["tokens_per_s"] for e in train[1:] or train)  # the first window warms up
+# The first window warms up; a budget shorter than one logging interval logs none.
+speed = f"{statistics.median(e['tokens_per_s'] for e in train[1:] or train):8,.0f}" if train else "-"
 unit = sys.argv[3] or "-"
 print(f"| {sys.argv[2]:<24} | {unit:>7} | {sys.argv[4]:>7} | {sys.argv[5]:>7} | {sys.argv[6]:>7} | "
-      f"{speed:8,.0f} | {int(final['steps']):6,d} | {final['valid_perplexity']:7.2f} | "
+      f"{speed:>8} | {int(final['steps']):6,d} | {final['valid_perplexity']:7.2f} | "
       f"{final['test_perplexity']:7.2f} | {final['peak_rss_bytes'] / 2**20:4.0f} MiB |")
 PY
 done
