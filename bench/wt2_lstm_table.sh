@@ -22,17 +22,20 @@ bin=${DEFINE_BIN:-build/release/tools/define}
 [ -x "$bin" ] || { echo "build the release preset first (cmake --build --preset release)" >&2; exit 2; }
 sets=(--set "train.max_minutes=$minutes")
 [ -z "${SEED:-}" ] || sets+=(--set "train.seed=$SEED")
+for row in "${rows[@]}"; do  # before the first row starts: a typo in the last would cost the hours before it
+  [ -f "configs/wt2-lstm-$row.json" ] || { echo "no config for row '$row' (configs/wt2-lstm-$row.json)" >&2; exit 2; }
+done
 mkdir -p "$root"
-echo "WikiText-2 LSTM LMs, $minutes minutes a row${SEED:+, seed $SEED}," \
+echo "WikiText-2 LSTM LMs, $minutes minutes a row${SEED:+, seed $SEED}, parameters in millions," \
   "$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
 printf '| %-24s | %7s | %7s | %7s | %7s | %8s | %6s | %7s | %7s | %8s |\n' config DeFINE context in-out total \
   tokens/s steps valid "test" "peak RSS"
 for row in "${rows[@]}"; do
   config="configs/wt2-lstm-$row.json"
-  [ -f "$config" ] || { echo "no config for row '$row' ($config)" >&2; exit 2; }
   run="$root/$row"
   rm -rf "$run"
-  "$bin" train --config "$config" --run-dir "$run" "${sets[@]}" > "$run.log" 2>&1
+  "$bin" train --config "$config" --run-dir "$run" "${sets[@]}" > "$run.log" 2>&1 ||
+    { echo "row '$row' failed; its output is in $run.log" >&2; exit 1; }
   params=$("$bin" params --config "$run/config.json")
   part() { echo "$params" | awk -v p="$1" '$0 ~ "^"p {print $NF}'; }
   python3 - "$run/metrics.jsonl" "$(basename "$config")" "$(part DeFINE)" "$(part context)" \
