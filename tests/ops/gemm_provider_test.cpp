@@ -31,6 +31,7 @@
 #include "kernels/cpu/gemm_provider.h"
 #include "kernels/grouped_linear.h"
 #include "kernels/matmul.h"
+#include "tools/run_log.h"
 
 using namespace define;
 using kernels::cpu::GemmChoice;
@@ -449,23 +450,13 @@ TEST_CASE("cpu gemm provider auto: a timing taken while the process waited for a
   CHECK(chosen == kernels::cpu::faster_provider(d[0].eigen_seconds, d[0].openblas_seconds, d[0].onednn_seconds));
 }
 
-namespace {
-// The process's peak resident memory in KiB (VmHWM), or -1 where /proc does not say.
-std::int64_t peak_rss_kib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  return -1;
-}
-}  // namespace
-
 TEST_CASE("cpu gemm provider auto: an outer product's class calibrates in megabytes, not gigabytes",
           "[matmul][gemm_provider]") {
   if (!auto_has_a_choice()) return;
   // Writing 5 to clear_refs resets the peak to the current resident memory (Linux 4.0 and later).
   const bool reset = static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5");
-  const std::int64_t before = peak_rss_kib();
-  if (!reset || before < 0) {
+  const std::int64_t before = cli::peak_rss_bytes();
+  if (!reset || before <= 0) {
     WARN("skipped: this kernel cannot reset or report the peak resident memory");
     return;
   }
@@ -474,7 +465,7 @@ TEST_CASE("cpu gemm provider auto: an outer product's class calibrates in megaby
   // 2^20 x 2^20 by k = 1: scaled by work alone, its C would be 2^30 floats (4 GiB).
   (void)kernels::cpu::gemm_provider(std::int64_t{1} << 20, std::int64_t{1} << 20, 1, false);
   REQUIRE(kernels::cpu::gemm_decisions().size() == 1);
-  CHECK(peak_rss_kib() - before < 256 * 1024);
+  CHECK(cli::peak_rss_bytes() - before < std::int64_t{256} << 20);
 }
 
 TEST_CASE("cpu gemm provider: forced choices and bad settings", "[matmul][gemm_provider]") {
