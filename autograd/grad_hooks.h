@@ -1,7 +1,7 @@
 // Being told when a leaf's gradient is complete: backward() accumulates each leaf's gradient
 // exactly once per pass (every contribution reaches the leaf's accumulator before it runs), so
 // right after that accumulation the leaf's .grad is final for this pass. The data-parallel
-// gradient reducer (dist/gradient_reducer.h) uses it to start reducing a bucket of gradients
+// gradient reducer (distributed/gradient_reducer.h) uses it to start reducing a bucket of gradients
 // while backward goes on with the layers below, as PyTorch DDP does with its hooks.
 #pragma once
 

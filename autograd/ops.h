@@ -12,6 +12,7 @@
 #include "autograd/grouped_linear.h"
 #include "autograd/index.h"
 #include "autograd/layer_norm.h"
+#include "autograd/linear_cross_entropy.h"
 #include "autograd/lstm.h"
 #include "autograd/matmul.h"
 #include "autograd/dropout.h"

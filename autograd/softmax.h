@@ -1,4 +1,5 @@
-// Softmax, log-softmax and the classification losses, differentiable.
+// Softmax, log-softmax and the classification losses, differentiable. The output layer with its
+// loss as one op (linear_cross_entropy) is in autograd/linear_cross_entropy.h.
 #pragma once
 
 #include <cstdint>
@@ -27,20 +28,17 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index = -100,
                      double label_smoothing = 0.0, Reduction reduction = Reduction::Mean);
 
-// The output layer and its loss in one op: cross_entropy(linear(x, weight, bias), target, ...)
-// with x [..., in], weight [C, in], bias [C] or undefined and target of x's leading shape; the
-// same result and gradients (up to float rounding), with the logits walked once each way on the
-// CPU (kernels/linear_cross_entropy.h). Reduction::None gives one loss per row of the flattened
-// leading dims ([rows]). With `unsmoothed` given, it receives the same loss without label
-// smoothing, reduced alike and without graph: what a label-smoothed trainer logs, from the same
-// logits (on the CPU at no extra pass over them).
-Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
-                            std::int64_t ignore_index = -100, double label_smoothing = 0.0,
-                            Reduction reduction = Reduction::Mean, Tensor* unsmoothed = nullptr);
-
 // Negative log likelihood of log-probabilities [N, C] against class targets [N]:
 // row loss -log_probs[i, target_i]. Same ignore_index and reduction rules as cross_entropy.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, std::int64_t ignore_index = -100,
                 Reduction reduction = Reduction::Mean);
+
+namespace detail {
+// Applies `reduction` to per-row losses (shared by the losses above and linear_cross_entropy; not
+// differentiable itself). total_weight receives what the backward pass divides by: the
+// non-ignored row count for a mean, 1 otherwise (a scalar tensor in every case).
+Tensor reduce_rows(const Tensor& rows, const Tensor& target, std::int64_t ignore_index, Reduction reduction,
+                   Tensor& total_weight);
+}  // namespace detail
 
 }  // namespace define

@@ -6,7 +6,7 @@
 //      and backward on PTB batches, once per position against once per distinct id, and a
 //      standard 256-wide table of the same batch for scale (the target: the unit no dearer
 //      than the embedding it replaces).
-// Usage: distinct_tokens_bench [threads]. Needs ../shared/data (tools/get-data ptb wikitext-2).
+// Usage: distinct_tokens_bench [threads]. Needs ../shared/data (scripts/get-data ptb wikitext-2).
 #include <omp.h>
 
 #include <algorithm>
@@ -22,7 +22,7 @@
 #include "data/corpus.h"
 #include "kernels/cpu/gemm_provider.h"
 #include "models/token_representation.h"
-#include "tools/corpus_location.h"
+#include "train/corpus_location.h"
 
 using namespace define;
 
@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
   define::kernels::cpu::restart_with_library_settings(argv);  // the same settings as the define CLI
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   omp_set_num_threads(threads);
-  const data::Corpus ptb = data::Corpus::load(cli::find_corpus("ptb"));
-  const data::Corpus wt2 = data::Corpus::load(cli::find_corpus("wikitext-2"));
+  const data::Corpus ptb = data::Corpus::load(train::find_corpus("ptb"));
+  const data::Corpus wt2 = data::Corpus::load(train::find_corpus("wikitext-2"));
   std::printf("distinct ids per batch (share of the batch's positions, over the training split)\n");
   std::printf("%-38s %8s %8s %8s\n", "corpus, B x T", "mean", "min", "max");
   struct Case {

@@ -1,5 +1,5 @@
 // Training speed and memory of an LSTM language model in define and in PyTorch (the peer,
-// bench/scripts/lstm_lm_torch.py, Debian's python3-torch), same architecture, batch, sequence
+// bench/peers/lstm_lm_torch.py, Debian's python3-torch), same architecture, batch, sequence
 // length and thread count, printed as ratios from one run, next to the physical limit.
 //
 //   lm_train_bench [--emb 200] [--hidden 200] [--layers 2] [--vocab 10000] [--batch 20]
@@ -37,7 +37,7 @@
 #include "models/registry.h"
 #include "models/lstm_lm.h"
 #include "nn/optim/optim.h"
-#include "tools/run_log.h"
+#include "core/process_info.h"
 
 using namespace define;
 
@@ -107,7 +107,7 @@ struct PeerResult {
 // The PyTorch peer in its own process; nothing when python3-torch is not there.
 std::optional<PeerResult> run_peer(const Args& a) {
   const auto j = bench::run_python_peer(
-      "bench/scripts/lstm_lm_torch.py",
+      "bench/peers/lstm_lm_torch.py",
       fmt::format("--vocab {} --emb {} --hidden {} --layers {} --batch {} --bptt {} --steps {} --threads {}", a.vocab,
                   a.emb, a.hidden, a.layers, a.batch, a.bptt, a.steps, a.threads),
       a.threads);
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
     }
     fmt::print("{}\n", line);
   }
-  const double define_mem = static_cast<double>(cli::peak_rss_bytes());
+  const double define_mem = static_cast<double>(define::peak_rss_bytes());
   // Peak RSS also holds the allocator's cache and moves by several MiB between identical runs; the
   // allocator's peak of live bytes is the stable measure of what training needed.
   fmt::print("define : {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (peak live tensors {:.1f} MiB)\n",

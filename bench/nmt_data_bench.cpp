@@ -7,7 +7,7 @@
 //   nmt_data_bench --data DIR [--src de] [--tgt en] [--vocab 8000,10000] [--type bpe]
 //                  [--max-tokens 4096] [--max-len 0] [--threads 2] [--out DIR]
 //
-// DIR holds train.<src> and train.<tgt> (Multi30k: `tools/get-data multi30k` prints its folder).
+// DIR holds train.<src> and train.<tgt> (Multi30k: `scripts/get-data multi30k` prints its folder).
 // Models go to --out (created if missing; default: a fresh folder under the system temp dir, kept,
 // its path printed).
 #include <fmt/format.h>

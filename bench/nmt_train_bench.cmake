@@ -1,2 +1,2 @@
-# nmt_train_bench trains a whole translation model (models/) and reads the CLI's memory probe.
-target_link_libraries(nmt_train_bench PRIVATE define_cli)
+# nmt_train_bench trains a whole translation model (models/).
+target_link_libraries(nmt_train_bench PRIVATE define_models define_data)

@@ -1,6 +1,6 @@
 // Training speed, beam-search speed and memory of the small translation Transformer
 // (configs/multi30k-transformer.json's model) in define and in PyTorch (the peer,
-// bench/scripts/nmt_torch.py: torch.nn.Transformer, Debian's python3-torch), same architecture,
+// bench/peers/nmt_torch.py: torch.nn.Transformer, Debian's python3-torch), same architecture,
 // batch, lengths, dropouts, loss and optimizer, printed as ratios from one run next to the
 // physical limit.
 //
@@ -51,7 +51,7 @@
 #include "models/registry.h"
 #include "models/translation_model.h"
 #include "nn/optim/optim.h"
-#include "tools/run_log.h"
+#include "core/process_info.h"
 
 using namespace define;
 
@@ -142,7 +142,7 @@ DefineResult define_run(const Args& a) {
   for (std::int64_t step = 0; step < a.steps + kWarmup; ++step) {
     if (step == kWarmup) start = std::chrono::steady_clock::now();
     opt.zero_grad();
-    Tensor nll_sum;  // what the trainer logs (tools/nmt_trainer.cpp), from the same logits
+    Tensor nll_sum;  // what the trainer logs (train/nmt_trainer.cpp), from the same logits
     const Tensor objective = model->loss_sum(src, tgt_in, tgt_out, 0.1, &nll_sum);
     backward(mul(objective, 1.0 / tokens));
     const double nll = nll_sum.item_double() / tokens;
@@ -182,7 +182,7 @@ struct PeerResult {
 // when python3-torch is not there.
 std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
   const auto found = bench::run_python_peer(
-      "bench/scripts/nmt_torch.py",
+      "bench/peers/nmt_torch.py",
       fmt::format("--vocab {} --d-model {} --heads {} --ffn {} --layers {} --batch {} --src-len {} --tgt-len {} "
                   "--steps {} --warmup {} --beam {} --beam-batch {} --max-len-a {} --max-len-b {} --threads {}{}",
                   a.vocab, a.d_model, a.heads, a.ffn, a.layers, a.batch, a.src_len, a.tgt_len, a.steps, kWarmup,
@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
                  peer ? fmt::format(", pytorch {:.4f}", peer->first_loss) : std::string(),
                  std::log(static_cast<double>(a.vocab)));
   }
-  const double define_mem = static_cast<double>(cli::peak_rss_bytes());
+  const double define_mem = static_cast<double>(define::peak_rss_bytes());
   fmt::print("define : {:7.0f} tokens/s (median, {:.1f} GFLOP/s), beam {:.1f} sentences/s (mean output {:.1f} subwords), "
              "peak RSS {:.1f} MiB\n",
              bench::median(define_tps), bench::median(define_tps) * flops / 1e9, bench::median(define_sps), define_len,

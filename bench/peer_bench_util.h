@@ -46,8 +46,8 @@ inline std::optional<std::string> shell_output(const std::string& command) {
 }
 
 // Debian 12's OpenBLAS (0.3.21), which the peer's torch calls for its GEMMs, does not recognise
-// every newer x86 model (an Intel Xeon of family 6, model 207, for one) and falls back to its
-// generic "Prescott" kernels, about 4x slower at SGEMM: the peer would not run at its best. When
+// every newer x86 model and falls back to its generic "Prescott" kernels, several times slower at
+// SGEMM: the peer would not run at its best. When
 // the peer's OpenBLAS reports that fallback, this returns the OPENBLAS_CORETYPE assignment that
 // selects the kernels the CPU can run (SkylakeX with AVX-512, Haswell with AVX2); empty when the
 // detection is fine or the user set OPENBLAS_CORETYPE.

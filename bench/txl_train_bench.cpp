@@ -1,5 +1,5 @@
 // Training speed and memory of a Transformer-XL language model in define and in PyTorch (the peer,
-// bench/scripts/txl_torch.py, Debian's python3-torch), same architecture, batch, segment and memory
+// bench/peers/txl_torch.py, Debian's python3-torch), same architecture, batch, segment and memory
 // length and thread count, printed as ratios from one run, next to the physical limit.
 //
 //   txl_train_bench [--vocab 33278] [--d-model 256] [--heads 4] [--d-head 64] [--inner 1024]
@@ -51,7 +51,7 @@
 #include "models/language_model.h"
 #include "models/registry.h"
 #include "nn/optim/optim.h"
-#include "tools/run_log.h"
+#include "core/process_info.h"
 
 using namespace define;
 
@@ -209,7 +209,7 @@ struct PeerResult {
 // count, nothing timed); nothing when python3-torch is not there.
 std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
   const auto found = bench::run_python_peer(
-      "bench/scripts/txl_torch.py",
+      "bench/peers/txl_torch.py",
       fmt::format("--vocab {} --d-model {} --heads {} --d-head {} --inner {} --layers {} --batch {} --tgt-len {} "
                   "--mem-len {} --cutoffs {} --steps {} --warmup {} --threads {}{}",
                   a.vocab, a.d_model, a.heads, a.d_head, a.inner, a.layers, a.batch, a.tgt_len, a.mem_len,
@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
                  peer ? fmt::format(", pytorch {:.4f}", peer->first_loss) : std::string(), zero_logits_loss(a),
                  std::log(static_cast<double>(a.vocab)));
   }
-  const double define_mem = static_cast<double>(cli::peak_rss_bytes());
+  const double define_mem = static_cast<double>(define::peak_rss_bytes());
   fmt::print("define : {:9.0f} tokens/s (median, {:.1f} GFLOP/s), peak RSS {:7.1f} MiB\n", bench::median(define_tps),
              bench::median(define_tps) * flops / 1e9, define_mem / (1 << 20));
   fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s SGEMM rate)\n",

@@ -10,8 +10,8 @@
 // then one of 38, an evaluation batch of 10 after training batches of 20) kept its own blocks, and
 // the cache held 2-3x the live tensors (PTB LSTM: 360 MiB cached next to a 164 MiB peak); letting
 // smaller requests reuse larger blocks keeps it near the working set. Blocks remember their size.
-// Statistics are honest: `active` counts bytes handed out (rounded sizes), `cached` bytes held
-// in free lists, `peak_active` the high-water mark of active. empty_cache() frees the cache.
+// Statistics are honest: `active_bytes` counts bytes handed out (rounded sizes), `cached_bytes`
+// bytes held in free lists, `peak_active_bytes` the high-water mark of active. empty_cache() frees the cache.
 #pragma once
 
 #include <cstddef>

@@ -4,7 +4,7 @@
 // DEFINE_CRASH_AT="<point>:<n>" kills the process with SIGKILL the n-th time (from 1) it reaches
 // crash_point("<point>"). Without the variable a crash point is one comparison.
 // Points: "atomic_write" (nn/safetensors.cpp: half of a file's bytes are in its temporary file),
-// "train_step" (tools/training_loop.cpp: before each training step).
+// "train_step" (train/training_loop.cpp: before each training step).
 #pragma once
 
 namespace define {

@@ -1,6 +1,6 @@
 // Devices. A tensor lives on the CPU, on a CUDA device (a GPU), or on the emulated CUDA device:
 // the same CUDA kernels compiled by g++ and run on the CPU by the CUDA execution emulator
-// (kernels/emu/), with host memory standing in for device memory. The emulated device is how every
+// (cuda_emu/), with host memory standing in for device memory. The emulated device is how every
 // CUDA kernel is tested on machines without a GPU, and is always available once registered
 // (kernels/devices.h); `cuda` exists only with a GPU and a CUDA build. Core only sees a
 // DeviceInterface (allocate, copy, fill) registered for the device type.

@@ -13,10 +13,7 @@
 // a region that follows the last within microseconds pays it again. Where the CPUs are separate
 // cores a worker that spins takes nothing from the others, and a short spin (GOMP_SPINCOUNT=3000,
 // about 30 us by libgomp's estimate; longer on CPUs with a slow `pause`) lets back-to-back regions
-// find their workers awake: on an Intel Xeon (model 207, 2 cores, 1 thread each) the PTB LSTM, the
-// WikiText-2 LSTMs and Transformer-XL trained 1.01-1.04x faster than with GOMP_SPINCOUNT=0 (medians
-// of 5-17 interleaved pairs per model; 27 of 38 pairs faster, median 1.03x); 300 and 30,000 were no
-// better than 0 there (docs/results.md, 2026-11-29).
+// find their workers awake, which trains the models a few percent faster (docs/results.md).
 //
 // libgomp reads its environment once, when it is loaded, before main() runs, so the only way to
 // change the policy of the running program is to start it again with the variable set.

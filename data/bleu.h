@@ -6,7 +6,7 @@
 //   * smoothing "exp" (mteval's: the k-th order whose match count is 0 gets precision
 //     100 / (2^k * total)), no effective order;
 //   * brevity penalty exp(1 - ref_len / hyp_len) when the hypothesis is shorter, 0 for an empty one.
-// tools/check-bleu.sh checks the agreement with the sacrebleu Python package on Multi30k.
+// scripts/checks/check-bleu.sh checks the agreement with the sacrebleu Python package on Multi30k.
 //
 // Text is UTF-8. 13a's regular expressions only name ASCII characters, so it is applied to bytes:
 // for valid UTF-8 that gives exactly what Python does on characters (bleu.cpp says why). What is

@@ -1,6 +1,6 @@
 // Device registration. Core knows devices only through the DeviceInterface registered for each
 // type; this registers the CUDA backends:
-//   * emu   the emulated CUDA device (the CUDA kernels run on the CPU by kernels/emu/), always;
+//   * emu   the emulated CUDA device (the CUDA kernels run on the CPU by cuda_emu/), always;
 //   * cuda  real GPUs, when this build has the nvcc-compiled backend and a GPU is present.
 // Programs (the CLI, the test binaries) call it once at start-up; it is idempotent.
 #pragma once

@@ -1,4 +1,4 @@
-// Group linear transform (GLT) of DeFINE / DExTra (docs: define-spec.md section 1): the input's
+// Group linear transform (GLT) of DeFINE / DExTra (docs/spec.md section 1): the input's
 // last dim is cut into g contiguous chunks of k_in features, chunk i goes through its own
 // [k_in, k_out] matrix and bias, and the g results are concatenated group-major (no shuffle; the
 // channel shuffle belongs to the split-mix op):

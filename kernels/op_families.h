@@ -7,6 +7,10 @@
 // kernel_bench case (bench/kernels/kernel_cases.h), DEFINE_BENCH_FAMILY("<name>") in a family
 // benchmark (bench/*_bench.cpp). tests/ops/op_coverage_test.cpp fails when a family listed here
 // lacks any of the three, or when a test or benchmark names a family not listed here.
+//
+// Fused ops without a backend contract of their own are not families: linear_cross_entropy
+// (kernels/linear_cross_entropy.h, autograd/linear_cross_entropy.h) has a fast CPU kernel only and
+// composes the matmul and softmax kernels elsewhere; its tests and benchmark count for "softmax".
 #pragma once
 
 #include <array>

@@ -1,10 +1,9 @@
 // Optimizer family: fused parameter updates, one pass over a parameter's memory.
 //
 // Why fused: Adam written with the generic in-place kernels passes over each parameter ten times
-// (scale m, add g, square g, scale v, add, sqrt, scale, add eps, divide, add to p). A WikiText-2
-// Transformer-XL step updates 12 M parameters (most of them the 33,278-word table), and on a
-// 2-core Intel Xeon those passes were about 12% of its training time. One pass reads p, g, m and
-// v and writes p, m and v.
+// (scale m, add g, square g, scale v, add, sqrt, scale, add eps, divide, add to p), a visible share of
+// the step of a model with a large word table (docs/results.md). One pass reads p, g, m and v and
+// writes p, m and v.
 //
 // adam_update, per element, in the tensors' dtype T with every scalar rounded to T first (the
 // roundings of the generic kernels it replaced):

@@ -7,6 +7,7 @@
 #include "autograd/dropout.h"
 #include "autograd/elementwise.h"
 #include "autograd/index.h"
+#include "autograd/linear_cross_entropy.h"
 #include "autograd/matmul.h"
 #include "autograd/softmax.h"
 #include "autograd/views.h"

@@ -84,8 +84,8 @@ class TransformerDecoderLayer : public Module {
   // Incremental decoding. start_cache projects the encoder output [N, S, encoder_dim] (undefined:
   // no cross-attention) once; forward_step then takes the next position's input x [N, 1, d_model],
   // appends its keys and values to the cache and returns that position's output, which equals the
-  // last row of forward() over the whole prefix (tests/nn/transformer_test.cpp). Eval mode only:
-  // dropout would make the two differ.
+  // last row of forward() over the whole prefix (tests/models/translation_model_test.cpp, through the
+  // models' incremental decoding). Eval mode only: dropout would make the two differ.
   DecoderLayerCache start_cache(const Tensor& encoder_out, const Tensor& encoder_padding_mask = Tensor()) const;
   Tensor forward_step(const Tensor& x, DecoderLayerCache& cache) const;
 

@@ -1,5 +1,4 @@
-// Catch2 entry point for define_tests.
-// GCC 12 reports a false -Wmaybe-uninitialized inside <regex> (used by Catch2) in sanitizer builds.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// Entry point of define_tests (Catch2's implementation: tests/support/catch_session.cpp).
+#include "catch_session.h"
+
+int main(int argc, char** argv) { return define::test::run_catch_session(argc, argv); }

@@ -26,7 +26,7 @@
 #include "tools/command.h"
 #include "tools/options.h"
 #include "tools/png_writer.h"
-#include "tools/run_loader.h"
+#include "train/run_loader.h"
 
 namespace define::cli {
 namespace {
@@ -115,7 +115,7 @@ int run_corrmap(const std::vector<std::string>& args) {
   const std::string colour = opts.has("colour") ? opts.get("colour") : "gray";
   if (colour != "gray" && colour != "heat") fail(kOp, "--colour must be gray or heat, got '{}'", colour);
 
-  const LoadedRun run = load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
+  const train::LoadedRun run = train::load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
   const models::TokenInput& input = run.token_input();
   const std::vector<std::string> available = models::representation_names(input);
   if (available.empty())

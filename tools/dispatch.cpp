@@ -8,7 +8,7 @@
 #include <exception>
 
 #include "core/error.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "kernels/cpu/gemm_provider.h"
 #include "tools/command.h"
 

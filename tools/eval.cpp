@@ -1,7 +1,7 @@
 // `define eval --run DIR [--checkpoint F] [--split valid|test] [--cache FILE] [--compare]
 //               [--batch-size B] [--bptt N] [--mem-len N] [--threads N] [--json]`
 // Perplexity of a trained language model on a split of the corpus its config names, computed as
-// the trainer computes it (tools/lm_trainer.h: evaluate_lm), so the numbers match the run's final
+// the trainer computes it (train/lm_trainer.h: train::evaluate_lm), so the numbers match the run's final
 // ones: the same batch size (data.eval_batch_size for valid, data.test_batch_size for test) and
 // bptt unless overridden (--mem-len sets a Transformer-XL memory length). The corpus is read against the run's saved vocabulary, so ids match.
 //
@@ -24,10 +24,10 @@
 #include "data/corpus.h"
 #include "models/token_cache.h"
 #include "tools/command.h"
-#include "tools/corpus_location.h"
-#include "tools/lm_trainer.h"
+#include "train/corpus_location.h"
+#include "train/lm_trainer.h"
 #include "tools/options.h"
-#include "tools/run_loader.h"
+#include "train/run_loader.h"
 
 namespace define::cli {
 namespace {
@@ -44,7 +44,7 @@ struct Measurement {
 Measurement measure(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt) {
   const auto start = std::chrono::steady_clock::now();
   Measurement m;
-  m.loss = evaluate_lm(model, batches, bptt);
+  m.loss = train::evaluate_lm(model, batches, bptt);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens = (batches.size(0) - 1) * batches.size(1);  // every row but the last is an input row
   return m;
@@ -99,7 +99,7 @@ int run_eval(const std::vector<std::string>& args) {
   const std::string split = opts.has("split") ? opts.get("split") : "valid";
   if (split != "valid" && split != "test") fail(kOp, "--split must be valid or test, got '{}'", split);
 
-  LoadedRun run = load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
+  train::LoadedRun run = train::load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
   const Config data_cfg = run.config.section("data");
   const std::int64_t batch_size = positive_option(
       opts, "batch-size",
@@ -110,7 +110,7 @@ int run_eval(const std::vector<std::string>& args) {
   omp_set_num_threads(static_cast<int>(positive_option(opts, "threads", run.config.section("train").get_int("threads", 2))));
 
   const std::string corpus_dir =
-      data_cfg.has("dir") ? data_cfg.get_string("dir") : find_corpus(data_cfg.get_string("corpus", "ptb"));
+      data_cfg.has("dir") ? data_cfg.get_string("dir") : train::find_corpus(data_cfg.get_string("corpus", "ptb"));
   const data::Corpus corpus = data::Corpus::load(corpus_dir, run.vocab);
   const Tensor batches = data::batchify(split == "valid" ? corpus.valid : corpus.test, batch_size);
 

@@ -13,7 +13,7 @@
 #include "models/token_cache.h"
 #include "tools/command.h"
 #include "tools/options.h"
-#include "tools/run_loader.h"
+#include "train/run_loader.h"
 
 namespace define::cli {
 
@@ -30,7 +30,7 @@ int run_export_cache(const std::vector<std::string>& args) {
         "  --checkpoint F  weights to use (default DIR/best.ckpt, else DIR/latest.ckpt)\n");
     return 0;
   }
-  const LoadedRun run = load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
+  const train::LoadedRun run = train::load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
   const models::TokenInput& input = run.token_input();
   if (!input.has_unit())
     fail(op,

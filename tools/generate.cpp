@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "tools/command.h"
 #include "tools/options.h"
-#include "tools/run_loader.h"
+#include "train/run_loader.h"
 
 namespace define::cli {
 namespace {
@@ -94,7 +94,7 @@ int run_generate(const std::vector<std::string>& args) {
     fail(kOp, "--temperature must be a finite number >= 0, got {}", temperature);
   const std::int64_t seed = opts.has("seed") ? opts.get_int("seed") : 1;
 
-  LoadedRun run = load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
+  train::LoadedRun run = train::load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
   std::vector<std::int64_t> context;
   if (opts.has("prompt")) {
     std::istringstream in(opts.get("prompt"));

@@ -11,8 +11,8 @@
 #include "data/corpus.h"
 #include "models/registry.h"
 #include "nn/init.h"
-#include "tools/corpus_location.h"
-#include "tools/nmt_trainer.h"
+#include "train/corpus_location.h"
+#include "train/nmt_trainer.h"
 #include "tools/command.h"
 #include "tools/options.h"
 
@@ -32,12 +32,12 @@ int run_params(const std::vector<std::string>& args) {
   }
   Config cfg = load_config(opts);
   std::int64_t vocab = opts.has("vocab-size") ? opts.get_int("vocab-size") : 0;
-  if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data") && is_translation_config(cfg)) {
+  if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data") && train::is_translation_config(cfg)) {
     // A translation run's vocabulary is the joint subword model it trains: data.subword.vocab_size.
-    vocab = read_translation_data_subword_size(cfg.section("data"));
+    vocab = train::read_translation_data_subword_size(cfg.section("data"));
   } else if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data")) {
     const Config data = cfg.section("data");
-    const std::string dir = data.has("dir") ? data.get_string("dir") : find_corpus(data.get_string("corpus", "ptb"));
+    const std::string dir = data.has("dir") ? data.get_string("dir") : train::find_corpus(data.get_string("corpus", "ptb"));
     vocab = data::Corpus::load(dir).vocab.size();
   }
   // Counting needs the shapes, not values: no random draws.

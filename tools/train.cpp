@@ -1,5 +1,5 @@
 // `define train --config FILE [--set key=value ...] [--run-dir DIR] [--resume]`: trains the
-// language model (tools/lm_trainer.h) or translation model (tools/nmt_trainer.h) a config
+// language model (train/lm_trainer.h) or translation model (train/nmt_trainer.h) a config
 // describes and reports validation and test perplexity. The run folder (default runs/<config
 // name>) receives config.json, metrics.jsonl, vocab.txt (language models) or subword.model
 // (translation), latest.ckpt and best.ckpt.
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "tools/command.h"
-#include "tools/lm_trainer.h"
-#include "tools/nmt_trainer.h"
+#include "train/lm_trainer.h"
+#include "train/nmt_trainer.h"
 #include "tools/options.h"
 
 namespace define::cli {
@@ -31,10 +31,10 @@ int run_train(const std::vector<std::string>& args) {
   Config cfg = load_config(opts);
   const std::string run_dir =
       opts.has("run-dir") ? opts.get("run-dir") : "runs/" + std::filesystem::path(opts.get("config")).stem().string();
-  if (is_translation_config(cfg)) {
-    train_translation_model(cfg, run_dir, opts.has("resume"));
+  if (train::is_translation_config(cfg)) {
+    train::train_translation_model(cfg, run_dir, opts.has("resume"));
   } else {
-    train_language_model(cfg, run_dir, opts.has("resume"));
+    train::train_language_model(cfg, run_dir, opts.has("resume"));
   }
   return 0;
 }

@@ -23,8 +23,8 @@
 #include "models/beam_search.h"
 #include "tools/command.h"
 #include "tools/options.h"
-#include "tools/training_loop.h"
-#include "tools/translation_run.h"
+#include "train/training_loop.h"
+#include "train/translation_run.h"
 
 namespace define::cli {
 namespace {
@@ -68,8 +68,8 @@ int run_translate(const std::vector<std::string>& args) {
         "  --threads N       CPU threads (default the run's train.threads)\n");
     return 0;
   }
-  const Device device = training_device(opts.has("device") ? opts.get("device") : "cpu", "--device");
-  TranslationRun run = load_translation_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
+  const Device device = train::training_device(opts.has("device") ? opts.get("device") : "cpu", "--device");
+  train::TranslationRun run = train::load_translation_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
   omp_set_num_threads(static_cast<int>(opts.has("threads") ? opts.get_int("threads") : run.config.section("train").get_int("threads", 2)));
   run.model->to(device);
 

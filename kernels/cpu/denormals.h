@@ -3,13 +3,10 @@
 // A float below 1.2e-38 (double: 2.2e-308) is denormal, and on x86 (Intel cores at least) an
 // arithmetic instruction that reads or makes one can take a microcode assist, dozens of times slower.
 // Training makes them: as an LSTM's gates saturate, their derivatives (and so the gate gradients
-// that the weight-gradient GEMM reads) fall below that range. Measured on the 2-core Intel Xeon
-// build machine, the WikiText-2 LSTM with adaptive input (configs/wt2-lstm-adaptive.json, 1
-// thread) trained at 1,900-2,000 tokens/s for its first 100 steps and at 1,040 by step 250, with
-// 43% of the time in the Eigen GEMM of the LSTM's backward; with denormals flushed it kept its
-// speed, with the same losses to every printed digit. Flushing changes results only where a
-// value would have been smaller than 1.2e-38 in magnitude. PyTorch offers the same switch as
-// torch.set_flush_denormal(True), which the training benchmarks' peers call.
+// that the weight-gradient GEMM reads) fall below that range, and an LSTM slowed to about half its
+// speed as it trained; flushed, it kept its speed with the same losses (docs/results.md). Flushing
+// changes results only where a value would have been smaller than 1.2e-38 in magnitude. PyTorch
+// offers the same switch as torch.set_flush_denormal(True), which the training benchmarks' peers call.
 //
 // The switch is the MXCSR register's FTZ (results) and DAZ (inputs) bits, which belong to each
 // thread: it is set on the calling thread and on every OpenMP worker, and workers created later

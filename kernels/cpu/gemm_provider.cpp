@@ -214,9 +214,8 @@ double seconds_of(GemmProvider p, std::int64_t m, std::int64_t n, std::int64_t k
 // How long this process's threads have been runnable but waiting for a CPU, in nanoseconds, summed
 // (the second field of /proc/self/task/*/schedstat); -1 where the kernel does not say. Why it
 // matters: a choice is kept on disk for every later process, so a timing taken while something
-// else held a core must not decide it. On an AMD EPYC (Zen 4) a `git commit` beside the first
-// training step made the LSTM LM's output-layer class time oneDNN 44% and OpenBLAS 24% slower than
-// alone, and the cached OpenBLAS cost that model 5% of its speed in every later run.
+// else held a core must not decide it (a calibration beside another program once kept the slower
+// library for every later run: docs/results.md).
 std::int64_t cpu_wait_ns() {
   std::error_code ec;
   fs::directory_iterator it("/proc/self/task", ec);

@@ -1,29 +1,23 @@
 // Which library runs the CPU's GEMMs: Eigen, OpenBLAS or oneDNN, chosen per shape class by measurement.
 //
-// Why choose at all: no one library is fastest on every x86 machine. On the 2-core AMD EPYC
-// (Zen 3) VM OpenBLAS's sgemm runs at 1.6-1.8x Eigen's from 256^3 to 1024^3; on an AMD EPYC Zen 4
-// it was 1.27x; on an earlier VM Eigen was level or a little ahead. On the 2-core Intel Xeon
-// (model 207) oneDNN's sgemm was 1.1-1.34x OpenBLAS's on most of the models' threaded GEMMs
-// (threading and packing, not the micro-kernel: on one thread the two were within a few percent).
+// Why choose at all: no one library is fastest on every x86 machine and every shape; they differ
+// most in how they thread and pack, and their order changes from CPU to CPU (docs/results.md).
 // A fixed default is right on one machine and slow on the next, so `auto` (the default) times
 // every provider the build has on the first GEMM of each shape class and keeps the fastest
 // (faster_provider below: Eigen only when it wins by a margin).
 //
 // A shape class is (dtype, m, n, k, which operands are transposed, how it runs) with each size
 // rounded down to a power of 4 (m 256 covers 256..1023). The transposition changes how a library
-// packs its operands: on an AMD EPYC (Zen 4) a serial 64 x 128 x 64 GEMM took OpenBLAS 9.1 us and
-// oneDNN 9.5 us untransposed, but 12.1 us and 10.2 us with B transposed (Transformer-XL's per-head
-// scores), so a class timed untransposed chose the slower library there. How it runs: a threaded
+// packs its operands, and the faster library can differ with B transposed (Transformer-XL's per-head
+// scores chose the slower one while classes were timed untransposed). How it runs: a threaded
 // GEMM (called outside any OpenMP team, so the library threads it) or a serial one (one of many run
 // by the threads of a kernel's own team); the libraries differ most in how they thread, so each
 // kind is timed the way it runs. The first GEMM
 // of a class times the providers on scratch operands of its shape (scaled down to at most 2^29
 // multiply-adds per thread: about 0.2 s for the largest classes, once per machine), five
 // interleaved rounds, fastest of each: a slow moment is other tenants' load, never the library.
-// Why that large: oneDNN's lead over OpenBLAS grows with the rows. On an AMD EPYC (Zen 4) the two
-// tie at 512 x 500 x 256 and 1,024 x 1,024 x 256, yet oneDNN is 1.17-1.2x faster at the translation
-// model's 4,096 x 8,000 x 256 and 4,096 x 1,024 x 256 (output layer, FFN); scaled to 2^25 or 2^27
-// those classes timed as the tie and kept OpenBLAS (a tie goes to OpenBLAS, below).
+// Why that large: oneDNN's lead over OpenBLAS grows with the rows, so classes scaled down further
+// timed as a tie and kept the library that is slower at their real size (a tie goes to OpenBLAS).
 // A timing during which one of the process's threads waited for a CPU (another program held a
 // core) is taken again, up to three times.
 //
@@ -69,8 +63,8 @@ enum class GemmRun { Threaded, Serial };
 // is not the same: with `team` false it still opens an (inactive) region, every library GEMM
 // threaded inside it opens a nested one, and libgomp runs nested teams on threads of their own,
 // not on the process's workers: a third thread woken for each GEMM beside a worker that may still
-// be spinning, on two cores. Such GEMMs ran at the one-thread rate about half the time, which cost
-// an LSTM language model 5-11% of its training speed on an AMD EPYC (Zen 4).
+// be spinning, on two cores. Such GEMMs ran at the one-thread rate about half the time, which slowed
+// the training of the models (docs/results.md).
 template <typename Body>
 void for_each_gemm(std::int64_t count, bool team, const Body& body) {
   if (team) {
@@ -102,12 +96,11 @@ std::string openblas_kernels_for_cpu();
 
 // The OPENBLAS_CORETYPE this process should run with, when OpenBLAS did not recognise the CPU.
 // Debian 12's OpenBLAS (0.3.21) falls back to its generic "Prescott" kernels on x86 models newer
-// than it knows (an Intel Xeon of family 6, model 207, for one): SGEMM 3-4x slower than with the
-// AVX-512 kernels that CPU runs, so auto picks Eigen everywhere, and Eigen is itself 1.1-1.45x
-// slower than OpenBLAS's AVX-512 kernels on the LSTM and translation models' GEMMs there
-// (bench/gemm_provider_bench, 2026-11-29). Returns openblas_kernels_for_cpu() in that case, ""
-// when OpenBLAS recognised the CPU, the user set OPENBLAS_CORETYPE, or the build has no OpenBLAS. OpenBLAS reads the variable once, when it
-// is loaded: the programs restart themselves with it (core/omp_wait.h).
+// than it knows, several times slower at SGEMM than the kernels the CPU can run, so auto would settle
+// for Eigen, itself slower than OpenBLAS's right kernels (docs/results.md). Returns
+// openblas_kernels_for_cpu() in that case, "" when OpenBLAS recognised the CPU, the user set
+// OPENBLAS_CORETYPE, or the build has no OpenBLAS. OpenBLAS reads the variable once, when it is
+// loaded: the programs restart themselves with it (core/omp_wait.h).
 std::string openblas_coretype_override();
 
 // What the programs (`define`, the benchmarks) call first thing in main(): restarts the program
@@ -117,12 +110,10 @@ void restart_with_library_settings(char** argv);
 
 // What a class's timings choose: the faster of the two BLAS libraries (OpenBLAS on a tie), unless
 // Eigen is faster than that by more than kEigenMargin. A library the build lacks has an infinite
-// time. Why the margin: on scaled-down operands the libraries often tie (within 1-4% on an Intel
-// Xeon, model 167), while the real GEMMs of a 2-thread run are larger, where OpenBLAS was 10-26%
-// ahead on those same tied classes (Eigen's win, where it had one, was 2-10%). Choosing a library
-// on a tie risks at most the margin; choosing Eigen on a tie risked a quarter. Where Eigen clearly
-// wins (products with a dimension under 16, where the libraries' call overhead shows: 20-70%),
-// it is still chosen.
+// time. Why the margin: on scaled-down operands the libraries often tie, while at the real sizes of
+// those classes OpenBLAS can be well ahead (docs/results.md): choosing a library on a tie risks at
+// most the margin, choosing Eigen risked far more. Where Eigen clearly wins (products with a
+// dimension under 16, where the libraries' call overhead shows), it is still chosen.
 inline constexpr double kEigenMargin = 0.05;
 GemmProvider faster_provider(double eigen_seconds, double openblas_seconds, double onednn_seconds);
 

@@ -34,12 +34,9 @@
 // output (h_{t-1}, or dgates_{t+1} backward), half of it written by the other thread's cell, so
 // those cache lines come from the other core. Read in place by the micro-kernel (broadcasts from
 // 5 rows at a time), the transfers stalled it; a plain copy into a per-thread buffer first (a
-// sequential read the prefetchers stream) and the GEMM from there measured faster on the 2-core
-// Intel Xeon (model 207): backward recurrence, T 35, B 20, 8 interleaved runs, median, 1.37 ->
-// 1.23 ms at H = 200 and 0.90 -> 0.75 ms at H = 144 (best of 30 runs interleaved in one
-// process, 3 processes: -10% and -15%); forward -5% at H = 200 and H = 144. At H = 512 and 1150
-// the copies cost 1-4% (a step's GEMM is long enough to hide the transfers, and the copy takes
-// L1 and L2 from the panels), so they are made only up to kCopyMacs multiply-adds a step.
+// sequential read the prefetchers stream) and the GEMM from there is faster where a step is short
+// (docs/results.md). For long steps the GEMM hides the transfers and the copy takes L1 and L2 from
+// the panels, so the copies are made only up to kCopyMacs multiply-adds a step.
 //
 // The cell: per batch row, one packet of units at a time, its four gates, the new cell and h in
 // registers (Eigen's packet activations: logistic and tanh, rational approximations within a

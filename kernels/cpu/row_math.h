@@ -13,8 +13,8 @@
 // target has AVX, four of 4 otherwise), each lane doing exactly the scalar code's operations, so
 // results are the same bits as the scalar loops'.
 // Why explicit: GCC 12 vectorises the scalar 16-lane loops for AVX-512 targets but leaves them
-// scalar for AVX2 ones (-march=native on an AMD EPYC Zen 3 or a Haswell-class Intel), which made
-// every vocabulary-wide softmax several times slower there. float64 keeps the scalar loops.
+// scalar for AVX2 ones, which made every vocabulary-wide softmax several times slower there.
+// float64 keeps the scalar loops.
 #pragma once
 
 #include <bit>

@@ -12,7 +12,7 @@
 
 // In the namespace of the build (define::cuda under nvcc, define::cuda_emu in the emulator build):
 // the two builds define this function differently (the real runtime's error strings or the
-// emulator's), and one name for both would leave the linker to keep either (tools/check-symbols.sh).
+// emulator's), and one name for both would leave the linker to keep either (scripts/checks/check-symbols.sh).
 namespace define::DEFINE_CUDA_NS::detail {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {

@@ -1,7 +1,8 @@
 // CUDA copy family: strided copy with dtype cast and broadcast (copy_into), gradient accumulation
 // (accumulate_into) and fill. Entry points and checks: kernels/copy.cpp; reference:
-// kernels/ref/copy.cpp; tests: every op-harness case in mode emu (tests/ops/*) plus
-// tests/cuda/copy_kernels_test.cpp.
+// kernels/ref/copy.cpp; tests: every op-harness case in mode emu (tests/ops/*) plus the emu copy
+// kernel tests of tests/cuda/emu_device_test.cpp and the 64-bit offsets test of
+// tests/cuda/elementwise_kernels_test.cpp.
 //
 // One grid-stride kernel per operation. The host side coalesces dims with the TensorIterator, so
 // a contiguous copy is a flat loop whatever its rank; when every operand is flat the kernel skips

@@ -1,7 +1,7 @@
 // The one project header a kernel .cu file includes (after its standard headers). It makes the same
 // file compile twice:
 //   * by nvcc (__CUDACC__): real CUDA; launch() is a thin wrapper over <<<>>>;
-//   * by g++ as C++20: against the CPU emulator (kernels/emu/cuda_emu.hpp), for unit tests.
+//   * by g++ as C++20: against the CPU emulator (cuda_emu/cuda_emu.hpp), for unit tests.
 //
 // What a kernel file may use in both builds:
 //   launch(kernel, grid, block, smem_bytes, stream, args...)   instead of kernel<<<...>>>(args...)
@@ -29,9 +29,9 @@
 // nvcc, define::cuda_emu / define::kernels::cuda_emu in the emulator build (kernels/cuda/ops.h).
 #define DEFINE_CUDA_NS cuda
 
-// Not in the global namespace, where the emulator's launch() lives (kernels/emu/emu_launch.hpp): a
+// Not in the global namespace, where the emulator's launch() lives (cuda_emu/emu_launch.hpp): a
 // kernel's pointer type does not name its namespace, so both builds would instantiate launch<>
-// under one mangled name and the linker would keep one of the two (tools/check-symbols.sh).
+// under one mangled name and the linker would keep one of the two (scripts/checks/check-symbols.sh).
 namespace define::nvcc {
 
 template <typename... P, typename... A>
@@ -52,7 +52,7 @@ using define::nvcc::launch;
   T* name = reinterpret_cast<T*>(name##_emu_raw_)
 
 // A bounded kernel's first statement repeats its __launch_bounds__ for the emulator, which checks
-// the block size against it (kernels/emu/emu_device.hpp); nvcc has the attribute itself.
+// the block size against it (cuda_emu/emu_device.hpp); nvcc has the attribute itself.
 #define EMU_CHECK_LAUNCH_BOUNDS(...) static_cast<void>(0)
 
 // The type comes last (variadic) so template arguments with commas need no parentheses.
@@ -61,7 +61,7 @@ using define::nvcc::launch;
 
 #else
 
-#include "kernels/emu/cuda_emu.hpp"
+#include "cuda_emu/cuda_emu.hpp"
 
 #define DEFINE_CUDA_NS cuda_emu
 

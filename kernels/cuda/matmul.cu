@@ -18,7 +18,7 @@
 //     operations. An operand with neither a unit row nor a unit column stride (or a leading
 //     dimension cuBLAS refuses) is first made contiguous; such an out is computed into a contiguous
 //     scratch and copied back. Under nvcc this is libcublas; in the emulator build the same code
-//     calls the emulated cuBLAS (kernels/emu/emu_cublas.hpp: the same entry points over a host
+//     calls the emulated cuBLAS (cuda_emu/emu_cublas.hpp: the same entry points over a host
 //     reference GEMM, refusing what cuBLAS refuses), so the mapping is tested without a GPU.
 //
 // Selection (kernels/cuda/matmul_config.h): by default tensors on a GPU use cuBLAS and tensors on
@@ -37,7 +37,7 @@
 #if defined(__CUDACC__)
 #include <cublas_v2.h>
 #else
-#include "kernels/emu/emu_cublas.hpp"
+#include "cuda_emu/emu_cublas.hpp"
 #endif
 
 #include "core/dtype.h"
@@ -239,7 +239,7 @@ void gemm_tiled(const Tensor& a, const Tensor& b, const Tensor& out, const Batch
 }
 
 // ---------------------------------------------------------------------------------------------
-// cuBLAS: libcublas under nvcc, the emulated one (kernels/emu/emu_cublas.hpp) in the emulator build.
+// cuBLAS: libcublas under nvcc, the emulated one (cuda_emu/emu_cublas.hpp) in the emulator build.
 
 void check_cublas(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return;

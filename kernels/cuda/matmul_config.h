@@ -1,7 +1,7 @@
 // Which GEMM implementation serves tensors on a CUDA device: cuBLAS or the backend's own tiled
 // shared-memory kernels (kernels/cuda/matmul.cu). By default a real GPU (Device::cuda()) uses
 // cuBLAS and the emulated device (Device::emu()) the tiled kernels: the emulated cuBLAS
-// (kernels/emu/emu_cublas.hpp) is a plain host loop, there to run the cuBLAS calling code in tests,
+// (cuda_emu/emu_cublas.hpp) is a plain host loop, there to run the cuBLAS calling code in tests,
 // while the tiled kernels are what the emulator exists to test. Selecting cuBLAS or tiled
 // explicitly applies to both.
 //

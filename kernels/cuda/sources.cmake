@@ -1,14 +1,14 @@
 # The CUDA backend's sources, added to define_kernels (included from the top-level CMakeLists.txt).
 #
 # Every kernels/cuda/*.cu file is compiled twice:
-#   * emulator build, always: g++ compiles it as C++ against the CUDA emulator (kernels/emu/), into
+#   * emulator build, always: g++ compiles it as C++ against the CUDA emulator (cuda_emu/), into
 #     namespace cuda_emu. It serves tensors on Device::emu() and is how every kernel is tested on
 #     machines without a GPU. A source file has one LANGUAGE for the whole directory, so the emulator
 #     copies are generated one-line wrappers (<build>/emu_kernels/<name>.cpp: #include "<name>.cu").
 #   * GPU build, when DEFINE_CUDA is ON: nvcc compiles it for CMAKE_CUDA_ARCHITECTURES into
 #     namespace cuda (object library define_kernels_cuda, linked into define_kernels), with cuBLAS
 #     (loaded on first use, kernels/cuda/cublas_loader.cpp).
-include(${PROJECT_SOURCE_DIR}/cmake/DefineEmulator.cmake)
+include(${PROJECT_SOURCE_DIR}/cuda_emu/emulated_kernels.cmake)
 
 file(GLOB _define_cu CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu)
 
@@ -43,6 +43,12 @@ if(DEFINE_CUDA)
   target_compile_definitions(define_kernels_cuda PRIVATE FMT_USE_CONSTEXPR=1 FMT_CONSTEVAL= DEFINE_HAS_CUDA_KERNELS)
   target_compile_options(define_kernels_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unknown-pragmas --expt-relaxed-constexpr -lineinfo>)
+  # ptxas's register, spill and shared-memory report of every kernel for every architecture
+  # (-Xptxas -v), kept beside each object by the launcher for scripts/checks/check-ptxas.sh --build,
+  # so the ptxas check reads what the build compiled instead of compiling every kernel again.
+  target_compile_options(define_kernels_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+  set_property(TARGET define_kernels_cuda PROPERTY CUDA_COMPILER_LAUNCHER
+               ${PROJECT_SOURCE_DIR}/scripts/checks/ptxas-log.sh ${CMAKE_CUDA_COMPILER_LAUNCHER})
   # cuBLAS is not linked: kernels/cuda/cublas_loader.cpp loads it on the first GPU GEMM, so CPU runs
   # do not carry libcublasLt's ~120 MB of start-up relocations in their resident memory.
   target_sources(define_kernels_cuda PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda/cublas_loader.cpp)

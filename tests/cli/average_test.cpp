@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_test_util.h"
+#include "support/runs.h"
 #include "core/config.h"
 #include "nn/checkpoint.h"
-#include "test_util.h"
+#include "support/common.h"
 #include "tools/command.h"
-#include "tools/lm_trainer.h"
+#include "train/lm_trainer.h"
 
 using namespace define;
 using Catch::Contains;
@@ -34,7 +34,7 @@ std::string config_text(const fs::path& data, int dim) {
 TEST_CASE("average: the last N epoch checkpoints, kept and averaged", "[cli][average]") {
   const fs::path root = test::fresh_root("define_average_test", 77, 60, 20);
   Config cfg = Config::from_text(config_text(root / "data", 6), "<test>");
-  cli::train_language_model(cfg, (root / "run").string(), false);
+  train::train_language_model(cfg, (root / "run").string(), false);
   CHECK(!fs::exists(root / "run" / "epoch1.ckpt"));
   CHECK(!fs::exists(root / "run" / "epoch2.ckpt"));
   REQUIRE(fs::exists(root / "run" / "epoch3.ckpt"));
@@ -58,7 +58,7 @@ TEST_CASE("average: the last N epoch checkpoints, kept and averaged", "[cli][ave
 
   SECTION("mismatched checkpoints are refused naming both") {
     Config other = Config::from_text(config_text(root / "data", 5), "<test>");
-    cli::train_language_model(other, (root / "other").string(), false);
+    train::train_language_model(other, (root / "other").string(), false);
     const std::string p = (root / "run" / "epoch4.ckpt").string(), q = (root / "other" / "epoch4.ckpt").string();
     CHECK_THROWS_WITH(cli::average_checkpoints({p, q}), Contains("'" + p + "'") && Contains("'" + q + "'"));
   }

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_test_util.h"
+#include "support/runs.h"
 #include "core/error.h"
-#include "test_util.h"
+#include "support/common.h"
 #include "tools/command.h"
 #include "tools/dispatch.h"
 

@@ -1,4 +1,4 @@
-// `define corrmap` on a tiny trained run (cli/trained_run.h): the PNG of the normalised |E^T E|
+// `define corrmap` on a tiny trained run (support/trained_run.h): the PNG of the normalised |E^T E|
 // of the map and of every unit layer, every pixel checked against the Gram matrix computed here
 // independently, and the layer path reproducing the unit.
 #include <catch2/catch.hpp>
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "cli/trained_run.h"
+#include "support/trained_run.h"
 #include "models/token_cache.h"
 #include "nn/define_unit.h"
 #include "tools/command.h"
-#include "tools/run_loader.h"
+#include "train/run_loader.h"
 
 using namespace define;
 using define::test::capture;
@@ -89,7 +89,7 @@ TEST_CASE("corrmap: PNG of the normalised |E^T E|, one per layer, and the layer 
   CHECK(static_cast<int>(bytes[25]) == 0);       // colour type: gray
 
   // |C| = |E^T E| from the table, min-max normalised, computed here in double.
-  const cli::LoadedRun loaded = cli::load_run(run.dir);
+  const train::LoadedRun loaded = train::load_run(run.dir);
   const models::TokenInput& input = loaded.token_input();
   const std::vector<float> e = input.table().to_vector<float>();
   std::vector<double> c(64, 0.0);

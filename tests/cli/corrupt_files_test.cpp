@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/trained_run.h"
+#include "support/trained_run.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/factory.h"
@@ -149,7 +149,7 @@ TEST_CASE("corrupt files: --resume refuses a damaged latest checkpoint and leave
     write(latest, c.apply(good));
     Config cfg = Config::from_text(test::lm_config_text(shared.root / "data", test::kDefineInput, R"("epochs": 2)"),
                                    "<test>");
-    CHECK_THAT(test::error_of([&] { cli::train_language_model(cfg, run.string(), true); }),
+    CHECK_THAT(test::error_of([&] { train::train_language_model(cfg, run.string(), true); }),
                Contains(quoted(latest.string())) && Contains(c.says));
     CHECK(test::read_all(run / "metrics.jsonl") == metrics);
   }
@@ -163,7 +163,7 @@ TEST_CASE("corrupt files: --resume refuses a damaged latest checkpoint and leave
     nn::save_checkpoint(latest.string(), ck);
     Config cfg = Config::from_text(test::lm_config_text(shared.root / "data", test::kDefineInput, R"("epochs": 2)"),
                                    "<test>");
-    CHECK_THAT(test::error_of([&] { cli::train_language_model(cfg, run.string(), true); }),
+    CHECK_THAT(test::error_of([&] { train::train_language_model(cfg, run.string(), true); }),
                Contains(fmt::format("checkpoint field '{}' is not a number in range: '12abc'", field)));
   }
 }

@@ -23,10 +23,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cli/cli_test_util.h"
-#include "cli/define_process.h"
+#include "support/runs.h"
+#include "support/define_process.h"
 #include "nn/checkpoint.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 namespace fs = std::filesystem;

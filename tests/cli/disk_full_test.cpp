@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_test_util.h"
-#include "cli/define_process.h"
+#include "support/runs.h"
+#include "support/define_process.h"
 #include "nn/checkpoint.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using Catch::Contains;

@@ -1,4 +1,4 @@
-// `define eval`, `generate` and `export-cache` on a tiny trained DeFINE LSTM (cli/trained_run.h):
+// `define eval`, `generate` and `export-cache` on a tiny trained DeFINE LSTM (support/trained_run.h):
 // eval reproduces the trainer's perplexities, the token cache gives the same perplexity as the
 // unit and is refused when made from other weights, generation is reproducible per seed.
 #include <catch2/catch.hpp>
@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "cli/trained_run.h"
+#include "support/trained_run.h"
 #include "core/config.h"
 #include "models/token_cache.h"
 #include "nn/safetensors.h"
 #include "tools/command.h"
-#include "tools/run_loader.h"
+#include "train/run_loader.h"
 
 using namespace define;
 using define::test::capture;
@@ -65,7 +65,7 @@ TEST_CASE("eval: reproduces the trainer's perplexities, and the exported token c
   CHECK(file.input_type == "define");
 
   // The table's rows are the unit's outputs for each id.
-  cli::LoadedRun loaded = cli::load_run(run.dir);
+  train::LoadedRun loaded = train::load_run(run.dir);
   const models::TokenInput& input = loaded.token_input();
   const Tensor ids = from_vector(std::vector<std::int64_t>{0, 7, 40}, {3, 1});
   const std::vector<float> direct = reshape(input.forward(ids), {3, 12}).to_vector<float>();
@@ -128,7 +128,7 @@ TEST_CASE("eval: a cache made from other weights is refused", "[cli][commands]")
 
 TEST_CASE("generate: reproducible per seed, vocabulary words only, unknown prompt words named", "[cli][commands]") {
   const TrainedRun& run = define_run();
-  const cli::LoadedRun loaded = cli::load_run(run.dir);
+  const train::LoadedRun loaded = train::load_run(run.dir);
   const std::vector<std::string> a = {"--run", run.dir, "--words", "40", "--seed", "7"};
   const std::string first = capture(cli::run_generate, a), second = capture(cli::run_generate, a);
   CHECK(first == second);
@@ -162,7 +162,7 @@ TEST_CASE("export-cache: an embedding-input model is refused with a clear messag
   const TrainedRun& run = define_run();
   Config cfg = Config::from_text(test::lm_config_text(run.root / "data", test::kEmbeddingInput, R"("max_steps": 2)"), "<test>");
   const std::string dir = (run.root / "embedding").string();
-  cli::train_language_model(cfg, dir, false);
+  train::train_language_model(cfg, dir, false);
   CHECK_THROWS_WITH(cli::run_export_cache({"--run", dir, "--out", (run.root / "e.safetensors").string()}),
                     Contains("has input type 'embedding', which has no unit to cache"));
   CHECK_THROWS_WITH(cli::run_eval({"--run", dir, "--compare"}), Contains("--compare needs a model whose input has a unit"));

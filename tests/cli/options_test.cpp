@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "tools/command.h"
-#include "tools/corpus_location.h"
+#include "train/corpus_location.h"
 #include "tools/dispatch.h"
 #include "tools/options.h"
 
@@ -40,6 +40,6 @@ TEST_CASE("cli: demo's options are errors, not exceptions from std::stoi", "[cli
 TEST_CASE("cli: a file name the system refuses is a define::Error naming it", "[cli]") {
   const std::string long_name(300, 'r');  // over NAME_MAX (255): ENAMETOOLONG, not "not found"
   CHECK_THROWS_WITH(cli::run_eval({"--run", long_name}), Contains("run folder '" + long_name + "' does not exist"));
-  CHECK_THROWS_AS(cli::find_corpus(long_name), Error);
+  CHECK_THROWS_AS(train::find_corpus(long_name), Error);
   CHECK(cli::run_command("eval", {"--run", long_name}) == 2);  // an error, not an internal error (3)
 }

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/trained_run.h"
+#include "support/trained_run.h"
 #include "nn/init.h"
 #include "nn/linear.h"
-#include "test_util.h"
+#include "support/common.h"
 #include "tools/command.h"
 
 using namespace define;

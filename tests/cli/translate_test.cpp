@@ -1,4 +1,4 @@
-// Translation end to end (tools/nmt_trainer.h, tools/translate.cpp): `define train` on a small
+// Translation end to end (train/nmt_trainer.h, tools/translate.cpp): `define train` on a small
 // generated parallel corpus (the target is the source's words in reverse order, in capitals), a
 // model that learns it well enough for beam search to reproduce most training pairs exactly,
 // exact resume, `define translate` line for line (an empty line stays empty, standard input),
@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_test_util.h"
+#include "support/runs.h"
 #include "core/config.h"
 #include "nn/checkpoint.h"
-#include "test_util.h"
+#include "support/common.h"
 #include "tools/command.h"
-#include "tools/nmt_trainer.h"
+#include "train/nmt_trainer.h"
 
 using namespace define;
 using Catch::Contains;
@@ -105,7 +105,7 @@ std::vector<std::string> lines_of(const fs::path& f) {
 TEST_CASE("translate: train, translate, resume exactly", "[cli][translate]") {
   const fs::path root = fresh_parallel_root("define_translate_test");
   Config cfg = Config::from_text(config_text(root / "data", 800, R"(, "keep_epoch_checkpoints": 2, "log_interval": 50)"), "<test>");
-  const cli::TrainResult r = cli::train_translation_model(cfg, (root / "run").string(), false);
+  const train::TrainResult r = train::train_translation_model(cfg, (root / "run").string(), false);
   CHECK(r.steps == 800);
   for (const char* f : {"config.json", "subword.model", "subword.vocab", "latest.ckpt", "best.ckpt", "metrics.jsonl"})
     CHECK(fs::exists(root / "run" / f));
@@ -146,11 +146,11 @@ TEST_CASE("translate: train, translate, resume exactly", "[cli][translate]") {
 TEST_CASE("translate: a resumed run equals an uninterrupted one", "[cli][translate]") {
   const fs::path root = fresh_parallel_root("define_translate_resume_test");
   Config whole = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
-  cli::train_translation_model(whole, (root / "a").string(), false);
+  train::train_translation_model(whole, (root / "a").string(), false);
   Config first = Config::from_text(config_text(root / "data", 35, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
-  cli::train_translation_model(first, (root / "b").string(), false);
+  train::train_translation_model(first, (root / "b").string(), false);
   Config again = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
-  cli::train_translation_model(again, (root / "b").string(), true);
+  train::train_translation_model(again, (root / "b").string(), true);
   CHECK(test::logged_without_clock(root / "a") == test::logged_without_clock(root / "b"));
   const nn::Checkpoint a = nn::load_checkpoint((root / "a" / "latest.ckpt").string());
   const nn::Checkpoint b = nn::load_checkpoint((root / "b" / "latest.ckpt").string());
@@ -165,24 +165,24 @@ TEST_CASE("translate: errors name the file, the line or the key", "[cli][transla
   SECTION("misaligned files") {
     std::ofstream(root / "data" / "val.tgt", std::ios::app) << "EXTRA LINE\n";
     Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
-    CHECK_THROWS_WITH(cli::train_translation_model(cfg, (root / "run").string(), false),
+    CHECK_THROWS_WITH(train::train_translation_model(cfg, (root / "run").string(), false),
                       Contains("val.src") && Contains("val.tgt") && Contains("not line-aligned") && Contains("after line 40"));
   }
   SECTION("an empty file") {
     std::ofstream(root / "data" / "test.src", std::ios::trunc);
     Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
-    CHECK_THROWS_WITH(cli::train_translation_model(cfg, (root / "run").string(), false), Contains("test.src"));
+    CHECK_THROWS_WITH(train::train_translation_model(cfg, (root / "run").string(), false), Contains("test.src"));
   }
   SECTION("padding id and the subword model's disagree") {
     std::string text = config_text(root / "data", 2);
     text.replace(text.find("\"d_model\""), 0, "\"padding_idx\": 1, ");
     Config cfg = Config::from_text(text, "<test>");
-    CHECK_THROWS_WITH(cli::train_translation_model(cfg, (root / "run").string(), false),
+    CHECK_THROWS_WITH(train::train_translation_model(cfg, (root / "run").string(), false),
                       Contains("model.padding_idx = 1 but the subword model pads with id 0"));
   }
   SECTION("bad options and files") {
     Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
-    cli::train_translation_model(cfg, (root / "run").string(), false);
+    train::train_translation_model(cfg, (root / "run").string(), false);
     CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string(), "--input", (root / "missing.txt").string()}),
                       Contains("missing.txt"));
     CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string(), "--beam", "0"}), Contains("beam must be >= 1"));
@@ -197,9 +197,9 @@ TEST_CASE("translate: errors name the file, the line or the key", "[cli][transla
   }
   SECTION("train.update_freq and label_smoothing are checked") {
     Config cfg = Config::from_text(config_text(root / "data", 2, R"(, "update_freq": 0)"), "<test>");
-    CHECK_THROWS_WITH(cli::train_translation_model(cfg, (root / "run").string(), false), Contains("train.update_freq must be positive"));
+    CHECK_THROWS_WITH(train::train_translation_model(cfg, (root / "run").string(), false), Contains("train.update_freq must be positive"));
     Config ls = Config::from_text(config_text(root / "data", 2, R"(, "label_smoothing": 1)"), "<test>");
-    CHECK_THROWS_WITH(cli::train_translation_model(ls, (root / "run").string(), false),
+    CHECK_THROWS_WITH(train::train_translation_model(ls, (root / "run").string(), false),
                       Contains("train.label_smoothing must be in [0, 1), got 1"));
   }
 }
@@ -209,9 +209,9 @@ TEST_CASE("translate: training and beam search on the emulated GPU match the CPU
   // shared Philox stream, the label-smoothed loss) on the CPU: the same losses to float32 rounding.
   const fs::path root = fresh_parallel_root("define_translate_emu_test");
   Config on_cpu = Config::from_text(config_text(root / "data", 4, R"(, "log_interval": 1)"), "<test>");
-  const cli::TrainResult c = cli::train_translation_model(on_cpu, (root / "cpu").string(), false);
+  const train::TrainResult c = train::train_translation_model(on_cpu, (root / "cpu").string(), false);
   Config on_emu = Config::from_text(config_text(root / "data", 4, R"(, "log_interval": 1, "device": "emu")"), "<test>");
-  const cli::TrainResult e = cli::train_translation_model(on_emu, (root / "emu").string(), false);
+  const train::TrainResult e = train::train_translation_model(on_emu, (root / "emu").string(), false);
   CHECK(std::abs(e.valid_loss - c.valid_loss) <= 1e-4 * c.valid_loss);
   CHECK(std::abs(e.test_loss - c.test_loss) <= 1e-4 * c.test_loss);
   // Beam search on the emulated device gives the CPU's translations (of 12 sentences: each costs
@@ -239,7 +239,7 @@ TEST_CASE("translate: DeLighT NMT trains through the same loop and translates", 
               "dropout": {"residual": 0.1}},
     "train": {"optimizer": "adam", "lr": 0.003, "epochs": 10, "max_steps": 40, "log_interval": 10, "threads": 1}})";
   Config cfg = Config::from_text(text, "<test>");
-  const cli::TrainResult r = cli::train_translation_model(cfg, (root / "run").string(), false);
+  const train::TrainResult r = train::train_translation_model(cfg, (root / "run").string(), false);
   CHECK(r.steps == 40);
   CHECK(std::exp(r.valid_loss) < 40.0);  // below the uniform guess over the 60 subwords
   REQUIRE(cli::run_translate({"--run", (root / "run").string(), "--input", (root / "data" / "val.src").string(),

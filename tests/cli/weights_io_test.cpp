@@ -1,4 +1,4 @@
-// `define export` / `import` on a tiny trained run (cli/trained_run.h): parameter names in the
+// `define export` / `import` on a tiny trained run (support/trained_run.h): parameter names in the
 // safetensors header, a bit-identical round trip, strict loading that names every bad tensor, and
 // the released forms' shared map table.
 #include <catch2/catch.hpp>
@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "cli/trained_run.h"
+#include "support/trained_run.h"
 #include "core/config.h"
 #include "nn/checkpoint.h"
 #include "nn/safetensors.h"
 #include "tools/command.h"
-#include "tools/run_loader.h"
+#include "train/run_loader.h"
 
 using namespace define;
 using define::test::capture;
@@ -45,7 +45,7 @@ TEST_CASE("export / import: parameter names in the header, bit-identical round t
   std::uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);
   const std::string header = bytes.substr(8, header_len);
-  const cli::LoadedRun loaded = cli::load_run(run.dir);
+  const train::LoadedRun loaded = train::load_run(run.dir);
   const auto params = loaded.model->named_parameters();
   CHECK(params.size() >= 10);
   for (const auto& [name, t] : params) CHECK_THAT(header, Contains("\"" + name + "\":{"));
@@ -123,7 +123,7 @@ TEST_CASE("import: two names of one shared tensor must hold the same values", "[
                   R"("max_steps": 2)"),
       "<test>");
   const std::string dir = (run.root / "dextra").string();
-  cli::train_language_model(cfg, dir, false);
+  train::train_language_model(cfg, dir, false);
   const std::string weights = (run.root / "dextra.safetensors").string();
   capture(cli::run_export, {"--run", dir, "--out", weights});
   nn::SafetensorsContents file = nn::load_safetensors(weights);

@@ -13,7 +13,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using Catch::Contains;

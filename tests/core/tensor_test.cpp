@@ -4,7 +4,7 @@
 
 #include "autograd/ops.h"
 #include "kernels/copy.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using Catch::Contains;

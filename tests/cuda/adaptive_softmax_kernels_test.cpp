@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "kernels/adaptive_softmax.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
@@ -131,8 +131,8 @@ void check_against_reference(const Case& c) {
     REQUIRE(emu.size() == ref.size());
     const double tol = dtype == DType::Float32 ? 1e-5 : 1e-12;
     for (std::size_t i = 0; i < ref.size(); ++i) {
-      check_close(emu[i], ref[i], "emu output " + std::to_string(i), tol, tol);
-      check_close(cpu[i], ref[i], "cpu output " + std::to_string(i), tol, tol);
+      check_close(emu[i], ref[i], tol, tol, "emu output " + std::to_string(i));
+      check_close(cpu[i], ref[i], tol, tol, "cpu output " + std::to_string(i));
     }
   }
 }

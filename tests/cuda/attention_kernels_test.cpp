@@ -13,8 +13,9 @@
 
 #include "autograd/ops.h"
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/attention.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
@@ -35,7 +36,7 @@ void register_emu() {
   REQUIRE(devices.emu);
 }
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 // [B, Tk] int32: batch b pads keys j with (j + b) % 5 == 2, and the last batch pads every key.
 Tensor padding(std::int64_t b, std::int64_t tk) {
@@ -105,11 +106,11 @@ TEST_CASE("attention kernels: the whole op at larger shapes against the referenc
     const kernels::AttentionGrads emu_g =
         kernels::attention_backward(to_test_device(up), to_test_device(q), to_test_device(k), to_test_device(v),
                                     emu.probs, m, scale, true, true, true);
-    check_close(emu.out, ref.out, what + " out");
-    check_close(emu.probs, ref.probs, what + " probs");
-    check_close(emu_g.grad_q, ref_g.grad_q, what + " grad_q");
-    check_close(emu_g.grad_k, ref_g.grad_k, what + " grad_k");
-    check_close(emu_g.grad_v, ref_g.grad_v, what + " grad_v");
+    check_close(emu.out, ref.out, 1e-5, 1e-5, what + " out");
+    check_close(emu.probs, ref.probs, 1e-5, 1e-5, what + " probs");
+    check_close(emu_g.grad_q, ref_g.grad_q, 1e-5, 1e-5, what + " grad_q");
+    check_close(emu_g.grad_k, ref_g.grad_k, 1e-5, 1e-5, what + " grad_k");
+    check_close(emu_g.grad_v, ref_g.grad_v, 1e-5, 1e-5, what + " grad_v");
   }
 }
 
@@ -140,8 +141,8 @@ TEST_CASE("attention kernels: a decoding step, one query over a key / value cach
       cpu = kernels::attention_forward(q, k, v, m, scale, false);
     }
     const kernels::AttentionOutput emu = kernels::attention_forward(to_test_device(q), emu_k, emu_v, m, scale, false);
-    check_close(cpu.out, ref.out, what + ", cpu");
-    check_close(emu.out, ref.out, what + ", emu");
+    check_close(cpu.out, ref.out, 1e-5, 1e-5, what + ", cpu");
+    check_close(emu.out, ref.out, 1e-5, 1e-5, what + ", emu");
     run_all_schedules([&] { return kernels::attention_forward(to_test_device(q), emu_k, emu_v, m, scale, false).out; },
                       what);
 
@@ -150,7 +151,7 @@ TEST_CASE("attention kernels: a decoding step, one query over a key / value cach
     const Tensor all_q = concat({rand_uniform({3, 4, tk - 1, 16}, -1, 1, {}, gen), q}, 2);
     const kernels::AttentionMasking causal{.key_padding_mask = m.key_padding_mask, .causal = true};
     const Tensor full = kernels::attention_forward(all_q, k, v, causal, scale, false).out;
-    check_close(ref.out, contiguous(narrow(full, 2, tk - 1, 1)), what + ", last row of the causal pass", 1e-6);
+    check_close(ref.out, contiguous(narrow(full, 2, tk - 1, 1)), 1e-6, 1e-5, what + ", last row of the causal pass");
   }
 }
 
@@ -170,7 +171,7 @@ TEST_CASE("attention kernels: float64 row kernels against the reference", "[cuda
     }
     const char* names[] = {"probs", "dropped", "grad_scores", "rebuilt dropped"};
     for (std::size_t i = 0; i < 4; ++i)
-      check_close(emu[i], ref[i], std::string("float64 ") + names[i] + ", Tk " + std::to_string(tk), 1e-13, 1e-12);
+      check_close(emu[i], ref[i], 1e-13, 1e-12, std::string("float64 ") + names[i] + ", Tk " + std::to_string(tk));
   }
 }
 
@@ -221,8 +222,8 @@ TEST_CASE("attention kernels: fully masked rows are exact zeros, forward and bac
     const std::vector<double> p = values(emu);
     for (std::size_t i = 0; i < 12; ++i) CHECK(p[i] == 0.0);   // batch 0: all padded
     for (std::size_t i = 20; i < 24; ++i) CHECK(p[i] == 0.0);  // batch 1, query 2: all -inf
-    check_close(emu, ref, causal ? "causal probs vs ref" : "probs vs ref");
-    check_close(cpu, ref, causal ? "causal probs, cpu vs ref" : "probs, cpu vs ref");
+    check_close(emu, ref, 1e-5, 1e-5, causal ? "causal probs vs ref" : "probs vs ref");
+    check_close(cpu, ref, 1e-5, 1e-5, causal ? "causal probs, cpu vs ref" : "probs, cpu vs ref");
     const std::vector<double> g =
         values(kernels::attention_softmax_backward(emu, to_test_device(ones_like(scores)), m, 1.0).grad_scores);
     for (double x : g) CHECK(std::isfinite(x));

@@ -9,7 +9,7 @@
 
 #include "core/factory.h"
 #include "core/philox.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
 #include "kernels/dropout.h"

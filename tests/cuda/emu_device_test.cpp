@@ -9,7 +9,7 @@
 
 #include "autograd/ops.h"
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/device.h"
 #include "kernels/devices.h"

@@ -12,7 +12,7 @@
 #include "kernels/cuda/ops.h"
 #include "kernels/devices.h"
 #include "kernels/elementwise.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using Catch::Contains;

@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/cli_test_util.h"
-#include "cli/define_process.h"
+#include "support/runs.h"
+#include "support/define_process.h"
 #include "core/factory.h"
 #include "kernels/cuda/device.h"
 #include "kernels/devices.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using Catch::Contains;

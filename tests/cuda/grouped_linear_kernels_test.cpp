@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "emu_test_util.h"
+#include "support/emulated_device.h"
 #include "kernels/cuda/matmul_config.h"
-#include "kernels/emu/emu_cublas.hpp"
+#include "cuda_emu/emu_cublas.hpp"
 #include "kernels/grouped_linear.h"
 
 using namespace define;
@@ -58,10 +58,10 @@ Results run(const Problem& p, bool bias = true) {
 }
 
 void check_all_close(const Results& got, const Results& ref, double atol, double rtol) {
-  check_close(got.y, ref.y, "y", atol, rtol);
-  check_close(got.dx, ref.dx, "dx", atol, rtol);
-  check_close(got.dweight, ref.dweight, "dweight", atol, rtol);
-  check_close(got.dbias, ref.dbias, "dbias", atol, rtol);
+  check_close(got.y, ref.y, atol, rtol, "y");
+  check_close(got.dx, ref.dx, atol, rtol, "dx");
+  check_close(got.dweight, ref.dweight, atol, rtol, "dweight");
+  check_close(got.dbias, ref.dbias, atol, rtol, "dbias");
 }
 
 void check_all_identical(const Results& got, const Results& ref, const std::string& what) {
@@ -165,13 +165,11 @@ TEST_CASE("cuda grouped_linear: 3-d and non-contiguous inputs on the device",
   check_identical(x_view, x, "the view holds x's values");
   const Tensor w_emu = to_test_device(w), dy_emu = to_test_device(dy);
   const auto ref = [&](const std::function<Tensor()>& f) { return on_cpu_backend(kernels::Backend::Ref, f); };
-  check_close(kernels::grouped_linear(x_view, w_emu, Tensor()),
-              ref([&] { return kernels::grouped_linear(x, w, Tensor()); }), "y");
+  check_close(kernels::grouped_linear(x_view, w_emu, Tensor()), ref([&] { return kernels::grouped_linear(x, w, Tensor()); }), 1e-5, 1e-5, "y");
   const kernels::GroupedLinearGrads g = kernels::grouped_linear_backward(dy_emu, x_view, w_emu, true, true, false);
   CHECK(g.dx.shape() == Shape{4, 33, 4 * 17});
-  check_close(g.dx, ref([&] { return kernels::grouped_linear_backward(dy, x, w, true, false, false).dx; }), "dx");
-  check_close(g.dweight, ref([&] { return kernels::grouped_linear_backward(dy, x, w, false, true, false).dweight; }),
-              "dweight");
+  check_close(g.dx, ref([&] { return kernels::grouped_linear_backward(dy, x, w, true, false, false).dx; }), 1e-5, 1e-5, "dx");
+  check_close(g.dweight, ref([&] { return kernels::grouped_linear_backward(dy, x, w, false, true, false).dweight; }), 1e-5, 1e-5, "dweight");
 }
 
 TEST_CASE("cuda grouped_linear: the emulated device defaults to the tiled kernel",

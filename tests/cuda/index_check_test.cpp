@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "kernels/adaptive_softmax.h"
 #include "kernels/cuda/device.h"
 #include "kernels/devices.h"

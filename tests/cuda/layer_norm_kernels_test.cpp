@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
@@ -18,13 +19,14 @@
 
 using namespace define;
 using test::kernel_test_device;
+using test::check_close;
 using test::to_test_device;
 
 namespace {
 
 Tensor on_emu(const Tensor& t) { return t.defined() ? copy_to_device(t, kernel_test_device()) : t; }
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 // Everything one forward and one backward pass produce.
 struct LayerNormRun {
@@ -40,22 +42,13 @@ LayerNormRun run_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, c
   return {values(f.y), values(f.mean), values(f.rstd), values(g.dx), values(g.dweight), values(g.dbias)};
 }
 
-void check_close(const char* what, const std::vector<double>& got, const std::vector<double>& ref, double atol,
-                 double rtol) {
-  REQUIRE(got.size() == ref.size());
-  const define::test::Comparison c = define::test::compare(got, ref, atol, rtol);
-  INFO(what << ": max abs err " << c.max_abs_err << " at element " << c.worst << ", " << 100 * c.max_share
-            << "% of allowed");
-  CHECK(c.max_share <= 1.0);
-}
-
-void check_close(const LayerNormRun& got, const LayerNormRun& ref, double atol, double rtol) {
-  check_close("y", got.y, ref.y, atol, rtol);
-  check_close("mean", got.mean, ref.mean, atol, rtol);
-  check_close("rstd", got.rstd, ref.rstd, atol, rtol);
-  check_close("dx", got.dx, ref.dx, atol, rtol);
-  check_close("dweight", got.dweight, ref.dweight, atol, rtol);
-  check_close("dbias", got.dbias, ref.dbias, atol, rtol);
+void check_runs_close(const LayerNormRun& got, const LayerNormRun& ref, double atol, double rtol) {
+  check_close(got.y, ref.y, atol, rtol, "y");
+  check_close(got.mean, ref.mean, atol, rtol, "mean");
+  check_close(got.rstd, ref.rstd, atol, rtol, "rstd");
+  check_close(got.dx, ref.dx, atol, rtol, "dx");
+  check_close(got.dweight, ref.dweight, atol, rtol, "dweight");
+  check_close(got.dbias, ref.dbias, atol, rtol, "dbias");
 }
 
 void check_identical(const LayerNormRun& got, const LayerNormRun& ref) {
@@ -93,16 +86,15 @@ TEST_CASE("cuda layer_norm: [257, 1031] forward and backward match the reference
   REQUIRE(kernels::register_devices().emu);
   SECTION("float32, one block per row") {
     const Problem p = make_problem(257, 1031, DType::Float32, 1);
-    check_close(run_on_emu(p), run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5), 1e-5, 1e-5);
+    check_runs_close(run_on_emu(p), run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5), 1e-5, 1e-5);
   }
   SECTION("float64") {
     const Problem p = make_problem(257, 1031, DType::Float64, 2);
-    check_close(run_on_emu(p), run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5), 1e-12, 1e-12);
+    check_runs_close(run_on_emu(p), run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5), 1e-12, 1e-12);
   }
   SECTION("float32, one warp per row, without weight and bias") {
     const Problem p = make_problem(257, 1000, DType::Float32, 3);
-    check_close(run_layer_norm(on_emu(p.x), Tensor(), Tensor(), on_emu(p.dy), 1e-5),
-                run_layer_norm(p.x, Tensor(), Tensor(), p.dy, 1e-5), 1e-5, 1e-5);
+    check_runs_close(run_layer_norm(on_emu(p.x), Tensor(), Tensor(), on_emu(p.dy), 1e-5), run_layer_norm(p.x, Tensor(), Tensor(), p.dy, 1e-5), 1e-5, 1e-5);
   }
 }
 
@@ -113,8 +105,8 @@ TEST_CASE("cuda layer_norm: statistics stay accurate when |mean| >> std", "[cuda
     INFO("cols " << cols);
     const Problem p = make_problem(64, cols, DType::Float32, 4, 999, 1001);
     const LayerNormRun got = run_on_emu(p), ref = run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5);
-    check_close("rstd", got.rstd, ref.rstd, 1e-5, 1e-4);
-    check_close("y", got.y, ref.y, 1e-3, 1e-4);  // x - mean itself carries float32 rounding of x ~ 1000
+    check_close(got.rstd, ref.rstd, 1e-5, 1e-4, "rstd");
+    check_close(got.y, ref.y, 1e-3, 1e-4, "y");  // x - mean itself carries float32 rounding of x ~ 1000
   }
 }
 
@@ -179,7 +171,7 @@ TEST_CASE("cuda layer_norm: parameter gradients do not depend on which gradients
   CHECK(values(only_dx.dx) == values(all.dx));
   // And they are the reference's up to rounding.
   const LayerNormRun ref = run_layer_norm(p.x, p.w, Tensor(), p.dy, 1e-5);
-  check_close("dweight", values(all.dweight), ref.dweight, 1e-5, 1e-5);
-  check_close("dbias", values(all.dbias), ref.dbias, 1e-5, 1e-5);
-  check_close("dx", values(all.dx), ref.dx, 1e-5, 1e-5);
+  check_close(values(all.dweight), ref.dweight, 1e-5, 1e-5, "dweight");
+  check_close(values(all.dbias), ref.dbias, 1e-5, 1e-5, "dbias");
+  check_close(values(all.dx), ref.dx, 1e-5, 1e-5, "dx");
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
 #include "kernels/lstm.h"
@@ -75,7 +75,7 @@ void check_against_reference(const LayerInputs& cpu_inputs, const std::string& w
     return run_layer(cpu_inputs);
   }();
   const std::vector<Tensor> emu = run_layer(on_device(cpu_inputs, kernel_test_device()));
-  for (std::size_t i = 0; i < ref.size(); ++i) check_close(emu[i], ref[i], what + ": " + kResultNames[i], tol, tol);
+  for (std::size_t i = 0; i < ref.size(); ++i) check_close(emu[i], ref[i], tol, tol, what + ": " + kResultNames[i]);
 }
 
 }  // namespace

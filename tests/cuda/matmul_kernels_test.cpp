@@ -18,17 +18,19 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/common.h"
+#include "support/emulated_device.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/matmul_config.h"
 #include "kernels/devices.h"
-#include "kernels/emu/emu_cublas.hpp"
-#include "kernels/emu/emu_runtime.hpp"
+#include "cuda_emu/emu_cublas.hpp"
+#include "cuda_emu/emu_runtime.hpp"
 #include "kernels/matmul.h"
 
 using namespace define;
 using test::kernel_test_device;
+using test::check_close;
 using test::to_test_device;
 
 namespace {
@@ -85,24 +87,6 @@ std::vector<T> reference_gemm(const Tensor& a, const Tensor& b, const Tensor& ou
   kernels::gemm(copy_to_device(kernels::contiguous(a), Device::cpu()),
                 copy_to_device(kernels::contiguous(b), Device::cpu()), c, ta, tb, alpha, beta);
   return c.to_vector<T>();
-}
-
-template <typename T>
-void check_close(const std::vector<T>& got, const std::vector<T>& ref, double atol, double rtol) {
-  REQUIRE(got.size() == ref.size());
-  double worst = 0;
-  std::size_t worst_at = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(static_cast<double>(got[i]) - static_cast<double>(ref[i]));
-    const double share = std::isnan(err) ? INFINITY : err / (atol + rtol * std::abs(static_cast<double>(ref[i])));
-    if (share > worst || i == 0) {
-      worst = share;
-      worst_at = i;
-    }
-  }
-  INFO("worst element " << worst_at << ": got " << got[worst_at] << ", reference " << ref[worst_at] << " ("
-                        << 100.0 * worst << "% of the allowed error)");
-  CHECK(worst <= 1.0);
 }
 
 // The emulated GEMM on (a, b, out) against the reference, out's initial values included.
@@ -302,7 +286,7 @@ TEST_CASE("gemm kernels: implementation switch", "[cuda][matmul][family:matmul]"
 
 // ---------------------------------------------------------------------------------------------
 // The cuBLAS path (run_cublas / gemm_cublas in kernels/cuda/matmul.cu) on the emulated device,
-// which runs it against the emulated cuBLAS (kernels/emu/emu_cublas.hpp), and that emulation's
+// which runs it against the emulated cuBLAS (cuda_emu/emu_cublas.hpp), and that emulation's
 // own contract: argument validation, handles, device ownership, exact values.
 
 namespace {
@@ -443,7 +427,7 @@ TEST_CASE("gemm kernels: cuBLAS path, batches (strided batched, at once or per r
   }
 }
 
-TEST_CASE("gemm kernels: cuBLAS path, alpha, beta == 0 over NaN, k == 0, the second device",
+TEST_CASE("gemm kernels: cuBLAS path, alpha, beta == 0 over NaN, k == 0",
           "[cuda][matmul][cublas][family:matmul]") {
   const Device dev = kernel_test_device();
   Generator gen(25);
@@ -469,20 +453,25 @@ TEST_CASE("gemm kernels: cuBLAS path, alpha, beta == 0 over NaN, k == 0, the sec
     CHECK(host_values<float>(out) == thrice);
     CHECK(calls.gemm() + calls.strided_batched() == 0);
   }
-  SECTION("tensors on emu:1 use emu:1's handle") {
-    int devices = 0;
-    REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
-    if (devices < 2) {
-      WARN("one emulated device (CUDA_EMU_DEVICES): skipped");
-      return;
-    }
-    const Device second = Device::emu(1);
-    const Tensor init = rand_uniform({2, 67, 93}, -1, 1, {}, gen);
-    const Tensor batched_a = rand_uniform({2, 67, 45}, -1, 1, {}, gen);
-    check_gemm_cublas<float>(with_layout(batched_a, second, Layout::Contiguous),
-                             with_layout(vb, second, Layout::Gapped), with_layout(init, second, Layout::Transposed),
-                             false, false, 1.0, 1.0, 1e-5, 0, 1);
-  }
+}
+
+// A test case of its own (not a SECTION of the one above) so that with one emulated device it is
+// reported as skipped.
+TEST_CASE("gemm kernels: cuBLAS path on the second device: tensors on emu:1 use emu:1's handle",
+          "[cuda][matmul][cublas][family:matmul]") {
+  REQUIRE(kernels::register_devices().emu);
+  int devices = 0;
+  REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
+  if (devices < 2) DEFINE_SKIP_TEST("one emulated device (CUDA_EMU_DEVICES=1)");
+  Generator gen(25);  // the same draws as the test case above
+  rand_uniform({67, 45}, -1, 1, {}, gen);
+  const Tensor vb = rand_uniform({45, 93}, -1, 1, {}, gen);
+  const Device second = Device::emu(1);
+  const Tensor init = rand_uniform({2, 67, 93}, -1, 1, {}, gen);
+  const Tensor batched_a = rand_uniform({2, 67, 45}, -1, 1, {}, gen);
+  check_gemm_cublas<float>(with_layout(batched_a, second, Layout::Contiguous),
+                           with_layout(vb, second, Layout::Gapped), with_layout(init, second, Layout::Transposed),
+                           false, false, 1.0, 1.0, 1e-5, 0, 1);
 }
 
 namespace {
@@ -728,10 +717,7 @@ TEST_CASE("emulated cuBLAS: every matrix must be memory of the handle's device",
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
   int devices = 0;
   REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
-  if (devices < 2) {
-    WARN("one emulated device (CUDA_EMU_DEVICES): skipped");
-    return;
-  }
+  if (devices < 2) DEFINE_SKIP_TEST("one emulated device (CUDA_EMU_DEVICES=1)");
   const EmuCublasHandle on0(0);
   const EmuBuffer<float> a(kA, 0), b(kB, 0), c({1, 2, 3, 4}, 0), c1({1, 2, 3, 4}, 1);
   const float one = 1, zero = 0;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/optim.h"
@@ -63,12 +63,12 @@ TEST_CASE("cuda adam_update: p, m and v match the reference and the CPU path", "
         State dev = copy_to(start, kernel_test_device());
         kernels::adam_update(dev.p, dev.g, dev.m, dev.v, h);
         const double tol = dtype == DType::Float32 ? 1e-6 : 1e-14;
-        check_close(to_cpu(dev.p), ref.p, "p", tol, tol);
-        check_close(to_cpu(dev.m), ref.m, "m", tol, tol);
-        check_close(to_cpu(dev.v), ref.v, "v", tol, tol);
+        check_close(to_cpu(dev.p), ref.p, tol, tol, "p");
+        check_close(to_cpu(dev.m), ref.m, tol, tol, "m");
+        check_close(to_cpu(dev.v), ref.v, tol, tol, "v");
         // The same float operations in the same order as the CPU path: equal but for contraction
         // into fused multiply-adds, which each compiler may choose differently.
-        check_close(to_cpu(dev.p), fast.p, "p against the CPU path", tol, tol);
+        check_close(to_cpu(dev.p), fast.p, tol, tol, "p against the CPU path");
         // The gradient is read, never written.
         CHECK(test::to_doubles(to_cpu(dev.g)) == test::to_doubles(start.g));
       }

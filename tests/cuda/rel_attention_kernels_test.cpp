@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
 #include "kernels/dropout.h"
@@ -36,7 +37,7 @@ void register_emu() {
   REQUIRE(devices.emu);
 }
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 kernels::RelAttentionParams params(std::int64_t window, double p, double scale = 0.6) {
   return {.window = window, .scale = scale, .dropout = p, .seed = 0xfeedbeef12ull, .offset = 12};
@@ -97,15 +98,15 @@ TEST_CASE("rel_attention kernels: the whole op at larger shapes against the refe
     const kernels::RelAttentionGrads eg =
         kernels::rel_attention_backward(to_test_device(up), to_test_device(q), to_test_device(k), to_test_device(v),
                                         to_test_device(r), to_test_device(u), to_test_device(w), emu.probs, pr, {});
-    check_close(emu.out, ref.out, what + " out");
-    check_close(emu.probs, ref.probs, what + " probs");
-    check_close(eg.grad_q, rg.grad_q, what + " grad_q");
-    check_close(eg.grad_k, rg.grad_k, what + " grad_k");
-    check_close(eg.grad_v, rg.grad_v, what + " grad_v");
+    check_close(emu.out, ref.out, 1e-5, 1e-5, what + " out");
+    check_close(emu.probs, ref.probs, 1e-5, 1e-5, what + " probs");
+    check_close(eg.grad_q, rg.grad_q, 1e-5, 1e-5, what + " grad_q");
+    check_close(eg.grad_k, rg.grad_k, 1e-5, 1e-5, what + " grad_k");
+    check_close(eg.grad_v, rg.grad_v, 1e-5, 1e-5, what + " grad_v");
     // dr, du, dw sum over B * Tq rows: a looser absolute bound for the float32 sums.
-    check_close(eg.grad_r, rg.grad_r, what + " grad_r", 1e-4, 1e-4);
-    check_close(eg.grad_u, rg.grad_u, what + " grad_u", 1e-4, 1e-4);
-    check_close(eg.grad_w, rg.grad_w, what + " grad_w", 1e-4, 1e-4);
+    check_close(eg.grad_r, rg.grad_r, 1e-4, 1e-4, what + " grad_r");
+    check_close(eg.grad_u, rg.grad_u, 1e-4, 1e-4, what + " grad_u");
+    check_close(eg.grad_w, rg.grad_w, 1e-4, 1e-4, what + " grad_w");
   }
 }
 
@@ -127,7 +128,7 @@ TEST_CASE("rel_attention kernels: float64 row kernels against the reference",
     }
     const char* names[] = {"probs", "dropped", "unshifted grad"};
     for (std::size_t i = 0; i < 3; ++i)
-      check_close(emu[i], ref[i], std::string("float64 ") + names[i] + ", Tk " + std::to_string(tk), 1e-13, 1e-12);
+      check_close(emu[i], ref[i], 1e-13, 1e-12, std::string("float64 ") + names[i] + ", Tk " + std::to_string(tk));
   }
 }
 
@@ -181,6 +182,6 @@ TEST_CASE("rel_attention kernels: rows whose visible scores are all -inf are exa
     for (std::size_t j = 0; j < 5; ++j) CHECK(emu[5 + j] == 0.0);
     CHECK(emu[2] == 0.5);  // query 0 sees keys 1 and 2 with equal scores
     CHECK(values(ref) == emu);
-    check_close(cpu, ref, "cpu vs ref");
+    check_close(cpu, ref, 1e-5, 1e-5, "cpu vs ref");
   }
 }

@@ -14,8 +14,9 @@
 
 #include "autograd/ops.h"
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
@@ -23,26 +24,16 @@
 
 using namespace define;
 using test::kernel_test_device;
+using test::check_close;
 using test::to_test_device;
 
 namespace {
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 void register_emu() {
   static const kernels::DeviceAvailability devices = kernels::register_devices();
   REQUIRE(devices.emu);
-}
-
-// Checks got (from the emulated device) against ref (the CPU reference) within atol + rtol * |ref|.
-void check_close(const std::string& what, const Tensor& got, const Tensor& ref, double atol = 1e-5,
-                 double rtol = 1e-5) {
-  const std::vector<double> g = values(got), r = values(ref);
-  REQUIRE(g.size() == r.size());
-  const auto cmp = define::test::compare(g, r, atol, rtol);
-  INFO(what << ": max abs err " << cmp.max_abs_err << " at element " << cmp.worst << " ("
-            << 100.0 * cmp.max_share << "% of allowed)");
-  CHECK(cmp.max_share <= 1.0);
 }
 
 // Checks got against ref element by element: NaN where ref is NaN, the same infinity, else close.
@@ -112,15 +103,14 @@ TEST_CASE("cuda softmax: [64, 10007] log_softmax and cross entropy match the ref
   Tensor ly_ref = kernels::log_softmax(x, 1);
   kernels::CrossEntropyRows ce_ref = kernels::cross_entropy_rows(x, target, -100, 0.1);
   kernels::ReducedLoss mean_ref = kernels::reduce_loss_rows(ce_ref.loss, target, -100, true);
-  check_close("log_softmax", ly, ly_ref);
-  check_close("log_softmax_backward", dly, kernels::log_softmax_backward(ly_ref, dy, 1));
-  check_close("cross_entropy rows", ce.loss, ce_ref.loss);
-  check_close("cross_entropy lse", ce.lse, ce_ref.lse);
-  check_close("cross_entropy mean", mean.loss, mean_ref.loss);
+  check_close(ly, ly_ref, 1e-5, 1e-5, "log_softmax");
+  check_close(dly, kernels::log_softmax_backward(ly_ref, dy, 1), 1e-5, 1e-5, "log_softmax_backward");
+  check_close(ce.loss, ce_ref.loss, 1e-5, 1e-5, "cross_entropy rows");
+  check_close(ce.lse, ce_ref.lse, 1e-5, 1e-5, "cross_entropy lse");
+  check_close(mean.loss, mean_ref.loss, 1e-5, 1e-5, "cross_entropy mean");
   CHECK(values(mean.total_weight) == values(mean_ref.total_weight));
   // The backward pass with the reference's own lse and weight, so it is checked on its own.
-  check_close("cross_entropy_backward", dce,
-              kernels::cross_entropy_backward(x, ce_ref.lse, target, mean_ref.loss, mean_ref.total_weight, -100, 0.1));
+  check_close(dce, kernels::cross_entropy_backward(x, ce_ref.lse, target, mean_ref.loss, mean_ref.total_weight, -100, 0.1), 1e-5, 1e-5, "cross_entropy_backward");
   const std::vector<double> lse = values(ce.lse);
   for (std::int64_t i = 0; i < rows; ++i)
     if (t[i] == -100) CHECK(lse[i] == 0.0);
@@ -279,8 +269,8 @@ TEST_CASE("cuda softmax: loss reduction over many rows is exact in count and det
   kernels::ReducedLoss again = kernels::reduce_loss_rows(re, te, -1, true);
   CHECK(values(again.loss) == values(mean.loss));
   kernels::CpuBackendGuard ref_backend(kernels::Backend::Ref);
-  check_close("mean", mean.loss, kernels::reduce_loss_rows(rows, target, -1, true).loss, 0, 1e-6);
-  check_close("sum", sum.loss, kernels::reduce_loss_rows(rows, target, -1, false).loss, 0, 1e-6);
+  check_close(mean.loss, kernels::reduce_loss_rows(rows, target, -1, true).loss, 0, 1e-6, "mean");
+  check_close(sum.loss, kernels::reduce_loss_rows(rows, target, -1, false).loss, 0, 1e-6, "sum");
   // Zero rows: the empty mean is 0 with weight 0.
   Tensor none = to_test_device(zeros({0})), no_target = to_test_device(zeros({0}, {.dtype = DType::Int64}));
   kernels::ReducedLoss empty_mean = kernels::reduce_loss_rows(none, no_target, -100, true);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "cuda/emu_test_util.h"
+#include "support/emulated_device.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
 #include "kernels/split_mix.h"

@@ -14,7 +14,7 @@
 #include "core/factory.h"
 #include "data/batching.h"
 #include "kernels/devices.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using namespace define::data;

@@ -1,7 +1,7 @@
 // Corpus BLEU by sacreBLEU 2.x's default rules (data/bleu.h): the 13a tokenizer, Python's Unicode
 // whitespace, small corpora whose BLEU is derived by hand below, corpora scored by the sacrebleu
 // Python package (2.6.0), and the corner cases (empty lines, no match, a hypothesis longer than its
-// reference, different line counts, bytes that are not UTF-8). tools/check-bleu.sh compares with
+// reference, different line counts, bytes that are not UTF-8). scripts/checks/check-bleu.sh compares with
 // sacrebleu on the whole Multi30k test set.
 #include <catch2/catch.hpp>
 

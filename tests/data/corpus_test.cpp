@@ -2,7 +2,7 @@
 // vocabulary order of the PyTorch word_language_model example, vocabulary files, and the errors for
 // bad data (missing folder or file, empty split, out-of-vocabulary word with file:line). Tiny
 // corpora are written to a temporary folder; the real PTB train split is checked against the
-// counts in shared/data/README.md when the shared folder exists, and tools/get-data's offline path
+// counts in shared/data/README.md when the shared folder exists, and scripts/get-data's offline path
 // (find + SHA-256) is run on it.
 #include <catch2/catch.hpp>
 
@@ -17,11 +17,11 @@
 
 #include <sys/wait.h>
 
-#include "cli/cli_test_util.h"
+#include "support/runs.h"
 #include "core/error.h"
 #include "data/corpus.h"
-#include "data/data_test_util.h"
-#include "test_util.h"
+#include "support/corpora.h"
+#include "support/common.h"
 
 using namespace define;
 using namespace define::data;
@@ -191,8 +191,7 @@ TEST_CASE("vocabulary: lookups, save/load round trip and bad files", "[data]") {
 TEST_CASE("corpus: real PTB (929,589 train tokens, 10,000 words)", "[data]") {
   const fs::path ptb = shared_ptb();
   if (ptb.empty()) {
-    WARN("skipped: no PTB in $DEFINE_DATA_DIR/ptb or <repo>/../shared/data/ptb");
-    return;
+    DEFINE_SKIP_TEST("no PTB in $DEFINE_DATA_DIR/ptb or <repo>/../shared/data/ptb");
   }
   const Corpus c = Corpus::load(ptb);
   CHECK(c.train.size() == 929'589);
@@ -213,8 +212,7 @@ TEST_CASE("corpus: real PTB (929,589 train tokens, 10,000 words)", "[data]") {
 TEST_CASE("corpus: real WikiText-2 (2,088,628 train tokens, 33,278 words)", "[data]") {
   const fs::path wt2 = shared_corpus("wikitext-2");
   if (wt2.empty()) {
-    WARN("skipped: no WikiText-2 in $DEFINE_DATA_DIR/wikitext-2 or <repo>/../shared/data/wikitext-2");
-    return;
+    DEFINE_SKIP_TEST("no WikiText-2 in $DEFINE_DATA_DIR/wikitext-2 or <repo>/../shared/data/wikitext-2");
   }
   // Blank lines are " \n" there: each gives a lone <eos>.
   const Corpus c = Corpus::load(wt2);
@@ -226,14 +224,13 @@ TEST_CASE("corpus: real WikiText-2 (2,088,628 train tokens, 33,278 words)", "[da
   CHECK(std::count(c.train.begin(), c.train.end(), c.vocab.id("<unk>")) == 54'625);
 }
 
-TEST_CASE("tools/get-data: offline path finds and verifies the shared PTB", "[data]") {
+TEST_CASE("scripts/get-data: offline path finds and verifies the shared PTB", "[data]") {
   const fs::path ptb = shared_ptb();
   const fs::path root = repo_root();
   if (ptb.empty() || root.empty()) {
-    WARN("skipped: no shared PTB or no repository checkout to run tools/get-data from");
-    return;
+    DEFINE_SKIP_TEST("no shared PTB or no repository checkout to run scripts/get-data from");
   }
-  const std::string script = (root / "tools" / "get-data").string();
+  const std::string script = (root / "scripts" / "get-data").string();
   const auto [rc, out] = define::test::run_command("'" + script + "' --offline ptb 2>/dev/null");
   CHECK(rc == 0);
   CHECK(fs::equivalent(fs::path(out.substr(0, out.find('\n'))), ptb));

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/data_test_util.h"
+#include "support/corpora.h"
 #include "data/parallel.h"
 #include "data/subword.h"
 #include "data/token_batches.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using namespace define::data;
@@ -91,7 +91,7 @@ std::vector<std::int64_t> ints(const Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("parallel: both sides encoded with eos; empty and too-long pairs skipped and counted", "[parallel]") {
+TEST_CASE("parallel: both sides encoded with eos, empty and too-long pairs skipped and counted", "[parallel]") {
   TempDir d;
   const Subword& sw = model();
   // Line 2 is empty on the target side, line 4 blank (spaces) on the source side, line 5 long;
@@ -221,7 +221,7 @@ TEST_CASE("token batches: every sentence once per epoch, every batch within max_
   }
 }
 
-TEST_CASE("token batches: the order depends only on (seed, epoch); no shuffle keeps the layout", "[parallel]") {
+TEST_CASE("token batches: the order depends only on (seed, epoch), no shuffle keeps the layout", "[parallel]") {
   const ParallelData d = random_lengths(400, 30, 3);
   TokenBatcher a(d, 120, true, 42), b(d, 120, true, 42), c(d, 120, true, 43), plain(d, 120, false, 42);
   REQUIRE(a.num_batches() > 20);
@@ -305,8 +305,7 @@ TEST_CASE("token batches: refuses a sentence longer than max_tokens, naming it, 
 TEST_CASE("parallel: Multi30k val read and batched at max_tokens 4096", "[parallel]") {
   const fs::path m30k = define::test::shared_corpus("multi30k", "val.de");
   if (m30k.empty()) {
-    WARN("skipped: no Multi30k in $DEFINE_DATA_DIR/multi30k or <repo>/../shared/data/multi30k");
-    return;
+    DEFINE_SKIP_TEST("no Multi30k in $DEFINE_DATA_DIR/multi30k or <repo>/../shared/data/multi30k");
   }
   TempDir dir;
   SubwordOptions o;

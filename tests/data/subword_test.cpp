@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/data_test_util.h"
+#include "support/corpora.h"
 #include "data/subword.h"
 #include "data/text_lines.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using namespace define::data;
@@ -233,8 +233,7 @@ TEST_CASE("subword: loading refuses missing, empty and corrupt model files, nami
 TEST_CASE("subword: a model trained on a Multi30k slice round-trips every val line", "[subword]") {
   const fs::path m30k = define::test::shared_corpus("multi30k", "train.de");
   if (m30k.empty()) {
-    WARN("skipped: no Multi30k in $DEFINE_DATA_DIR/multi30k or <repo>/../shared/data/multi30k");
-    return;
+    DEFINE_SKIP_TEST("no Multi30k in $DEFINE_DATA_DIR/multi30k or <repo>/../shared/data/multi30k");
   }
   TempDir d;
   const fs::path de = d.write("train.de", as_text(head_lines(m30k / "train.de", 3000)));

@@ -116,15 +116,18 @@ RunResult run_once(const OpCase& c, Device device, bool with_backward) {
 void report(const OpCase& c, const std::string& mode, const std::string& what, const Comparison& cmp) {
   fmt::print("  [{}] {} {}: max abs err {:.3g}, {:.1f}% of allowed\n", mode, c.name, what, cmp.max_abs_err,
              100.0 * cmp.max_share);
-  INFO(fmt::format("{} [{}] {}: max abs err {:.3g} at element {} ({:.1f}% of allowed error)", c.name, mode, what,
-                   cmp.max_abs_err, cmp.worst, 100.0 * cmp.max_share));
+  INFO(fmt::format("{} [{}] {}: max abs err {:.3g} at element {} ({:.1f}% of allowed error){}", c.name, mode, what,
+                   cmp.max_abs_err, cmp.worst, 100.0 * cmp.max_share,
+                   cmp.nonfinite_ref > 0 ? fmt::format("; {} reference values are NaN or inf{}", cmp.nonfinite_ref,
+                                                       c.expect_nonfinite ? "" : " (the case does not expect any)")
+                                         : ""));
   CHECK_FALSE(cmp.size_mismatch);
   CHECK(cmp.max_share <= 1.0);
 }
 
 void compare_runs(const OpCase& c, const std::string& mode, const RunResult& got, const RunResult& ref) {
   REQUIRE(got.output.size() == ref.output.size());
-  report(c, mode, "output", compare(got.output, ref.output, c.atol, c.rtol));
+  report(c, mode, "output", compare(got.output, ref.output, c.atol, c.rtol, c.expect_nonfinite));
   REQUIRE(got.grads.size() == ref.grads.size());
   for (std::size_t i = 0; i < got.grads.size(); ++i) {
     INFO(c.name << " [" << mode << "] gradient of input " << i << " present in one run only");
@@ -229,7 +232,8 @@ std::vector<Tensor> make_inputs(const OpCase& c, DType float_dtype, Device devic
   return out;
 }
 
-Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol, double rtol) {
+Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol, double rtol,
+                   bool expect_nonfinite) {
   Comparison c;
   if (got.size() != ref.size()) {
     // A truncated or padded result is as wrong as it gets: no element-wise error can excuse it.
@@ -239,15 +243,20 @@ Comparison compare(const std::vector<double>& got, const std::vector<double>& re
     return c;
   }
   for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(ref[i])) {
+      ++c.nonfinite_ref;
+      const bool same_kind = std::isnan(ref[i]) ? std::isnan(got[i]) : got[i] == ref[i];
+      if (expect_nonfinite && same_kind) continue;
+    }
     const double err = std::abs(got[i] - ref[i]);
     const double allowed = atol + rtol * std::abs(ref[i]);
-    const double share = std::isnan(err) ? INFINITY : err / allowed;
-    if (std::isnan(got[i]) && std::isnan(ref[i])) continue;  // NaN where the reference has NaN
+    // Non-finite on either side (inf - inf is NaN too): infinitely wrong.
+    const double share = std::isfinite(got[i]) && std::isfinite(ref[i]) ? err / allowed : INFINITY;
     if (share > c.max_share || c.worst < 0) {
       c.max_share = share;
       c.worst = static_cast<std::int64_t>(i);
     }
-    c.max_abs_err = std::max(c.max_abs_err, std::isnan(err) ? INFINITY : err);
+    c.max_abs_err = std::max(c.max_abs_err, std::isfinite(share) ? err : INFINITY);
   }
   return c;
 }

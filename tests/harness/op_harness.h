@@ -40,6 +40,10 @@ struct OpCase {
   double grad_atol = 1e-6, grad_rtol = 1e-5;  // float64 analytic vs numeric Jacobian
   double fd_eps = 1e-6;
   bool gradcheck = true;
+  // The reference output holds NaN or inf by design (e.g. NaN propagation through max): then the
+  // result must hold the same non-finite values in the same places. Otherwise any non-finite
+  // reference value fails the case: a NaN result never passes by matching a NaN reference.
+  bool expect_nonfinite = false;
 };
 
 // Runs the cases in every enabled mode. The calling test case must carry the tags [harness] and
@@ -54,10 +58,15 @@ struct Comparison {
   double max_share = 0;  // max over elements of |err| / (atol + rtol*|ref|)
   std::int64_t worst = -1;
   bool size_mismatch = false;  // got and ref differ in length (then max_share is infinite)
+  std::int64_t nonfinite_ref = 0;  // reference elements that are NaN or inf
 };
 // Element-wise comparison; vectors of different lengths compare as infinitely far apart, so a
-// check of max_share <= 1 fails on a truncated result.
-Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol, double rtol);
+// check of max_share <= 1 fails on a truncated result. A non-finite result where the reference is
+// finite is infinitely far from it; so is any non-finite reference element unless
+// `expect_nonfinite`, and then only a result of the same kind there (NaN, or an infinity of the
+// same sign) matches it.
+Comparison compare(const std::vector<double>& got, const std::vector<double>& ref, double atol, double rtol,
+                   bool expect_nonfinite = false);
 std::vector<double> to_doubles(const Tensor& t);
 
 }  // namespace define::test

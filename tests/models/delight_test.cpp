@@ -18,7 +18,7 @@
 #include "models/delight_lm.h"
 #include "models/delight_nmt.h"
 #include "nn/nn.h"
-#include "nn/nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::models;

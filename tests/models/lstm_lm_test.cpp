@@ -13,9 +13,9 @@
 #include "autograd/ops.h"
 #include "core/config.h"
 #include "models/lstm_lm.h"
-#include "models/models_test_util.h"
+#include "support/models.h"
 #include "models/registry.h"
-#include "nn/nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::models;

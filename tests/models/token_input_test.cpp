@@ -14,7 +14,7 @@
 #include "kernels/devices.h"
 #include "models/token_representation.h"
 #include "nn/optim/sgd.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using Catch::Contains;

@@ -14,10 +14,10 @@
 
 #include "autograd/ops.h"
 #include "core/config.h"
-#include "models/models_test_util.h"
+#include "support/models.h"
 #include "models/registry.h"
 #include "models/transformer_xl.h"
-#include "nn/nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::models;

@@ -15,9 +15,9 @@
 #include "autograd/ops.h"
 #include "models/beam_search.h"
 #include "models/delight_nmt.h"
-#include "models/models_test_util.h"
+#include "support/models.h"
 #include "models/transformer_nmt.h"
-#include "nn/nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::models;

@@ -13,8 +13,8 @@
 #include "harness/op_harness.h"
 #include "kernels/devices.h"
 #include "nn/adaptive.h"
-#include "nn/adaptive_test_util.h"
-#include "nn_test_util.h"
+#include "support/adaptive.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

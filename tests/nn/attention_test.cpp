@@ -17,7 +17,7 @@
 #include "kernels/devices.h"
 #include "nn/attention.h"
 #include "nn/transformer.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

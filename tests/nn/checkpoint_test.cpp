@@ -19,7 +19,7 @@
 #include "nn/linear.h"
 #include "nn/optim/adam.h"
 #include "nn/safetensors.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using namespace define::nn;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "nn/define_unit.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

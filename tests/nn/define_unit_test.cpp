@@ -16,7 +16,7 @@
 #include "autograd/split_mix.h"
 #include "nn/define_unit.h"
 #include "nn/grouped_linear.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

@@ -12,7 +12,7 @@
 #include "harness/op_harness.h"
 #include "kernels/devices.h"
 #include "nn/delight_block.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

@@ -10,7 +10,7 @@
 #include "nn/adaptive.h"
 #include "nn/dextra_embedding.h"
 #include "nn/embedding.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

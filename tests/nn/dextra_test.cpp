@@ -14,7 +14,7 @@
 #include "kernels/devices.h"
 #include "nn/dextra.h"
 #include "nn/dextra_embedding.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "nn/grouped_linear.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "nn/nn.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

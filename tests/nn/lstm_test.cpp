@@ -13,7 +13,7 @@
 #include "nn/embedding.h"
 #include "nn/lstm.h"
 #include "nn/weight_drop.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

@@ -4,7 +4,7 @@
 
 #include "harness/op_harness.h"
 #include "nn/nn.h"
-#include "nn_test_util.h"
+#include "support/gradients.h"
 
 using namespace define;
 using namespace define::nn;

@@ -10,7 +10,7 @@
 
 #include "core/factory.h"
 #include "kernels/devices.h"
-#include "nn/optim_test_util.h"
+#include "support/optim.h"
 
 using namespace define;
 using namespace define::optim;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/devices.h"
-#include "nn/optim_test_util.h"
+#include "support/optim.h"
 
 using namespace define;
 using namespace define::optim;

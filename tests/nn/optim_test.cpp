@@ -9,7 +9,7 @@
 #include <cmath>
 #include <vector>
 
-#include "nn/optim_test_util.h"
+#include "support/optim.h"
 
 using namespace define;
 using namespace define::optim;

@@ -13,6 +13,7 @@
 
 #include "autograd/ops.h"
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/attention.h"
 #include "kernels/backend.h"
 #include "kernels/dropout.h"
@@ -81,7 +82,7 @@ OpCase attention_case(std::string name, std::vector<InputSpec> inputs, Setup set
   return c;
 }
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 // What the fused op replaces, in generic differentiable ops: scores = scale * q k^T, masked_fill
 // with the lowest finite value (a fully masked row stays finite), softmax, masked_fill 0, dropout,

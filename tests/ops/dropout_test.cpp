@@ -6,6 +6,7 @@
 
 #include "core/philox.h"
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/dropout.h"
 
@@ -25,7 +26,7 @@ InputSpec spec(Shape shape, double lo = -1.0, double hi = 1.0, bool non_contiguo
   return s;
 }
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 Tensor dropout_seeded(const Tensor& x, double p) {
   Generator g(7);

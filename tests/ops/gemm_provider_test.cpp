@@ -25,13 +25,14 @@
 #include <vector>
 
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "autograd/views.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/gemm_provider.h"
 #include "kernels/grouped_linear.h"
 #include "kernels/matmul.h"
-#include "tools/run_log.h"
+#include "core/process_info.h"
 
 using namespace define;
 using kernels::cpu::GemmChoice;
@@ -41,7 +42,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::check_close;
+using define::test::values;
 
 // Restores the process's provider settings when a test ends.
 struct SettingsGuard {
@@ -64,27 +66,16 @@ fs::path fresh_folder(const std::string& name) {
   return p;
 }
 
-// False, with a note in the test log, when the build has neither OpenBLAS nor oneDNN: auto then
-// always means Eigen, and the auto tests have nothing to check.
-bool auto_has_a_choice() {
-  if (kernels::cpu::openblas_available() || kernels::cpu::onednn_available()) return true;
-  WARN("skipped: this build has neither OpenBLAS nor oneDNN, so auto always means Eigen");
-  return false;
-}
+// False when the build has neither OpenBLAS nor oneDNN: auto then always means Eigen, and the auto
+// tests have nothing to check (they skip).
+bool auto_has_a_choice() { return kernels::cpu::openblas_available() || kernels::cpu::onednn_available(); }
+constexpr const char* kNoChoice = "this build has neither OpenBLAS nor oneDNN, so auto always means Eigen";
 
 std::string read_word(const fs::path& file) {
   std::ifstream in(file);
   std::string w;
   in >> w;
   return w;
-}
-
-void check_close(const Tensor& got, const Tensor& want, double tol) {
-  const std::vector<double> g = values(got), w = values(want);
-  REQUIRE(g.size() == w.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]) / (1 + std::abs(w[i])));
-  CHECK(worst <= tol);
 }
 
 }  // namespace
@@ -117,7 +108,7 @@ TEST_CASE("cpu gemm providers: every layout, odd sizes, batches and beta against
             kernels::CpuBackendGuard ref_guard(kernels::Backend::Ref);
             kernels::gemm(a, b, ref, ta, tb, 1.5, beta);
           }
-          check_close(fast, ref, tol);
+          check_close(fast, ref, tol, tol);
         }
         // beta 0: C's old contents are never read (NaN garbage in a fresh buffer stays out).
         const Tensor garbage = make_out();
@@ -128,7 +119,7 @@ TEST_CASE("cpu gemm providers: every layout, odd sizes, batches and beta against
           kernels::CpuBackendGuard ref_guard(kernels::Backend::Ref);
           kernels::gemm(a, b, ref, ta, tb, 1.5, 0.0);
         }
-        check_close(garbage, ref, tol);
+        check_close(garbage, ref, tol, tol);
       }
     }
   }
@@ -160,10 +151,10 @@ TEST_CASE("cpu gemm providers: grouped_linear forward and backward against the r
       omp_set_num_threads(threads);
       const Tensor y = kernels::grouped_linear(x, w, b);
       const kernels::GroupedLinearGrads gr = kernels::grouped_linear_backward(dy, x, w, true, true, true);
-      check_close(y, ref_y, 1e-5);
-      check_close(gr.dx, ref.dx, 1e-5);
-      check_close(gr.dweight, ref.dweight, 1e-4);  // sums of 600 products
-      check_close(gr.dbias, ref.dbias, 1e-4);
+      check_close(y, ref_y, 1e-5, 1e-5);
+      check_close(gr.dx, ref.dx, 1e-5, 1e-5);
+      check_close(gr.dweight, ref.dweight, 1e-4, 1e-4);  // sums of 600 products
+      check_close(gr.dbias, ref.dbias, 1e-4, 1e-4);
       if (first_y.empty()) {
         first_y = values(y);
         first_dw = values(gr.dweight);
@@ -176,7 +167,7 @@ TEST_CASE("cpu gemm providers: grouped_linear forward and backward against the r
   omp_set_num_threads(saved_threads);
 }
 
-TEST_CASE("cpu gemm providers: a threaded GEMM repeats its bits; oneDNN's for any thread count",
+TEST_CASE("cpu gemm providers: a threaded GEMM repeats its bits, oneDNN's for any thread count",
           "[matmul][gemm_provider][family:matmul]") {
   SettingsGuard guard;
   Generator gen(33);
@@ -304,7 +295,7 @@ TEST_CASE("cpu gemm provider auto: the faster library, Eigen only when it wins b
 
 TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the cache, read back",
           "[matmul][gemm_provider]") {
-  if (!auto_has_a_choice()) return;
+  if (!auto_has_a_choice()) DEFINE_SKIP_TEST(kNoChoice);
   SettingsGuard guard;
   const fs::path root = fresh_folder("auto");
   kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, root.string()});
@@ -400,7 +391,7 @@ TEST_CASE("cpu gemm provider auto: measured once per shape class, kept in the ca
 
 TEST_CASE("cpu gemm provider auto: matmul asks for the class of the library call it makes",
           "[matmul][gemm_provider]") {
-  if (!auto_has_a_choice()) return;
+  if (!auto_has_a_choice()) DEFINE_SKIP_TEST(kNoChoice);
   SettingsGuard guard;
   Generator gen(32);
   const std::int64_t m = 300, n = 70, k = 520;
@@ -425,10 +416,9 @@ TEST_CASE("cpu gemm provider auto: matmul asks for the class of the library call
 
 TEST_CASE("cpu gemm provider auto: a timing taken while the process waited for a CPU is taken again",
           "[matmul][gemm_provider]") {
-  if (!auto_has_a_choice()) return;
+  if (!auto_has_a_choice()) DEFINE_SKIP_TEST(kNoChoice);
   if (!fs::exists(fs::path("/proc/self/task") / std::to_string(::syscall(SYS_gettid)) / "schedstat")) {
-    WARN("skipped: this kernel does not report how long threads wait for a CPU (schedstat)");
-    return;
+    DEFINE_SKIP_TEST("this kernel does not report how long threads wait for a CPU (schedstat)");
   }
   SettingsGuard guard;
   kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, std::nullopt});
@@ -452,20 +442,19 @@ TEST_CASE("cpu gemm provider auto: a timing taken while the process waited for a
 
 TEST_CASE("cpu gemm provider auto: an outer product's class calibrates in megabytes, not gigabytes",
           "[matmul][gemm_provider]") {
-  if (!auto_has_a_choice()) return;
+  if (!auto_has_a_choice()) DEFINE_SKIP_TEST(kNoChoice);
   // Writing 5 to clear_refs resets the peak to the current resident memory (Linux 4.0 and later).
   const bool reset = static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5");
-  const std::int64_t before = cli::peak_rss_bytes();
+  const std::int64_t before = define::peak_rss_bytes();
   if (!reset || before <= 0) {
-    WARN("skipped: this kernel cannot reset or report the peak resident memory");
-    return;
+    DEFINE_SKIP_TEST("this kernel cannot reset or report the peak resident memory");
   }
   SettingsGuard guard;
   kernels::cpu::set_gemm_provider_settings({GemmChoice::Auto, std::nullopt});
   // 2^20 x 2^20 by k = 1: scaled by work alone, its C would be 2^30 floats (4 GiB).
   (void)kernels::cpu::gemm_provider(std::int64_t{1} << 20, std::int64_t{1} << 20, 1, false);
   REQUIRE(kernels::cpu::gemm_decisions().size() == 1);
-  CHECK(cli::peak_rss_bytes() - before < std::int64_t{256} << 20);
+  CHECK(define::peak_rss_bytes() - before < std::int64_t{256} << 20);
 }
 
 TEST_CASE("cpu gemm provider: forced choices and bad settings", "[matmul][gemm_provider]") {

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
 #include "kernels/grouped_linear.h"
@@ -24,7 +25,7 @@ InputSpec spec(Shape shape, bool non_contiguous = false) {
   return s;
 }
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 const auto with_bias = [](V x) { return grouped_linear(x[0], x[1], x[2]); };
 const auto without_bias = [](V x) { return grouped_linear(x[0], x[1]); };

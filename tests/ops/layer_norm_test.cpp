@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/layer_norm.h"
 
@@ -23,7 +24,7 @@ InputSpec spec(Shape shape, double lo = -1.0, double hi = 1.0, bool non_contiguo
   s.non_contiguous = non_contiguous;
   return s;
 }
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 }  // namespace
 
 TEST_CASE("ops: layer_norm", "[ops][harness][layer_norm][family:layer_norm]") {

@@ -17,7 +17,7 @@
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/linear_cross_entropy.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using define::test::InputSpec;

@@ -10,7 +10,7 @@
 #include "kernels/copy.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/matmul.h"
-#include "test_util.h"
+#include "support/common.h"
 
 using namespace define;
 using define::test::InputSpec;

@@ -14,7 +14,7 @@
 #include "bench/kernels/kernel_cases.h"
 #include "harness/family_tags.h"
 #include "kernels/op_families.h"
-#include "test_util.h"
+#include "support/common.h"
 
 namespace {
 

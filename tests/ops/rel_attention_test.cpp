@@ -18,6 +18,7 @@
 #include "bench/rel_attention_composite.h"
 #include "core/philox.h"
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/devices.h"
 #include "kernels/dropout.h"
@@ -68,7 +69,7 @@ OpCase rel_case(std::string name, std::vector<InputSpec> in, Setup setup, bool g
   return c;
 }
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 struct Inputs {
   Tensor q, k, v, r, u, w;

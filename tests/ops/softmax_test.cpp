@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/softmax.h"
 
@@ -50,7 +51,7 @@ InputSpec int32_targets(std::vector<double> v) {
   return s;
 }
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "harness/op_harness.h"
+#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
@@ -74,7 +75,7 @@ Tensor mix_by_generic_ops(const Tensor& x, const Tensor& y, std::int64_t g, std:
   return concat(pieces, -1);
 }
 
-std::vector<double> values(const Tensor& t) { return define::test::to_doubles(t); }
+using define::test::values;
 
 // The bytes of a tensor's elements (contiguous CPU copy), for bitwise comparison.
 std::vector<unsigned char> bytes_of(const Tensor& t) {

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""PyTorch peer of bench/nmt_train_bench.cpp: trains the same translation Transformer as define's
+models/transformer_nmt (pre-norm encoder-decoder, one token table shared by source, target and the
+tied output, scaled by sqrt(d_model), sinusoidal positions) built on torch.nn.Transformer, then runs
+batched beam search with cached keys and values, and prints one JSON line with training tokens/s,
+beam-search sentences/s, the mean output length, the process's peak resident memory, the first
+step's loss and the parameter count (--params-only: the count alone, nothing run).
+
+nn.Transformer(norm_first=True) has the same parameters as define's model: per attention one
+in-projection for q, k, v with biases and an out-projection, LayerNorms before each sublayer and
+after each stack. Its single `dropout` is set per place to define's values: residual branches 0.3,
+attention probabilities and the FFN activation 0.1.
+
+nn.Transformer has no incremental decoder, so decoding drives its decoder layers' weights one
+position at a time, caching each layer's self-attention keys and values and the projected encoder
+output (what fairseq's incremental state does); the beam search is fairseq's default (2 x beam
+candidates a step, a candidate ending in eos among the first beam finishes, score = log-probability
+/ length, at the length limit only eos).
+
+Configured at its best on a small CPU: torch.set_num_threads(threads), one inter-op thread, and the
+caller runs it with OMP_WAIT_POLICY=PASSIVE.
+"""
+import argparse
+import json
+import math
+import resource
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PAD, BOS, EOS, FIRST_WORD = 0, 2, 3, 4  # define's subword ids
+
+
+def sinusoids(length, dim, offset=0):
+    """Rows for positions offset .. offset + length - 1: [sin(p f_i), cos(p f_i)], f_i =
+    10000^(-i / (dim/2 - 1)) (fairseq's and define's layout)."""
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000.0) / (half - 1)))
+    angles = torch.arange(offset, offset + length, dtype=torch.float32)[:, None] * freq[None]
+    return torch.cat([angles.sin(), angles.cos()], dim=1)
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, vocab, d_model, heads, ffn, layers):
+        super().__init__()
+        self.d_model, self.heads = d_model, heads
+        self.embed = nn.Embedding(vocab, d_model, padding_idx=PAD)
+        nn.init.normal_(self.embed.weight, 0.0, d_model ** -0.5)
+        self.transformer = nn.Transformer(d_model, heads, layers, layers, ffn, dropout=0.3, norm_first=True,
+                                          batch_first=True)
+        for layer in list(self.transformer.encoder.layers) + list(self.transformer.decoder.layers):
+            layer.dropout.p = 0.1  # after the FFN activation
+            for attn in (layer.self_attn, getattr(layer, "multihead_attn", None)):
+                if attn is not None:
+                    attn.dropout = 0.1  # on the attention probabilities
+        self.embed_drop = nn.Dropout(0.3)
+        self._masks = {}
+
+    def embed_tokens(self, tokens, offset=0):
+        x = self.embed(tokens) * math.sqrt(self.d_model) + sinusoids(tokens.shape[1], self.d_model, offset)
+        return self.embed_drop(x)
+
+    def causal(self, t):
+        if t not in self._masks:
+            self._masks[t] = torch.full((t, t), float("-inf")).triu(1)
+        return self._masks[t]
+
+    def forward(self, src, tgt_in):
+        """src [B, S], tgt_in [B, T] -> logits [B, T, V] (no padding: no padding masks)."""
+        h = self.transformer(self.embed_tokens(src), self.embed_tokens(tgt_in), tgt_mask=self.causal(tgt_in.shape[1]))
+        return F.linear(h, self.embed.weight)
+
+    # ---- incremental decoding over the decoder layers' weights ----
+    def _heads(self, x):  # [N, t, E] -> [N, H, t, E/H]
+        n, t, e = x.shape
+        return x.view(n, t, self.heads, e // self.heads).transpose(1, 2)
+
+    def _attend(self, q, k, v, out_proj):
+        p = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1]), dim=-1)
+        o = torch.matmul(p, v).transpose(1, 2).reshape(q.shape[0], 1, self.d_model)
+        return out_proj(o)
+
+    def begin_decoding(self, src):
+        memory = self.transformer.encoder(self.embed_tokens(src))
+        caches = []
+        for layer in self.transformer.decoder.layers:
+            w, b = layer.multihead_attn.in_proj_weight, layer.multihead_attn.in_proj_bias
+            e = self.d_model
+            k = self._heads(F.linear(memory, w[e:2 * e], b[e:2 * e]))
+            v = self._heads(F.linear(memory, w[2 * e:], b[2 * e:]))
+            caches.append({"enc_k": k, "enc_v": v, "k": None, "v": None})
+        return caches
+
+    def decode_step(self, caches, prev, step):
+        """prev [N] -> log-probabilities [N, V] of the next position."""
+        x = self.embed_tokens(prev[:, None], offset=step)
+        e = self.d_model
+        for layer, c in zip(self.transformer.decoder.layers, caches):
+            h = layer.norm1(x)
+            q, k, v = F.linear(h, layer.self_attn.in_proj_weight, layer.self_attn.in_proj_bias).split(e, dim=-1)
+            k, v = self._heads(k), self._heads(v)
+            c["k"] = k if c["k"] is None else torch.cat([c["k"], k], 2)
+            c["v"] = v if c["v"] is None else torch.cat([c["v"], v], 2)
+            x = x + self._attend(self._heads(q), c["k"], c["v"], layer.self_attn.out_proj)
+            h = layer.norm2(x)
+            w, b = layer.multihead_attn.in_proj_weight, layer.multihead_attn.in_proj_bias
+            q = self._heads(F.linear(h, w[:e], b[:e]))
+            x = x + self._attend(q, c["enc_k"], c["enc_v"], layer.multihead_attn.out_proj)
+            x = x + layer.linear2(F.relu(layer.linear1(layer.norm3(x))))
+        x = self.transformer.decoder.norm(x)
+        return F.log_softmax(F.linear(x[:, 0], self.embed.weight), dim=-1)
+
+
+def beam_search(model, src, beam, max_len):
+    """src [B, S] -> per sentence the best finished hypothesis (tokens without bos / eos)."""
+    b_count, vocab = src.shape[0], model.embed.weight.shape[0]
+    caches = model.begin_decoding(src.repeat_interleave(beam, 0))
+    scores = torch.zeros(b_count, beam)
+    scores[:, 1:] = float("-inf")  # at the first step every beam holds the same prefix
+    tokens = torch.full((b_count * beam, 1), BOS, dtype=torch.long)
+    finished = [[] for _ in range(b_count)]
+    done = torch.zeros(b_count, dtype=torch.bool)
+    for step in range(max_len):
+        lprobs = model.decode_step(caches, tokens[:, -1], step)
+        lprobs[:, PAD] = float("-inf")
+        lprobs[:, BOS] = float("-inf")
+        if step == max_len - 1:  # at the length limit only eos may follow
+            keep = lprobs[:, EOS].clone()
+            lprobs.fill_(float("-inf"))
+            lprobs[:, EOS] = keep
+        cand = (scores.view(-1, 1) + lprobs).view(b_count, beam * vocab)
+        top_s, top_i = cand.topk(2 * beam, dim=1)
+        top_beam, top_tok = top_i // vocab, top_i % vocab
+        is_eos = top_tok == EOS
+        ends = (is_eos[:, :beam] & ~done[:, None]).nonzero().tolist()
+        for b, k in ends:
+            if len(finished[b]) < beam and top_s[b, k] > float("-inf"):
+                row = b * beam + int(top_beam[b, k])
+                finished[b].append((float(top_s[b, k]) / (step + 1), tokens[row, 1:].tolist()))
+        done |= torch.tensor([len(f) >= beam for f in finished])
+        if bool(done.all()):
+            break
+        next_s, pos = top_s.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)
+        rows = (torch.arange(b_count)[:, None] * beam + top_beam.gather(1, pos)).view(-1)
+        tokens = torch.cat([tokens[rows], top_tok.gather(1, pos).view(-1, 1)], 1)
+        scores = next_s.masked_fill(done[:, None], float("-inf"))
+        for c in caches:
+            for key in ("k", "v", "enc_k", "enc_v"):
+                c[key] = c[key].index_select(0, rows)
+    return [max(f)[1] if f else [] for f in finished]
+
+
+def zipf(rows, cols, count, first, g):
+    """[rows, cols] ids with Zipf's law over [first, first + count), as bench::zipf_tokens."""
+    u = torch.rand((rows, cols), generator=g, dtype=torch.float64)
+    return (float(count) ** u).floor().long().sub(1).clamp(0, count - 1).add(first)
+
+
+def sentences(count, length, vocab, g):
+    """[count, length]: Zipf-distributed words, then eos."""
+    words = zipf(count, length - 1, vocab - FIRST_WORD, FIRST_WORD, g)
+    return torch.cat([words, torch.full((count, 1), EOS, dtype=torch.long)], 1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for name, default in (("vocab", 8000), ("d-model", 256), ("heads", 4), ("ffn", 1024), ("layers", 3),
+                          ("batch", 256), ("src-len", 16), ("tgt-len", 16), ("steps", 20), ("warmup", 3),
+                          ("beam", 5), ("beam-batch", 64), ("max-len-b", 10), ("threads", 2)):
+        ap.add_argument("--" + name, type=int, default=default)
+    ap.add_argument("--max-len-a", type=float, default=1.2)
+    ap.add_argument("--params-only", action="store_true")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.set_num_interop_threads(1)
+    torch.set_flush_denormal(True)  # as define does (kernels/cpu/denormals.h: flush_denormals)
+    torch.manual_seed(0)
+    model = Seq2Seq(a.vocab, a.d_model, a.heads, a.ffn, a.layers)
+    params = sum(p.numel() for p in model.parameters())
+    if a.params_only:
+        print(json.dumps({"params": params, "torch": torch.__version__}))
+        return
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=1e-4)
+    g = torch.Generator().manual_seed(1)
+    src = sentences(a.batch, a.src_len, a.vocab, g)
+    tgt_out = sentences(a.batch, a.tgt_len, a.vocab, g)
+    tgt_in = torch.cat([torch.full((a.batch, 1), BOS, dtype=torch.long), tgt_out[:, :-1]], 1)
+    tokens = a.batch * a.tgt_len
+    start, first_loss = None, None
+    for step in range(a.steps + a.warmup):
+        if step == a.warmup:
+            start = time.perf_counter()
+        opt.zero_grad()
+        logits = model(src, tgt_in)
+        loss = F.cross_entropy(logits.reshape(tokens, -1), tgt_out.reshape(-1), ignore_index=PAD,
+                               label_smoothing=0.1, reduction="sum") / tokens
+        loss.backward()
+        if step == 0:
+            with torch.no_grad():
+                first_loss = float(F.cross_entropy(logits.reshape(tokens, -1), tgt_out.reshape(-1)))
+        opt.step()
+    train_s = time.perf_counter() - start
+
+    torch.manual_seed(1)
+    model = Seq2Seq(a.vocab, a.d_model, a.heads, a.ffn, a.layers).eval()  # fresh: hypotheses run to the limit
+    with torch.no_grad():
+        beam_src = sentences(a.beam_batch, a.src_len, a.vocab, g)
+        max_len = int(a.max_len_a * a.src_len + a.max_len_b)  # subwords with eos, source length with its eos
+        t0 = time.perf_counter()
+        hyps = beam_search(model, beam_src, a.beam, max_len)
+        beam_s = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"tokens_per_s": a.steps * tokens / train_s, "sentences_per_s": a.beam_batch / beam_s,
+                      "mean_output_len": sum(len(h) for h in hyps) / len(hyps), "peak_rss_bytes": peak,
+                      "first_loss": first_loss, "params": params, "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()

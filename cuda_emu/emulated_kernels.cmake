@@ -1,0 +1,40 @@
+# define_add_emulated_kernels(<target> <file>...)
+#
+# Adds CUDA kernel files (.cu) to <target>, compiled by the C++ compiler against the header-only CPU
+# emulator (cuda_emu/cuda_emu.hpp, reached through kernels/cuda/cuda_compat.cuh), and links what
+# the emulator needs (boost.context for the fibers, pthread for the block pool).
+#   * .cu files get LANGUAGE CXX (CMake then passes -x c++ to g++);
+#   * -Wno-unknown-pragmas: `#pragma unroll` means nothing to g++;
+#   * at least -O1 -g, even in Debug: the emulator runtime is compiled into each kernel file, and -O0
+#     makes it 5-10x slower;
+#   * ThreadSanitizer's instrumentation without its run-time library (-fsanitize=thread at compile
+#     time only): the emulator's race schedule is that library (cuda_emu/emu_race.hpp). Not in
+#     the sanitizer and fuzz builds, whose AddressSanitizer cannot be combined with it; the race
+#     schedule there switches threads only at barriers.
+# Keep the emulator and all emulated kernels in one executable or shared library: the runner and
+# threadIdx are inline globals that must resolve to a single copy.
+include_guard(GLOBAL)
+
+find_package(Boost 1.74 CONFIG REQUIRED COMPONENTS context)
+find_package(Threads REQUIRED)
+
+function(define_add_emulated_kernels target)
+  set(_files ${ARGN})
+  set(_cu ${_files})
+  list(FILTER _cu INCLUDE REGEX "\\.cu$")
+  if(_cu)
+    set_source_files_properties(${_cu} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX)
+  endif()
+  set(_options -Wno-unknown-pragmas -g $<$<CONFIG:Debug>:-O1>)
+  if(NOT DEFINE_SANITIZE AND NOT DEFINE_FUZZ)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      # -Wno-tsan: GCC notes that it does not instrument fences (__threadfence); nothing to switch at.
+      list(APPEND _options -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -Wno-tsan)
+    elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+      list(APPEND _options -fsanitize=thread -mllvm -tsan-instrument-func-entry-exit=0)
+    endif()
+  endif()
+  set_source_files_properties(${_files} TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${_options}")
+  target_sources(${target} PRIVATE ${_files})
+  target_link_libraries(${target} PRIVATE Boost::context Threads::Threads)
+endfunction()

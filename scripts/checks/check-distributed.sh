@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Data-parallel `define train` against one process (a ctest; see tests/CMakeLists.txt):
+#   1. LSTM LM (AWD-LSTM regularisers, random window lengths), Transformer-XL (memory, adaptive
+#      input), the LSTM LM on the emulated GPU over MPI and Transformer-XL on it over the NCCL
+#      communicator (distributed/nccl/emulated_nccl.h): 6 steps with 2 ranks x 4 streams equal 6 steps of one
+#      process x 8 streams (weights, optimizer state, carried state, every logged loss);
+#   2. translation: 2 ranks equal one process with train.update_freq = 2;
+#   3. a 2-rank run stopped after 3 steps and resumed equals the uninterrupted 2-rank run bit for bit;
+#   4. a rank killed mid-run ends the job with an error naming it, within a minute, not a hang;
+#   5. configuration errors: streams not divisible by the ranks, resuming with another rank count.
+# Dropout is off in the equality runs: with it on, ranks draw their own masks (by design).
+# Tolerance: 2e-5 relative to each tensor's largest value (float32 sums in another order; 6 steps).
+# Usage: scripts/checks/check-distributed.sh DEFINE_BINARY CHECKPOINT_DIFF_BINARY MPIRUN
+set -euo pipefail
+define="$1" diff_ckpt="$2" mpirun="$3"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mpi=("$mpirun" --oversubscribe --allow-run-as-root -np 2)
+
+# A small corpus: 3,000 lines of words drawn from 60 with a skewed distribution (fixed seed).
+mkdir -p "$work/data"
+awk -v seed=7 'BEGIN { srand(seed);
+  for (f = 0; f < 3; f++) { file = f == 0 ? "train" : (f == 1 ? "valid" : "test"); n = f == 0 ? 3000 : 100;
+    for (l = 0; l < n; l++) { line = ""; len = 3 + int(rand() * 12);
+      for (w = 0; w < len; w++) line = line " w" int(60 * rand() * rand());
+      print substr(line, 2) > ("'"$work"'/data/" file ".txt") } } }'
+
+lstm='{"type": "lstm_lm", "input": {"type": "embedding", "dim": 24, "init_range": 0.1}, "hidden": 32, "layers": 2,
+       "dropout": {"input": 0, "hidden": 0, "output": 0}}'
+txl='{"type": "transformer_xl", "input": {"type": "projected", "dim": 8, "out_dim": 16, "cutoffs": [20]},
+      "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 24, "n_layer": 2, "dropout": 0, "dropatt": 0,
+      "mem_len": 6, "same_length": true, "clamp_len": 10}'
+config() {  # config MODEL OPTIMIZER_JSON DEVICE VARIABLE_LENGTH
+  cat <<JSON
+{"data": {"dir": "$work/data", "batch_size": 8, "eval_batch_size": 4, "test_batch_size": 4, "bptt": 10,
+          "variable_length": $4},
+ "model": $1,
+ "train": {$2, "clip": 0.25, "epochs": 1, "max_steps": 6, "log_interval": 1, "checkpoint_interval": 3,
+           "seed": 11, "threads": 1, "device": "$3"}}
+JSON
+}
+losses() { grep '"event":"train"' "$1/metrics.jsonl" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+same_losses() {  # same_losses RUN_A RUN_B: every logged loss within 2e-5 relative
+  paste <(losses "$1") <(losses "$2") | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-5 * $1 || NF != 2) bad = 1; n++ }
+    END { if (bad || n != 6) { print "logged losses differ (or are not 6)"; exit 1 } }'
+}
+fails() { echo "FAIL: $*" >&2; exit 1; }
+compare() {  # compare NAME A.ckpt B.ckpt TOLERANCE
+  local out
+  out=$("$diff_ckpt" "$2" "$3" "$4") || { echo "$1: $out" >&2; fails "$1: checkpoints differ beyond $4"; }
+  echo "$1: $out"
+}
+
+run_pair() {  # run_pair NAME MODEL OPTIMIZER DEVICE VARIABLE_LENGTH [TRANSPORT]
+  local transport="${6:-mpi}"
+  config "$2" "$3" "$4" "$5" > "$work/$1.json"
+  "$define" train --config "$work/$1.json" --run-dir "$work/$1-1" > "$work/$1-1.log" 2>&1 || { cat "$work/$1-1.log"; fails "$1: one process"; }
+  "${mpi[@]}" "$define" train --config "$work/$1.json" --run-dir "$work/$1-2" --set train.distributed="\"$transport\"" \
+    > "$work/$1-2.log" 2>&1 || { cat "$work/$1-2.log"; fails "$1: 2 ranks"; }
+  grep -q "data parallel: 2 processes ($transport)" "$work/$1-2.log" || fails "$1: the 2-rank run did not say it is data parallel over $transport"
+  same_losses "$work/$1-1" "$work/$1-2" || fails "$1: logged losses"
+  compare "$1" "$work/$1-1/latest.ckpt" "$work/$1-2/latest.ckpt" 2e-5
+}
+sgd='"optimizer": "sgd", "lr": 5, "alpha": 2, "beta": 1'
+adam='"optimizer": "adam", "lr": 0.003, "weight_decay": 0'
+run_pair lstm "$lstm" "$sgd" cpu true
+run_pair txl "$txl" "$adam" cpu false
+run_pair lstm-emu "$lstm" "$sgd" emu true
+# The NCCL communicator's code on the emulated GPU (NCCL's entry points emulated over MPI).
+run_pair txl-emu-nccl "$txl" "$adam" emu false nccl
+
+# Translation: rank r takes batches r, r + 2, ... of the shared order, so 2 ranks take the step one
+# process takes with train.update_freq = 2 (the same two batches, gradients summed over their tokens).
+# SGD, not Adam: the attention key biases get a gradient of rounding noise only (softmax ignores
+# them), which Adam's normalisation would turn into full-size steps of either sign.
+awk -v seed=5 'BEGIN { srand(seed);
+  for (f = 0; f < 3; f++) { split_name = f == 0 ? "train" : (f == 1 ? "val" : "test"); n = f == 0 ? 400 : 40;
+    for (l = 0; l < n; l++) { len = 2 + int(rand() * 8); src = ""; tgt = "";
+      for (w = 0; w < len; w++) { word = "w" int(30 * rand() * rand()); src = src " " word; tgt = toupper(word) " " tgt }
+      print substr(src, 2) > ("'"$work"'/data/" split_name ".src"); sub(/ $/, "", tgt); print tgt > ("'"$work"'/data/" split_name ".tgt") } } }'
+cat > "$work/nmt.json" <<JSON
+{"data": {"dir": "$work/data", "source": "src", "target": "tgt", "max_tokens": 128, "subword": {"vocab_size": 36}},
+ "model": {"type": "transformer_nmt", "input": {"type": "embedding", "dim": 32, "scale": true}, "d_model": 32,
+           "heads": 4, "ffn_dim": 48, "encoder_layers": 1, "decoder_layers": 1, "pre_norm": true,
+           "dropout": {"residual": 0}},
+ "train": {"optimizer": "sgd", "lr": 0.5, "clip": 1.0, "epochs": 100, "max_steps": 6,
+           "log_interval": 1, "checkpoint_interval": 3, "seed": 3, "threads": 1}}
+JSON
+"$define" train --config "$work/nmt.json" --run-dir "$work/nmt-1" --set train.update_freq=2 > "$work/nmt-1.log" 2>&1 \
+  || { cat "$work/nmt-1.log"; fails "translation: one process"; }
+"${mpi[@]}" "$define" train --config "$work/nmt.json" --run-dir "$work/nmt-2" --set train.distributed='"mpi"' \
+  > "$work/nmt-2.log" 2>&1 || { cat "$work/nmt-2.log"; fails "translation: 2 ranks"; }
+same_losses "$work/nmt-1" "$work/nmt-2" || fails "translation: logged losses"
+compare translation "$work/nmt-1/latest.ckpt" "$work/nmt-2/latest.ckpt" 2e-5
+
+# Resume: 3 steps, then on to 6, with 2 ranks: bit for bit the uninterrupted 2-rank run.
+"${mpi[@]}" "$define" train --config "$work/lstm.json" --run-dir "$work/resumed" --set train.distributed='"mpi"' \
+  --set train.max_steps=3 > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fails "resume: first half"; }
+"${mpi[@]}" "$define" train --config "$work/lstm.json" --run-dir "$work/resumed" --set train.distributed='"mpi"' \
+  --resume > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fails "resume: second half"; }
+compare resume "$work/lstm-2/latest.ckpt" "$work/resumed/latest.ckpt" 0
+diff <(losses "$work/lstm-2") <(losses "$work/resumed") > /dev/null || fails "resume: logged losses"
+
+# Resuming a 2-rank run with one process is refused by name.
+if "$define" train --config "$work/lstm.json" --run-dir "$work/resumed" --resume --set train.max_steps=9 \
+  > "$work/mismatch.log" 2>&1; then fails "a 2-rank checkpoint resumed with 1 process"; fi
+grep -q "written by a run of 2 process(es); resume it with 2" "$work/mismatch.log" || { cat "$work/mismatch.log"; fails "resume mismatch message"; }
+
+# Streams must divide among the ranks.
+if "${mpi[@]}" "$define" train --config "$work/lstm.json" --run-dir "$work/odd" --set train.distributed='"mpi"' \
+  --set data.batch_size=7 > "$work/odd.log" 2>&1; then fails "batch_size 7 on 2 ranks was accepted"; fi
+grep -q "data.batch_size (7) must be a multiple of the number of processes (2)" "$work/odd.log" || { cat "$work/odd.log"; fails "batch_size message"; }
+
+# Rank 1 is killed (SIGKILL) before its third step while rank 0 waits in a reduction: mpirun must
+# end the job and name the rank, well before the collective timeout.
+start=$(date +%s)
+if "${mpi[@]}" sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export DEFINE_CRASH_AT=train_step:3; fi; exec "$0" "$@"' \
+  "$define" train --config "$work/lstm.json" --run-dir "$work/dead" --set train.distributed='"mpi"' \
+  > "$work/dead.log" 2>&1; then fails "a run with a killed rank succeeded"; fi
+took=$(( $(date +%s) - start ))
+[ "$took" -lt 60 ] || fails "the job took ${took} s to end after rank 1 died"
+grep -q "rank 1" "$work/dead.log" || { cat "$work/dead.log"; fails "the error does not name rank 1"; }
+echo "killed rank: the job ended in ${took} s naming rank 1"
+echo "check-distributed: all passed"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the fuzz preset (clang, libFuzzer, ASan + UBSan) and runs every fuzz target of tests/fuzz/:
+# first every seed (tests/fuzz/corpus/<target>/) and regression input (tests/fuzz/regressions/<target>/)
+# once, then fuzzing from them for SECONDS per target (default 20). Fails on any finding: a crash,
+# undefined behaviour, a leak, an exception other than define::Error, an allocation over 2 GiB or an
+# input that takes over 10 s. What the runs learn is kept in build/fuzz/corpus/<target>/ (not in git),
+# crash inputs go to build/fuzz/artifacts/<target>/, logs to build/fuzz/logs/. See docs/fuzzing.md.
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default: every target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-20}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_safetensors fuzz_corpus fuzz_bleu fuzz_cli)
+
+echo "== preset fuzz: configure and build"
+cmake --preset fuzz > /dev/null
+cmake --build --preset fuzz -j "$(nproc)"
+
+bin=build/fuzz/tests/fuzz
+mkdir -p build/fuzz/logs
+for t in "${targets[@]}"; do
+  inputs=()
+  for d in "tests/fuzz/corpus/$t" "tests/fuzz/regressions/$t"; do
+    [ -d "$d" ] && while IFS= read -r -d '' f; do inputs+=("$f"); done < <(find "$d" -type f -print0 | sort -z)
+  done
+  log="build/fuzz/logs/$t.log"
+  echo "== $t: ${#inputs[@]} seed and regression inputs, then ${secs} s of fuzzing"
+  # (With no file arguments libFuzzer would fuzz without end: every target has seeds.)
+  if [ ${#inputs[@]} -eq 0 ] || ! "$bin/$t" -timeout=10 -rss_limit_mb=2048 "${inputs[@]}" > "$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "$t: a seed or regression input fails (log: $log)" >&2
+    exit 1
+  fi
+  # Absolute: fuzz_cli runs each input in a folder of its own (a crash file is written from there).
+  work="build/fuzz/corpus/$t" artifacts="$PWD/build/fuzz/artifacts/$t/"
+  mkdir -p "$work" "$artifacts"
+  dict=() seeds=("tests/fuzz/corpus/$t")
+  [ -f "tests/fuzz/$t.dict" ] && dict=("-dict=tests/fuzz/$t.dict")
+  [ -d "tests/fuzz/regressions/$t" ] && seeds+=("tests/fuzz/regressions/$t")
+  if ! "$bin/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$artifacts" "${dict[@]}" "$work" "${seeds[@]}" > "$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "$t: FINDING (log: $log; the input is in $artifacts)" >&2
+    exit 1
+  fi
+  grep -E '^#[0-9]+.*DONE|stat::number_of_executed_units' "$log" | sed "s/^/  /"
+done
+echo "fuzz: no findings"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The README's test command: installs missing packages (Debian), builds the release and asan
+# presets and runs every test in both, then builds the fuzz preset and runs every fuzz target
+# briefly. Usage: scripts/test.sh [release|asan|fuzz|all] (default all).
+#   release  -O3 build; with the CUDA toolkit present it also compiles every kernel with nvcc
+#            (sm_75/80/90) and runs scripts/checks/check-ptxas.sh on that build's ptxas reports (no
+#            register spills; sm_61 too, from the objects' PTX with CUDA 12's ptxas fetched from
+#            PyPI by scripts/get-ptxas12.sh) and
+#            scripts/checks/check-symbols.sh (the nvcc and emulator builds share no symbol).
+#   asan     AddressSanitizer + UndefinedBehaviorSanitizer, emulated CUDA kernels included.
+#   fuzz     scripts/fuzz.sh: every seed and regression input of tests/fuzz/, then 20 s of fuzzing per
+#            target (clang, libFuzzer, ASan + UBSan); fails on any finding.
+# No GPU is needed: the CUDA kernels are tested on the CPU through the emulated device (test mode
+# emu); test mode cuda runs only where a GPU exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which="${1:-all}"
+# The CUDA toolkit's usual home, for machines where nvcc is not on PATH.
+if ! command -v nvcc > /dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+
+# Each phase says how long it took, so a slow CI run shows where its time went.
+phase_start=$(date +%s)
+phase_done() {
+  local now
+  now=$(date +%s)
+  echo "== $1 took $((now - phase_start)) s"
+  phase_start=$now
+}
+
+./scripts/install-deps.sh
+phase_done "install-deps"
+
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere (CI) reuses what an
+# earlier build of the same sources compiled.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
+
+run_preset() {
+  local p="$1"
+  echo "== preset $p: configure and build"
+  cmake --preset "$p" > /dev/null
+  cmake --build --preset "$p" -j "$(nproc)"
+  phase_done "preset $p: build"
+  echo "== preset $p: tests"
+  ctest --preset "$p"
+  phase_done "preset $p: tests"
+  if [ "$p" = release ] && command -v nvcc > /dev/null; then
+    echo "== ptxas report: registers and spills of every kernel (sm_75, sm_80, sm_90; sm_61 with CUDA 12's ptxas)"
+    PTXAS12="$(./scripts/get-ptxas12.sh)" ./scripts/checks/check-ptxas.sh --build build/release
+    echo "== link safety: no symbol defined by both the nvcc and the emulator build"
+    ./scripts/checks/check-symbols.sh build/release
+    phase_done "ptxas report and link safety"
+  fi
+}
+
+case "$which" in
+  release) run_preset release ;;
+  asan) run_preset asan ;;
+  fuzz) ./scripts/fuzz.sh ;;
+  all) run_preset release; run_preset asan; ./scripts/fuzz.sh; phase_done "fuzz" ;;
+  *) echo "usage: scripts/test.sh [release|asan|fuzz|all]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,209 @@
+#include "train/lm_trainer.h"
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "data/batching.h"
+#include "data/corpus.h"
+#include "distributed/communicator.h"
+#include "kernels/host_mirror.h"
+#include "models/registry.h"
+#include "train/corpus_location.h"
+#include "train/run_log.h"
+
+namespace define::train {
+namespace {
+
+constexpr const char* kOp = "train";
+
+struct DataSettings {
+  std::string corpus_dir;
+  std::int64_t batch_size, eval_batch_size, test_batch_size, bptt, eval_bptt;
+  bool variable_length;
+  bool by_frequency;  // vocabulary ids by descending frequency (adaptive bands), else first occurrence
+};
+
+void require_positive(const Config& c, const char* key, std::int64_t v) {
+  if (v < 1) fail(kOp, "{} must be positive, got {}", c.path(key), v);
+}
+
+DataSettings read_data(const Config& c) {
+  DataSettings d;
+  d.corpus_dir = c.has("dir") ? c.get_string("dir") : find_corpus(c.get_string("corpus", "ptb"));
+  d.batch_size = c.get_int("batch_size", 20);
+  d.eval_batch_size = c.get_int("eval_batch_size", 10);
+  d.test_batch_size = c.get_int("test_batch_size", 1);
+  d.bptt = c.get_int("bptt", 70);
+  d.eval_bptt = c.get_int("eval_bptt", d.bptt);
+  d.variable_length = c.get_bool("variable_length", true);
+  const std::string order = c.get_string("vocab_order", "first");
+  if (order != "first" && order != "frequency")
+    fail(kOp, "{} must be 'first' (order of first occurrence) or 'frequency', got '{}'", c.path("vocab_order"), order);
+  d.by_frequency = order == "frequency";
+  require_positive(c, "batch_size", d.batch_size);
+  require_positive(c, "eval_batch_size", d.eval_batch_size);
+  require_positive(c, "test_batch_size", d.test_batch_size);
+  require_positive(c, "bptt", d.bptt);
+  require_positive(c, "eval_bptt", d.eval_bptt);
+  return d;
+}
+
+// The training streams of this rank: in a data-parallel run of N processes, rank r takes streams
+// [r B/N, (r + 1) B/N) of the B columns, so the N ranks together see exactly one process's batch.
+Tensor training_streams(const data::Corpus& corpus, std::int64_t batch_size, const dist::Communicator& comm) {
+  const Tensor all = data::batchify(corpus.train, batch_size);
+  const int world = comm.world_size();
+  if (world == 1) return all;
+  if (batch_size % world != 0)
+    fail(kOp, "data.batch_size ({}) must be a multiple of the number of processes ({}): each rank trains on "
+              "batch_size / processes streams", batch_size, world);
+  const std::int64_t share = batch_size / world;
+  return contiguous(narrow(all, 1, comm.rank() * share, share));
+}
+
+// A language model on a word corpus: AWD-LSTM's batching (B streams, windows of bptt, optionally
+// of random length) with the model's state carried from window to window.
+class LanguageModelTask : public TrainingTask {
+ public:
+  LanguageModelTask(std::shared_ptr<models::LanguageModel> model, models::PartRules parts, const data::Corpus& corpus,
+                    const DataSettings& ds, Device device, std::uint64_t seed, dist::Communicator& comm)
+      : comm_(comm),
+        model_(std::move(model)),
+        parts_(std::move(parts)),
+        vocab_fingerprint_(corpus.vocab.fingerprint()),
+        ds_(ds),
+        device_(device),
+        // Evaluation slices its batches from these, so they live on the device; training batches
+        // are cut on the host by the iterator and copied one at a time.
+        valid_(to_device(data::batchify(corpus.valid, ds.eval_batch_size), device)),
+        test_(to_device(data::batchify(corpus.test, ds.test_batch_size), device)),
+        batches_(training_streams(corpus, ds.batch_size, comm),
+                 {.bptt = ds.bptt, .variable_length = ds.variable_length, .seed = seed}) {}
+
+  nn::Module& model() override { return *model_; }
+  const models::PartRules& parts() const override { return parts_; }
+  std::int64_t approx_steps_per_epoch() const override { return batches_.approx_steps_per_epoch(); }
+
+  void start_epoch() override {
+    batches_.start_epoch();
+    state_ = {};
+  }
+
+  std::optional<Step> train_step(StepContext& ctx) override {
+    const std::optional<data::Batch> batch = batches_.next();
+    if (!batch) return std::nullopt;
+    ctx.batches_drawn(batch->input.numel());
+    const Tensor input = to_device(batch->input, device_), target = to_device(batch->target, device_);
+    // What the model reads back on the host (the DeFINE unit's distinct ids, adaptive-softmax
+    // clusters) it finds here instead of copying it from the device.
+    const kernels::HostMirrorScope host_ids({{batch->input, input}, {batch->target, target}});
+    auto out = model_->forward(input, target, state_);
+    ctx.last_backward();
+    backward(out.objective);
+    state_ = models::detach(out.state);
+    // The loss stays on the device: the loop reads it when it logs, not every step.
+    return Step{.tokens = batch->input.numel(), .lr_scale = batch->lr_scale, .loss_tensor = detach(out.loss)};
+  }
+
+  void discard_carried_state() override { state_ = {}; }
+  std::map<std::string, std::string> checkpoint_labels() const override { return {{"vocab", vocab_fingerprint_}}; }
+
+  double validate() override { return evaluate_lm(*model_, valid_, ds_.eval_bptt); }
+  double test() override { return evaluate_lm(*model_, test_, ds_.eval_bptt); }
+
+  // The carried state of every rank, gathered along its batch dimension: the checkpoint holds
+  // the whole batch's state whatever the number of processes.
+  void save(nn::Checkpoint& ck) const override {
+    ck.run["data_position"] = data::to_string(batches_.position());
+    for (const auto& [name, t] : state_) {
+      if (comm_.world_size() == 1) {
+        ck.run_tensors[name] = t;
+        continue;
+      }
+      const std::int64_t d = model_->state_batch_dim(name);
+      const Tensor gathered = comm_.all_gather(contiguous(d == 0 ? t : transpose(t, 0, d)));
+      ck.run_tensors[name] = d == 0 ? gathered : contiguous(transpose(gathered, 0, d));
+    }
+  }
+  void restore(const nn::Checkpoint& ck) override {
+    batches_.restore(checkpoint_field(ck, "data_position"));
+    state_ = models::to_device(ck.run_tensors, device_);
+    if (comm_.world_size() == 1) return;
+    for (auto& [name, t] : state_) {
+      const std::int64_t d = model_->state_batch_dim(name), B = t.size(d);
+      if (B % comm_.world_size() != 0)
+        fail(kOp, "the checkpoint's state '{}' holds {} streams, not a multiple of the {} processes", name, B,
+             comm_.world_size());
+      const std::int64_t share = B / comm_.world_size();
+      t = contiguous(narrow(t, d, comm_.rank() * share, share));
+    }
+  }
+
+ private:
+  dist::Communicator& comm_;
+  std::shared_ptr<models::LanguageModel> model_;
+  models::PartRules parts_;
+  std::string vocab_fingerprint_;
+  DataSettings ds_;
+  Device device_;
+  Tensor valid_, test_;
+  data::BpttIterator batches_;
+  models::LmState state_;
+};
+
+}  // namespace
+
+double evaluate_lm(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  models::LmState state;
+  double total = 0;
+  std::int64_t tokens = 0;
+  const std::int64_t T = batches.shape()[0], B = batches.shape()[1];
+  for (std::int64_t i = 0; i + 1 < T; i += bptt) {
+    const std::int64_t len = std::min(bptt, T - 1 - i);
+    const Tensor x = contiguous(narrow(batches, 0, i, len));
+    const Tensor y = contiguous(narrow(batches, 0, i + 1, len));
+    auto out = model.forward(x, y, state);
+    state = std::move(out.state);
+    total += out.loss.item_double() * static_cast<double>(len * B);
+    tokens += len * B;
+  }
+  model.train(was_training);
+  if (tokens == 0) fail(kOp, "evaluation split is too short for batch size {}", B);
+  return total / static_cast<double>(tokens);
+}
+
+TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool resume) {
+  const DataSettings ds = read_data(cfg.section("data"));
+  const Config train_cfg = cfg.section("train");
+  const LoopSettings ts = read_loop_settings(train_cfg);
+  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(ts.distributed, ts.device);
+
+  const data::Corpus corpus =
+      ds.by_frequency ? data::Corpus::load(ds.corpus_dir).by_frequency() : data::Corpus::load(ds.corpus_dir);
+  Generator model_gen(static_cast<std::uint64_t>(ts.seed));
+  models::BuiltModel built = models::build_model(cfg.section("model"), corpus.vocab.size(), model_gen);
+  auto model = std::dynamic_pointer_cast<models::LanguageModel>(built.module);
+  if (!model) fail(kOp, "model.type '{}' is not a language model (lstm_lm, transformer_xl, delight_lm)", built.type);
+  model->set_generator(model_gen);
+  model->read_training_options(train_cfg);
+  cfg.require_all_used();
+  model->to(ts.device);  // before the optimizer takes the parameters
+
+  const bool writer = comm->rank() == 0;  // rank 0 writes the run's files
+  RunDir run(run_dir, resume, writer);
+  // A resumed run keeps the files it started with; one killed before writing them gets them now.
+  if (writer && (!resume || !std::filesystem::exists(run.file("config.json")))) run.write_config(cfg.resolved());
+  if (writer && (!resume || !std::filesystem::exists(run.file("vocab.txt")))) corpus.vocab.save(run.file("vocab.txt"));
+  LanguageModelTask task(model, built.parts, corpus, ds, ts.device, static_cast<std::uint64_t>(ts.seed), *comm);
+  return run_training(task, ts, run, resume, model_gen, comm.get());
+}
+
+}  // namespace define::train

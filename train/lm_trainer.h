@@ -1,0 +1,37 @@
+// Language-model training (`define train` for model.type lstm_lm, transformer_xl, delight_lm) and
+// evaluation (`define eval`): the language-model task the model-agnostic training loop
+// (train/training_loop.h) drives. The task owns the corpus, the batches and the state the model
+// carries from window to window (models/language_model.h).
+//
+// Data (config section `data`, defaults in brackets): corpus [ptb] | dir (a folder with
+// train.txt valid.txt test.txt, overrides corpus), batch_size [20], eval_batch_size [10],
+// test_batch_size [1], bptt [70] (the training window; Transformer-XL's tgt_len),
+// eval_bptt [bptt] (the evaluation window), variable_length [true] (AWD-LSTM's random window
+// lengths, with the learning rate scaled by the length), vocab_order [first] (ids in order of first
+// occurrence, as AWD-LSTM; `frequency`: most frequent first, what adaptive bands need). The run's
+// vocab.txt keeps the order, so eval and generate read the corpus with the same ids.
+// The model's own training keys (AWD-LSTM's train.alpha / train.beta) are read by the model.
+//
+// Resume: a checkpoint holds, besides the loop's part, the data iterator's generator and
+// position and the carried state (LSTM h / c, Transformer-XL memories) as run tensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/config.h"
+#include "core/tensor.h"
+#include "models/language_model.h"
+#include "train/training_loop.h"
+
+namespace define::train {
+
+// Runs (or, with resume, continues) the training a config describes, in run_dir. Prints progress
+// and a final summary; returns the final losses.
+TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool resume);
+
+// Mean NLL per token of `batches` [T, B] (data::batchify), in windows of bptt with the state
+// carried across windows, in eval mode without a graph (the model's mode is restored).
+double evaluate_lm(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt);
+
+}  // namespace define::train
