@@ -5,8 +5,10 @@
 # the emulator needs (boost.context for the fibers, pthread for the block pool).
 #   * .cu files get LANGUAGE CXX (CMake then passes -x c++ to g++);
 #   * -Wno-unknown-pragmas: `#pragma unroll` means nothing to g++;
-#   * at least -O1 -g, even in Debug: the emulator runtime is compiled into each kernel file, and -O0
-#     makes it 5-10x slower;
+#   * at least -O1, even in Debug: the emulator runtime is compiled into each kernel file, and -O0
+#     makes it 5-10x slower; full debug information (-g) in Debug only, line tables (-g1) otherwise:
+#     with the emulator's templates inlined into every kernel, -g made these the slowest files to
+#     compile (under the sanitizers about 1.7x the time of -g1), and backtraces need only lines;
 #   * ThreadSanitizer's instrumentation without its run-time library (-fsanitize=thread at compile
 #     time only): the emulator's race schedule is that library (cuda_emu/emu_race.hpp). Not in
 #     the sanitizer and fuzz builds, whose AddressSanitizer cannot be combined with it; the race
@@ -25,7 +27,7 @@ function(define_add_emulated_kernels target)
   if(_cu)
     set_source_files_properties(${_cu} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX)
   endif()
-  set(_options -Wno-unknown-pragmas -g $<$<CONFIG:Debug>:-O1>)
+  set(_options -Wno-unknown-pragmas $<IF:$<CONFIG:Debug>,-g,-g1> $<$<CONFIG:Debug>:-O1>)
   if(NOT DEFINE_SANITIZE AND NOT DEFINE_FUZZ)
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
       # -Wno-tsan: GCC notes that it does not instrument fences (__threadfence); nothing to switch at.

@@ -9,8 +9,9 @@
 #       (default files: kernels/cuda/*.cu and tests/cuda_emu/kernels/*.cu)
 # --build DIR: the kernels/cuda files are not compiled again; their rows come from the nvcc build in
 # DIR (the release preset), whose launcher keeps ptxas's report beside each object
-# (scripts/checks/ptxas-log.sh), for the architectures that build targets, and their sm_61 rows
-# from the compute_75 PTX embedded in those objects (cuobjdump). Other files are compiled here.
+# (scripts/checks/ptxas-log.sh), for the architectures that build targets; only their compute_75
+# PTX for the sm_61 rows is compiled here (through ccache where there is one). Other files are
+# compiled here for every architecture.
 # Environment: ARCHS (default "75 80 90"; "none" for none), NVCC (default: nvcc on PATH or
 # /usr/local/cuda/bin/nvcc), PTXAS12 (a CUDA 12 ptxas, e.g. from scripts/get-ptxas12.sh: adds sm_61).
 #
@@ -36,7 +37,9 @@ if [ "${1:-}" = --build ]; then
   [ -d "$build" ] || { echo "check-ptxas: no build folder '$build'" >&2; exit 2; }
 fi
 if [ $# -gt 0 ]; then files=("$@"); else files=(kernels/cuda/*.cu tests/cuda_emu/kernels/*.cu); fi
-cuobjdump="$(dirname "$nvcc")/cuobjdump"
+# The PTX compiles of --build go through ccache where there is one (a second run is then quick).
+launcher=()
+if [ -n "$build" ] && command -v ccache > /dev/null; then launcher=(ccache); fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 flags=(-std=c++20 -DFMT_USE_CONSTEXPR=1 -DFMT_CONSTEVAL= -DDEFINE_HAS_CUDA_KERNELS --expt-relaxed-constexpr -I. -Itests/cuda_emu)
@@ -105,7 +108,7 @@ sm61_rows() {
   check_spills "$work/rows"
 }
 
-# The same from the nvcc build in $build: the report its launcher kept, and sm_61 from the object's
+# The same from the nvcc build in $build: the report its launcher kept, and sm_61 from the file's
 # compute_75 PTX.
 check_built_file() {
   local f="$1" work="$2" obj log ptx
@@ -122,11 +125,11 @@ check_built_file() {
   table_rows "$f" any "$log" > "$work/rows"
   cat "$work/rows"
   check_spills "$work/rows"
-  if [ -n "$ptxas12" ] && grep -q "__global__" "$f"; then
-    ( cd "$work" && "$cuobjdump" -xptx all "$OLDPWD/$obj" > /dev/null 2>&1 ) || true
-    ptx="$(ls "$work"/*sm_75*.ptx 2> /dev/null | head -1)"
-    if [ -z "$ptx" ]; then
-      echo "check-ptxas: $obj holds no compute_75 PTX for the sm_61 check" >&2
+  if [ -n "$ptxas12" ] && grep -q "Compiling entry function" "$log"; then
+    ptx="$work/kernels.ptx"
+    if ! "${launcher[@]}" "$nvcc" "${flags[@]}" -arch=compute_75 -ptx "$f" -o "$ptx" > "$work/ptx.log" 2>&1; then
+      echo "check-ptxas: nvcc failed on $f for compute_75 PTX:" >&2
+      cat "$work/ptx.log" >&2
       return 1
     fi
     sm61_rows "$f" "$ptx" "$work" || return 1
