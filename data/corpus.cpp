@@ -155,7 +155,8 @@ namespace {
 void check_folder(const std::filesystem::path& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    fail("Corpus", "corpus folder '{}' does not exist (expected train/valid/test files in it; scripts/get-data fetches them)",
+    fail("Corpus",
+         "corpus folder '{}' does not exist (expected train/valid/test files in it; scripts/get-data fetches them)",
          dir.string());
 }
 

@@ -11,7 +11,8 @@ namespace define::dist {
 
 std::unique_ptr<Communicator> make_mpi_communicator();
 std::unique_ptr<Communicator> make_nccl_communicator(Device device);           // GPUs (real NCCL)
-std::unique_ptr<Communicator> make_nccl_emulated_communicator(Device device);  // emu devices (distributed/nccl/emulated_nccl.h)
+std::unique_ptr<Communicator> make_nccl_emulated_communicator(
+    Device device);  // emu devices (distributed/nccl/emulated_nccl.h)
 
 // Contiguous float32 / float64 / int64; throws naming the collective otherwise.
 void check_collective_tensor(const Tensor& t, const char* what);

@@ -29,8 +29,8 @@ int run_export(const std::vector<std::string>& args) {
   const train::LoadedRun run = train::load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
   const std::string out = opts.get("out");
   const train::ExportSummary written = train::export_weights(run, out);
-  fmt::print("wrote {}: {} tensors, {:.1f} MiB, from {}\n", out, written.tensors, static_cast<double>(written.bytes) / (1 << 20),
-             run.checkpoint);
+  fmt::print("wrote {}: {} tensors, {:.1f} MiB, from {}\n", out, written.tensors,
+             static_cast<double>(written.bytes) / (1 << 20), run.checkpoint);
   return 0;
 }
 

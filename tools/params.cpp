@@ -37,7 +37,8 @@ int run_params(const std::vector<std::string>& args) {
     vocab = train::read_translation_data_subword_size(cfg.section("data"));
   } else if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data")) {
     const Config data = cfg.section("data");
-    const std::string dir = data.has("dir") ? data.get_string("dir") : train::find_corpus(data.get_string("corpus", "ptb"));
+    const std::string dir =
+        data.has("dir") ? data.get_string("dir") : train::find_corpus(data.get_string("corpus", "ptb"));
     vocab = data::Corpus::load(dir).vocab.size();
   }
   // Counting needs the shapes, not values: no random draws.

@@ -69,7 +69,8 @@ int run_translate(const std::vector<std::string>& args) {
     return 0;
   }
   const Device device = train::training_device(opts.has("device") ? opts.get("device") : "cpu", "--device");
-  train::TranslationRun run = train::load_translation_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
+  train::TranslationRun run =
+      train::load_translation_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
   omp_set_num_threads(static_cast<int>(opts.has("threads") ? opts.get_int("threads") : run.config.section("train").get_int("threads", 2)));
   run.model->to(device);
 

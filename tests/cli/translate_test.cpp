@@ -197,7 +197,8 @@ TEST_CASE("translate: errors name the file, the line or the key", "[cli][transla
   }
   SECTION("train.update_freq and label_smoothing are checked") {
     Config cfg = Config::from_text(config_text(root / "data", 2, R"(, "update_freq": 0)"), "<test>");
-    CHECK_THROWS_WITH(train::train_translation_model(cfg, (root / "run").string(), false), Contains("train.update_freq must be positive"));
+    CHECK_THROWS_WITH(train::train_translation_model(cfg, (root / "run").string(), false),
+                      Contains("train.update_freq must be positive"));
     Config ls = Config::from_text(config_text(root / "data", 2, R"(, "label_smoothing": 1)"), "<test>");
     CHECK_THROWS_WITH(train::train_translation_model(ls, (root / "run").string(), false),
                       Contains("train.label_smoothing must be in [0, 1), got 1"));

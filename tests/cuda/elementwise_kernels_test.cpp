@@ -125,7 +125,8 @@ TEST_CASE("cuda elementwise: every op on broadcast strided operands vs reference
       const Tensor& x = c.positive ? a_pos : a;
       const Tensor& ex = c.positive ? ea_pos : ea;
       const Tensor ref = reference([&] { return kernels::unary(c.op, x, c.p0, c.p1); });
-      check_emu_close(kernels::unary(c.op, ex, c.p0, c.p1), ref, tol, tol, describe(kernels::op_name(c.op), c.p0, c.p1, dt));
+      check_emu_close(kernels::unary(c.op, ex, c.p0, c.p1), ref, tol, tol,
+                      describe(kernels::op_name(c.op), c.p0, c.p1, dt));
     }
     for (const BinaryCase& c : all_binary_cases()) {
       const std::string what = describe(kernels::op_name(c.op), c.p0, c.p1, dt);
@@ -134,14 +135,18 @@ TEST_CASE("cuda elementwise: every op on broadcast strided operands vs reference
         const Tensor& ex = c.positive_a ? ea_pos : ea;
         const Tensor& y = c.positive_b ? b_pos : b;
         const Tensor& ey = c.positive_b ? eb_pos : eb;
-        check_emu_close(kernels::binary(c.op, ex, ey, c.p0, c.p1), reference([&] { return kernels::binary(c.op, x, y, c.p0, c.p1); }), tol, tol, what + " [a, row]");
+        check_emu_close(kernels::binary(c.op, ex, ey, c.p0, c.p1),
+                        reference([&] { return kernels::binary(c.op, x, y, c.p0, c.p1); }), tol, tol,
+                        what + " [a, row]");
       }
       if (cfg.both_orders) {  // the broadcast operand first: the other stride pattern
         const Tensor& x = c.positive_a ? b_pos : b;
         const Tensor& ex = c.positive_a ? eb_pos : eb;
         const Tensor& y = c.positive_b ? a_pos : a;
         const Tensor& ey = c.positive_b ? ea_pos : ea;
-        check_emu_close(kernels::binary(c.op, ex, ey, c.p0, c.p1), reference([&] { return kernels::binary(c.op, x, y, c.p0, c.p1); }), tol, tol, what + " [row, a]");
+        check_emu_close(kernels::binary(c.op, ex, ey, c.p0, c.p1),
+                        reference([&] { return kernels::binary(c.op, x, y, c.p0, c.p1); }), tol, tol,
+                        what + " [row, a]");
       }
     }
   }
@@ -156,8 +161,11 @@ TEST_CASE("cuda elementwise: odd flat sizes and the grid-stride loop past the gr
     const Tensor a = rand_uniform({n}, -2, 2, {}, gen), b = rand_uniform({n}, -2, 2, {}, gen);
     const Tensor ea = to_test_device(a), eb = to_test_device(b);
     const std::string size = "n=" + std::to_string(n);
-    check_emu_close(kernels::binary(BinaryOp::GeluBackward, ea, eb), reference([&] { return kernels::binary(BinaryOp::GeluBackward, a, b); }), 1e-5, 1e-5, size + " gelu backward");
-    check_emu_close(kernels::unary(UnaryOp::Silu, ea), reference([&] { return kernels::unary(UnaryOp::Silu, a); }), 1e-5, 1e-5, size + " silu");
+    check_emu_close(kernels::binary(BinaryOp::GeluBackward, ea, eb),
+                    reference([&] { return kernels::binary(BinaryOp::GeluBackward, a, b); }), 1e-5, 1e-5,
+                    size + " gelu backward");
+    check_emu_close(kernels::unary(UnaryOp::Silu, ea), reference([&] { return kernels::unary(UnaryOp::Silu, a); }),
+                    1e-5, 1e-5, size + " silu");
     check_identical(kernels::where(kernels::unary(UnaryOp::GtScalar, ea, 0.0), ea, eb),
                     reference([&] { return kernels::where(kernels::unary(UnaryOp::GtScalar, a, 0.0), a, b); }),
                     size + " where");
@@ -175,10 +183,12 @@ TEST_CASE("cuda elementwise: many non-mergeable dims", "[cuda][elementwise][fami
   const Tensor ex = permute(to_test_device(base), {4, 2, 0, 3, 1});
   const Tensor ey = permute(to_test_device(other), {2, 1, 0, 3});
   REQUIRE(ex.shape() == Shape{7, 5, 3, 6, 4});
-  check_emu_close(kernels::binary(BinaryOp::Mul, ex, ey), reference([&] { return kernels::binary(BinaryOp::Mul, x, y); }), 1e-6, 1e-6, "mul");
+  check_emu_close(kernels::binary(BinaryOp::Mul, ex, ey),
+                  reference([&] { return kernels::binary(BinaryOp::Mul, x, y); }), 1e-6, 1e-6, "mul");
   check_identical(kernels::binary(BinaryOp::Maximum, ey, ex),
                   reference([&] { return kernels::binary(BinaryOp::Maximum, y, x); }), "maximum");
-  check_emu_close(kernels::unary(UnaryOp::Tanh, ex), reference([&] { return kernels::unary(UnaryOp::Tanh, x); }), 1e-5, 1e-5, "tanh");
+  check_emu_close(kernels::unary(UnaryOp::Tanh, ex), reference([&] { return kernels::unary(UnaryOp::Tanh, x); }), 1e-5,
+                  1e-5, "tanh");
   const Tensor mask = kernels::unary(UnaryOp::LtScalar, y, 0.0);
   const Tensor emask = kernels::unary(UnaryOp::LtScalar, ey, 0.0);
   check_identical(kernels::masked_fill(ex, emask, -7.5), reference([&] { return kernels::masked_fill(x, mask, -7.5); }),
@@ -275,7 +285,8 @@ TEST_CASE("cuda elementwise: in place on strided views", "[cuda][elementwise][in
   kernels::binary_into(BinaryOp::Mul, view, view, view);
   kernels::masked_fill_into(view, view, to_test_device(mask), 3.0);
   check_emu_close(view, expected, 1e-5, 1e-5, "in-place sequence");
-  check_emu_close(ebase, reference([&] { return kernels::contiguous(transpose(expected, 0, 1)); }), 1e-5, 1e-5, "written through to the base");
+  check_emu_close(ebase, reference([&] { return kernels::contiguous(transpose(expected, 0, 1)); }), 1e-5, 1e-5,
+                  "written through to the base");
 }
 
 // The per-element kernels index in 32 bits when the tensors allow it and in 64 bits otherwise

@@ -165,11 +165,14 @@ TEST_CASE("cuda grouped_linear: 3-d and non-contiguous inputs on the device",
   check_identical(x_view, x, "the view holds x's values");
   const Tensor w_emu = to_test_device(w), dy_emu = to_test_device(dy);
   const auto ref = [&](const std::function<Tensor()>& f) { return on_cpu_backend(kernels::Backend::Ref, f); };
-  check_close(kernels::grouped_linear(x_view, w_emu, Tensor()), ref([&] { return kernels::grouped_linear(x, w, Tensor()); }), 1e-5, 1e-5, "y");
+  check_close(kernels::grouped_linear(x_view, w_emu, Tensor()),
+              ref([&] { return kernels::grouped_linear(x, w, Tensor()); }), 1e-5, 1e-5, "y");
   const kernels::GroupedLinearGrads g = kernels::grouped_linear_backward(dy_emu, x_view, w_emu, true, true, false);
   CHECK(g.dx.shape() == Shape{4, 33, 4 * 17});
-  check_close(g.dx, ref([&] { return kernels::grouped_linear_backward(dy, x, w, true, false, false).dx; }), 1e-5, 1e-5, "dx");
-  check_close(g.dweight, ref([&] { return kernels::grouped_linear_backward(dy, x, w, false, true, false).dweight; }), 1e-5, 1e-5, "dweight");
+  check_close(g.dx, ref([&] { return kernels::grouped_linear_backward(dy, x, w, true, false, false).dx; }), 1e-5, 1e-5,
+              "dx");
+  check_close(g.dweight, ref([&] { return kernels::grouped_linear_backward(dy, x, w, false, true, false).dweight; }),
+              1e-5, 1e-5, "dweight");
 }
 
 TEST_CASE("cuda grouped_linear: the emulated device defaults to the tiled kernel",

@@ -94,7 +94,8 @@ TEST_CASE("cuda layer_norm: [257, 1031] forward and backward match the reference
   }
   SECTION("float32, one warp per row, without weight and bias") {
     const Problem p = make_problem(257, 1000, DType::Float32, 3);
-    check_runs_close(run_layer_norm(on_emu(p.x), Tensor(), Tensor(), on_emu(p.dy), 1e-5), run_layer_norm(p.x, Tensor(), Tensor(), p.dy, 1e-5), 1e-5, 1e-5);
+    check_runs_close(run_layer_norm(on_emu(p.x), Tensor(), Tensor(), on_emu(p.dy), 1e-5),
+                     run_layer_norm(p.x, Tensor(), Tensor(), p.dy, 1e-5), 1e-5, 1e-5);
   }
 }
 

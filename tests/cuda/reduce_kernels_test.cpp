@@ -89,15 +89,18 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce][fami
   for (const Case& c : cases) {
     const Tensor x = rand_uniform(c.shape, -1, 1, {}, gen);
     const Tensor xe = to_test_device(x);
-    check_emu_close(kernels::sum(xe, c.dims, false), reference([&] { return kernels::sum(x, c.dims, false); }), 1e-6, 1e-6, "sum " + c.name);
+    check_emu_close(kernels::sum(xe, c.dims, false), reference([&] { return kernels::sum(x, c.dims, false); }), 1e-6,
+                    1e-6, "sum " + c.name);
     if (c.with_mean)
-      check_emu_close(kernels::mean(xe, c.dims, true), reference([&] { return kernels::mean(x, c.dims, true); }), 1e-6, 1e-6, "mean " + c.name);
+      check_emu_close(kernels::mean(xe, c.dims, true), reference([&] { return kernels::mean(x, c.dims, true); }), 1e-6,
+                      1e-6, "mean " + c.name);
   }
   // Transposed input: the reduced dim of a row sum becomes the strided one.
   const Tensor x = rand_uniform({4099, 257}, -1, 1, {}, gen);
   for (std::int64_t dim : {0, 1}) {
     const Tensor t = transposed(to_test_device(x));
-    check_emu_close(kernels::sum(t, {dim}, false), reference([&] { return kernels::sum(transposed(x), {dim}, false); }), 1e-6, 1e-6, "sum transposed dim " + std::to_string(dim));
+    check_emu_close(kernels::sum(t, {dim}, false), reference([&] { return kernels::sum(transposed(x), {dim}, false); }),
+                    1e-6, 1e-6, "sum transposed dim " + std::to_string(dim));
   }
   // Same-sign data, where a float accumulator would drift: all partial sums of 0.1f are exact in
   // double, so the mean equals the reference's bit for bit.
@@ -108,7 +111,9 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce][fami
   // float64.
   const Tensor xd = rand_uniform({129, 1031}, -1, 1, {.dtype = DType::Float64}, gen);
   for (std::int64_t dim : {0, 1})
-    check_emu_close(kernels::sum(to_test_device(xd), {dim}, false), reference([&] { return kernels::sum(xd, {dim}, false); }), 1e-12, 1e-12, "float64 sum dim " + std::to_string(dim));
+    check_emu_close(kernels::sum(to_test_device(xd), {dim}, false),
+                    reference([&] { return kernels::sum(xd, {dim}, false); }), 1e-12, 1e-12,
+                    "float64 sum dim " + std::to_string(dim));
 }
 
 // The sum of squares (a gradient norm's) in one read: the same reduction kernels as sum, each
@@ -184,15 +189,21 @@ TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce
     for (DType dtype : {DType::Float32, DType::Float64}) {
       const Tensor x = rand_uniform(s, -1, 1, {.dtype = dtype}, gen);
       INFO("shape " << shape_str(s) << " " << dtype_name(dtype));
-      check_emu_close(kernels::column_sum(to_test_device(x)), reference([&] { return kernels::column_sum(x); }), 1e-6, 1e-6, "column_sum");
+      check_emu_close(kernels::column_sum(to_test_device(x)), reference([&] { return kernels::column_sum(x); }), 1e-6,
+                      1e-6, "column_sum");
     }
   }
   // Non-contiguous: a transposed matrix, and every other column of a wider one (as linear's
   // backward may hand it a strided gradient).
   const Tensor base = rand_uniform({257, 66}, -1, 1, {}, gen);
   const Tensor base_emu = to_test_device(base);
-  check_emu_close(kernels::column_sum(transposed(base_emu)), reference([&] { return kernels::column_sum(transposed(base)); }), 1e-6, 1e-6, "column_sum transposed");
-  check_emu_close(kernels::column_sum(base_emu.as_strided({257, 33}, {66, 2}, 1)), reference([&] { return kernels::column_sum(base.as_strided({257, 33}, {66, 2}, 1)); }), 1e-6, 1e-6, "column_sum stride-2 columns");
+  check_emu_close(kernels::column_sum(transposed(base_emu)),
+                  reference([&] { return kernels::column_sum(transposed(base)); }), 1e-6, 1e-6,
+                  "column_sum transposed");
+  check_emu_close(kernels::column_sum(base_emu.as_strided({257, 33}, {66, 2}, 1)), reference([&] {
+                    return kernels::column_sum(base.as_strided({257, 33}, {66, 2}, 1));
+                  }),
+                  1e-6, 1e-6, "column_sum stride-2 columns");
   // No rows: zeros.
   CHECK(values(kernels::column_sum(to_test_device(zeros({0, 3})))) == std::vector<double>{0, 0, 0});
 }

@@ -110,7 +110,9 @@ TEST_CASE("cuda softmax: [64, 10007] log_softmax and cross entropy match the ref
   check_close(mean.loss, mean_ref.loss, 1e-5, 1e-5, "cross_entropy mean");
   CHECK(values(mean.total_weight) == values(mean_ref.total_weight));
   // The backward pass with the reference's own lse and weight, so it is checked on its own.
-  check_close(dce, kernels::cross_entropy_backward(x, ce_ref.lse, target, mean_ref.loss, mean_ref.total_weight, -100, 0.1), 1e-5, 1e-5, "cross_entropy_backward");
+  check_close(dce,
+              kernels::cross_entropy_backward(x, ce_ref.lse, target, mean_ref.loss, mean_ref.total_weight, -100, 0.1),
+              1e-5, 1e-5, "cross_entropy_backward");
   const std::vector<double> lse = values(ce.lse);
   for (std::int64_t i = 0; i < rows; ++i)
     if (t[i] == -100) CHECK(lse[i] == 0.0);

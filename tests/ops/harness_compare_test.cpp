@@ -9,7 +9,8 @@
 
 using define::test::compare;
 
-TEST_CASE("harness: compare() measures errors against atol + rtol * |ref| and refuses other lengths and NaN", "[harness_self_test]") {
+TEST_CASE("harness: compare() measures errors against atol + rtol * |ref| and refuses other lengths and NaN",
+          "[harness_self_test]") {
   const std::vector<double> ref{1.0, -2.0, 4.0};
   const auto same = compare(ref, ref, 1e-6, 1e-6);
   CHECK(same.max_share == 0.0);
