@@ -17,7 +17,7 @@ namespace define::bench {
 // device is synchronised before the clock stops, so GPU kernels are timed to completion.
 inline double best_seconds(const std::function<void()>& f, Device device = Device::cpu(), int runs = 5) {
   const auto sync = [&] {
-    if (!device.is_cpu()) device_interface(device.type).synchronize();
+    if (!device.is_cpu()) device_interface(device.type).synchronize(device.index);
   };
   f();
   sync();

@@ -12,11 +12,11 @@ namespace {
 struct CpuInterface final : DeviceInterface {
   void* allocate(std::size_t n, int) override { return CpuCachingAllocator::instance().allocate(n); }
   void deallocate(void* p, std::size_t n, int) noexcept override { CpuCachingAllocator::instance().deallocate(p, n); }
-  void copy_to_host(void* d, const void* s, std::size_t n) override { if (n) std::memcpy(d, s, n); }
-  void copy_from_host(void* d, const void* s, std::size_t n) override { if (n) std::memcpy(d, s, n); }
-  void copy_device(void* d, const void* s, std::size_t n) override { if (n) std::memmove(d, s, n); }
-  void memset_zero(void* d, std::size_t n) override { if (n) std::memset(d, 0, n); }
-  void synchronize() override {}
+  void copy_to_host(void* d, const void* s, std::size_t n, int) override { if (n) std::memcpy(d, s, n); }
+  void copy_from_host(void* d, const void* s, std::size_t n, int) override { if (n) std::memcpy(d, s, n); }
+  void copy_device(void* d, int, const void* s, int, std::size_t n) override { if (n) std::memmove(d, s, n); }
+  void memset_zero(void* d, std::size_t n, int) override { if (n) std::memset(d, 0, n); }
+  void synchronize(int) override {}
 };
 
 std::array<DeviceInterface*, kNumDeviceTypes>& table() {

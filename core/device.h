@@ -35,18 +35,22 @@ struct Device {
 };
 
 // Memory services a device backend provides to core. Pointers are device pointers of that
-// backend. Copies between two devices go through the host by the caller when needed.
+// backend; `device_index` names the device whose memory they point into, which the backend makes
+// current for the call (a copy or memset issued while another device is current would run on
+// that device's stream, unordered with the kernels of the memory's own device). Copies between
+// two backends go through the host by the caller when needed.
 struct DeviceInterface {
   virtual ~DeviceInterface() = default;
   virtual void* allocate(std::size_t nbytes, int device_index) = 0;
   // Called from Storage's destructor, often while an exception unwinds the stack: it must not
   // throw (that would end the process with std::terminate and hide the first error).
   virtual void deallocate(void* ptr, std::size_t nbytes, int device_index) noexcept = 0;
-  virtual void copy_to_host(void* host_dst, const void* dev_src, std::size_t nbytes) = 0;
-  virtual void copy_from_host(void* dev_dst, const void* host_src, std::size_t nbytes) = 0;
-  virtual void copy_device(void* dev_dst, const void* dev_src, std::size_t nbytes) = 0;
-  virtual void memset_zero(void* dev_dst, std::size_t nbytes) = 0;
-  virtual void synchronize() = 0;
+  virtual void copy_to_host(void* host_dst, const void* dev_src, std::size_t nbytes, int device_index) = 0;
+  virtual void copy_from_host(void* dev_dst, const void* host_src, std::size_t nbytes, int device_index) = 0;
+  // Between two devices of this backend (or within one): memmove semantics.
+  virtual void copy_device(void* dev_dst, int dst_index, const void* dev_src, int src_index, std::size_t nbytes) = 0;
+  virtual void memset_zero(void* dev_dst, std::size_t nbytes, int device_index) = 0;
+  virtual void synchronize(int device_index) = 0;
 };
 
 // The CPU interface is built in; the CUDA backends (real and emulated) register themselves

@@ -27,7 +27,8 @@ Tensor fill_from_host(const Shape& shape, TensorOptions opt, const char* op, F f
   DEFINE_DISPATCH_ALL(opt.dtype, op, [&] {
     std::vector<scalar_t> host(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) host[i] = static_cast<scalar_t>(f(i));
-    device_interface(opt.device.type).copy_from_host(out.raw_data(), host.data(), host.size() * sizeof(scalar_t));
+    device_interface(opt.device.type)
+        .copy_from_host(out.raw_data(), host.data(), host.size() * sizeof(scalar_t), opt.device.index);
   });
   return out;
 }
@@ -47,7 +48,7 @@ Tensor empty(const Shape& shape, TensorOptions opt) {
 
 Tensor zeros(const Shape& shape, TensorOptions opt) {
   Tensor t = empty(shape, opt);
-  device_interface(opt.device.type).memset_zero(t.raw_data(), t.storage()->nbytes());
+  device_interface(opt.device.type).memset_zero(t.raw_data(), t.storage()->nbytes(), opt.device.index);
   return t;
 }
 
@@ -72,7 +73,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device devi
     fail("from_vector", "{} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
          numel_of(shape));
   Tensor out = empty(shape, {dtype_of_v<T>, device});
-  device_interface(device.type).copy_from_host(out.raw_data(), values.data(), values.size() * sizeof(T));
+  device_interface(device.type).copy_from_host(out.raw_data(), values.data(), values.size() * sizeof(T), device.index);
   return out;
 }
 template Tensor from_vector<float>(const std::vector<float>&, const Shape&, Device);
@@ -127,11 +128,11 @@ Tensor copy_to_device(const Tensor& t, Device device) {
       fail("copy_to_device", "non-contiguous {} tensor {} must be made contiguous first", src.str(),
            shape_str(t.shape()));
     if (src.is_cpu())
-      device_interface(device.type).copy_from_host(out.raw_data(), t.raw_data(), nbytes);
+      device_interface(device.type).copy_from_host(out.raw_data(), t.raw_data(), nbytes, device.index);
     else if (device.is_cpu())
-      device_interface(src.type).copy_to_host(out.raw_data(), t.raw_data(), nbytes);
+      device_interface(src.type).copy_to_host(out.raw_data(), t.raw_data(), nbytes, src.index);
     else if (src.type == device.type)
-      device_interface(device.type).copy_device(out.raw_data(), t.raw_data(), nbytes);
+      device_interface(device.type).copy_device(out.raw_data(), device.index, t.raw_data(), src.index, nbytes);
     else  // e.g. a GPU and the emulated device: through the host
       out = copy_to_device(copy_to_device(t, Device::cpu()), device);
   }

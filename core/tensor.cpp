@@ -125,7 +125,7 @@ std::vector<T> Tensor::to_vector() const {
   // Device tensor: bring the whole reachable span over, then gather on the host.
   if (!is_contiguous())
     fail("to_vector", "non-contiguous {} tensors must be made contiguous first", device().str());
-  device_interface(device().type).copy_to_host(out.data(), raw_data(), out.size() * sizeof(T));
+  device_interface(device().type).copy_to_host(out.data(), raw_data(), out.size() * sizeof(T), device().index);
   return out;
 }
 

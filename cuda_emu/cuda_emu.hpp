@@ -25,6 +25,7 @@
 #include "cuda_emu/emu_fiber.hpp"
 #include "cuda_emu/emu_runner.hpp"
 #include "cuda_emu/emu_memory.hpp"
+#include "cuda_emu/emu_stream.hpp"
 #include "cuda_emu/emu_launch.hpp"
 #include "cuda_emu/emu_device.hpp"
 #include "cuda_emu/emu_runtime.hpp"

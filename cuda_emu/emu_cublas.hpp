@@ -36,6 +36,7 @@
 #include <utility>
 
 #include "cuda_emu/emu_memory.hpp"
+#include "cuda_emu/emu_stream.hpp"
 #include "cuda_emu/emu_types.hpp"
 
 namespace cuda_emu::cublas {
@@ -235,6 +236,7 @@ cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t t
   if (!outside.empty()) return refuse(CUBLAS_STATUS_EXECUTION_FAILED, std::move(outside));
 
   const bool tf32 = (handle->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH;
+  ::cuda_emu::detail::before_synchronous_op(handle->stream);  // stream order (emu_stream.hpp)
   for (int batch = 0; batch < count; ++batch) {
     const T* ab = a + batch * stride_a;
     const T* bb = b + batch * stride_b;

@@ -29,6 +29,7 @@
 
 #include "cuda_emu/emu_memory.hpp"
 #include "cuda_emu/emu_runner.hpp"
+#include "cuda_emu/emu_stream.hpp"
 #include "cuda_emu/emu_types.hpp"
 
 namespace cuda_emu::detail {
@@ -297,11 +298,11 @@ inline void run_launch(LaunchJob& job) {
 // launch(kernel, grid, block, dynamic_smem_bytes, stream, args...): the emulator's `<<<>>>`.
 // Same signature as the nvcc adapter in cuda_compat.cuh. Arguments are converted to the kernel's
 // parameter types once; every CUDA thread receives its own copy, as with real kernel parameters.
-// Runs synchronously; throws cuda_emu::kernel_error if a block fails or the configuration is invalid.
+// Runs synchronously, after the work queued before it on `stream` (emu_stream.hpp); throws
+// cuda_emu::kernel_error if a block fails or the configuration is invalid.
 template <typename... P, typename... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem_bytes, cudaStream_t stream, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "launch(): wrong number of kernel arguments");
-  (void)stream;
   struct Bound {
     void (*kernel)(P...);
     std::tuple<std::decay_t<P>...> params;
@@ -331,5 +332,6 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem_bytes,
   job.grid = grid;
   job.block = block;
   job.smem = smem_bytes;
+  cuda_emu::detail::before_synchronous_op(stream);
   cuda_emu::detail::run_launch(job);
 }

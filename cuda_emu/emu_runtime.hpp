@@ -1,7 +1,8 @@
 // CUDA execution emulator, part 6 of 6: the CUDA runtime subset. Device memory is host memory,
 // 256-byte aligned and allocated by the malloc family, so ASan checks kernels' global accesses.
-// Copies, memsets and launches are synchronous, so streams and events do no asynchronous work
-// (events record host time, which makes cudaEventElapsedTime meaningful).
+// Copies, memsets and launches are synchronous; work a library queues on a stream of its own is
+// deferred until the stream is made to progress (emu_stream.hpp). Events record host time, which
+// makes cudaEventElapsedTime meaningful.
 // Devices with plausible sm_90-like properties; how many, and their memory: emu_memory.hpp.
 #pragma once
 
@@ -17,15 +18,9 @@
 #include "cuda_emu/emu_launch.hpp"
 #include "cuda_emu/emu_memory.hpp"
 #include "cuda_emu/emu_runner.hpp"
+#include "cuda_emu/emu_stream.hpp"
 #include "cuda_emu/emu_types.hpp"
 
-struct CUstream_st {
-  unsigned flags = 0;
-};
-struct CUevent_st {
-  std::chrono::steady_clock::time_point when{};
-  bool recorded = false;
-};
 
 enum cudaFuncAttribute {
   cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
@@ -75,6 +70,25 @@ namespace cuda_emu::detail {
 inline cudaError_t status(cudaError_t e) {
   set_last_error(e);
   return e;
+}
+// Stricter than CUDA, which (with unified addressing) accepts them: a copy or memset of memory of
+// a device other than the current one runs on the current device's stream, unordered with the
+// kernels of the memory's own device. Such a call fails with cudaErrorInvalidValue and says why.
+inline bool other_device(const void* p) {
+  const int owner = owner_of(p);
+  return owner >= 0 && owner != current_device();
+}
+inline bool refuse_other_device(const void* p, const char* call) {
+  std::fprintf(stderr, "cuda_emu: %s of device %d's memory while device %d is current (make it current first)\n",
+               call, owner_of(p), current_device());
+  return true;
+}
+// A copy is refused when no device pointer of it belongs to the current device (a copy between
+// two devices is fine from either one).
+inline bool copy_on_other_device(void* dst, const void* src, const char* call) {
+  const bool d = owner_of(dst) >= 0, s = owner_of(src) >= 0;
+  if ((d && !other_device(dst)) || (s && !other_device(src)) || (!d && !s)) return false;
+  return refuse_other_device(d ? dst : src, call);
 }
 }  // namespace cuda_emu::detail
 
@@ -183,25 +197,42 @@ inline cudaError_t cudaFreeHost(void* ptr) {
   return cudaSuccess;
 }
 
-inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                                   cudaStream_t stream = nullptr) {
   if (int(kind) < 0 || int(kind) > 4) return cuda_emu::detail::status(cudaErrorInvalidMemcpyDirection);
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return cuda_emu::detail::status(cudaErrorInvalidValue);
+  if (cuda_emu::detail::copy_on_other_device(dst, src, "cudaMemcpy"))
+    return cuda_emu::detail::status(cudaErrorInvalidValue);
+  cuda_emu::detail::before_synchronous_op(stream);
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
-                                   cudaStream_t = nullptr) {
-  return cudaMemcpy(dst, src, bytes, kind);
+inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
-inline cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
+// Between two devices' memory (or within one): needs no current device.
+inline cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes) {
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return cuda_emu::detail::status(cudaErrorInvalidValue);
+  const int n = cuda_emu::detail::device_count();
+  if (dst_device < 0 || dst_device >= n || src_device < 0 || src_device >= n)
+    return cuda_emu::detail::status(cudaErrorInvalidDevice);
+  cuda_emu::detail::before_synchronous_op(nullptr);
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_t stream = nullptr) {
   if (bytes == 0) return cudaSuccess;
   if (!ptr) return cuda_emu::detail::status(cudaErrorInvalidValue);
+  if (cuda_emu::detail::other_device(ptr) && cuda_emu::detail::refuse_other_device(ptr, "cudaMemset"))
+    return cuda_emu::detail::status(cudaErrorInvalidValue);
+  cuda_emu::detail::before_synchronous_op(stream);
   std::memset(ptr, value, bytes);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_t = nullptr) {
-  return cudaMemset(ptr, value, bytes);
+inline cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
+  return cudaMemsetAsync(ptr, value, bytes, nullptr);
 }
 inline cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
   if (!free_bytes || !total_bytes) return cuda_emu::detail::status(cudaErrorInvalidValue);
@@ -230,7 +261,16 @@ inline cudaError_t cudaGetDevice(int* device) {
   *device = cuda_emu::detail::current_device();
   return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() {
+  std::vector<CUstream_st*> streams;
+  {
+    auto& registry = cuda_emu::detail::StreamRegistry::instance();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    streams.assign(registry.live.begin(), registry.live.end());
+  }
+  for (CUstream_st* s : streams) cuda_emu::detail::drain(s);
+  return cudaSuccess;
+}
 inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
@@ -298,21 +338,78 @@ inline cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attr, int v
   return cudaSuccess;
 }
 
-// --- streams and events (no asynchronous work) ---
+// --- streams and events (emu_stream.hpp) ---
+
+namespace cuda_emu::detail {
+// cudaStreamWaitEvent on a stream that is not the legacy one: the stream's later work waits until
+// the event's stream has completed what the event marks.
+struct StreamWaitWork final : StreamWork {
+  CUstream_st* other;
+  std::uint64_t other_id, target;
+  StreamWaitWork(CUstream_st* o, std::uint64_t t) : other(o), other_id(o->id), target(t) {}
+  bool advance() override {
+    if (!StreamRegistry::instance().is_live(other, other_id)) return true;  // destroyed streams were drained
+    if (other->completed < target) step(other);
+    return other->completed >= target;
+  }
+};
+inline bool event_pending(cudaEvent_t event) {
+  return event->stream && StreamRegistry::instance().is_live(event->stream, event->stream_id) &&
+         event->stream->completed < event->target;
+}
+}  // namespace cuda_emu::detail
 
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   if (!stream) return cuda_emu::detail::status(cudaErrorInvalidValue);
-  *stream = new CUstream_st{flags};
+  *stream = new CUstream_st{};
+  (*stream)->flags = flags;
+  (*stream)->id = cuda_emu::detail::StreamRegistry::next_id();
+  auto& registry = cuda_emu::detail::StreamRegistry::instance();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  registry.live.insert(*stream);
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
+// Completes the stream's work first (CUDA lets it finish after the call returns).
 inline cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!stream) return cuda_emu::detail::status(cudaErrorInvalidResourceHandle);
+  cuda_emu::detail::drain(stream);
+  {
+    auto& registry = cuda_emu::detail::StreamRegistry::instance();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    registry.live.erase(stream);
+  }
   delete stream;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (stream == nullptr) {
+    cuda_emu::detail::drain_blocking_streams();
+    return cudaSuccess;
+  }
+  cuda_emu::detail::drain(stream);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (stream == nullptr) return cudaSuccess;
+  cuda_emu::detail::step(stream);
+  return stream->queue.empty() ? cudaSuccess : cudaErrorNotReady;
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned = 0) {
+  if (!event) return cuda_emu::detail::status(cudaErrorInvalidResourceHandle);
+  if (stream == event->stream) return cudaSuccess;  // stream order already
+  if (stream == nullptr) {
+    // The legacy stream is synchronous: its next operation may start only once the event's work is done.
+    if (cuda_emu::detail::event_pending(event)) cuda_emu::detail::drain(event->stream, event->target);
+    return cudaSuccess;
+  }
+  stream->legacy_seen = std::max(stream->legacy_seen, event->legacy_seq);
+  if (cuda_emu::detail::event_pending(event)) {
+    stream->queue.push_back(std::make_unique<cuda_emu::detail::StreamWaitWork>(event->stream, event->target));
+    ++stream->enqueued;
+  }
+  return cudaSuccess;
+}
 
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
   if (!event) return cuda_emu::detail::status(cudaErrorInvalidValue);
@@ -324,17 +421,31 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t event) {
   delete event;
   return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t = nullptr) {
+inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr) {
   if (!event) return cuda_emu::detail::status(cudaErrorInvalidResourceHandle);
   event->when = std::chrono::steady_clock::now();
   event->recorded = true;
+  event->stream = stream;
+  if (stream == nullptr) {
+    cuda_emu::detail::drain_blocking_streams();
+    event->legacy_seq = cuda_emu::detail::legacy_ops().load(std::memory_order_relaxed);
+  } else {
+    event->stream_id = stream->id;
+    event->target = stream->enqueued;
+    event->legacy_seq = stream->legacy_seen;
+  }
   return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return event ? cudaSuccess : cuda_emu::detail::status(cudaErrorInvalidResourceHandle);
+  if (!event) return cuda_emu::detail::status(cudaErrorInvalidResourceHandle);
+  if (cuda_emu::detail::event_pending(event)) cuda_emu::detail::drain(event->stream, event->target);
+  return cudaSuccess;
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return event ? cudaSuccess : cuda_emu::detail::status(cudaErrorInvalidResourceHandle);
+  if (!event) return cuda_emu::detail::status(cudaErrorInvalidResourceHandle);
+  if (!cuda_emu::detail::event_pending(event)) return cudaSuccess;
+  cuda_emu::detail::step(event->stream);
+  return cuda_emu::detail::event_pending(event) ? cudaErrorNotReady : cudaSuccess;
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!ms || !start || !end) return cuda_emu::detail::status(cudaErrorInvalidValue);

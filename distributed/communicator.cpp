@@ -1,9 +1,12 @@
 #include "distributed/communicator.h"
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "autograd/ops.h"
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/factory.h"
 #include "distributed/transports.h"
@@ -115,6 +118,26 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend, Devi
 
 int launcher_local_rank() {
   return env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", 0)));
+}
+
+int node_local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (std::getenv(name)) return env_int(name, 0);
+  return mpi_node_local_rank();
+}
+
+int choose_rank_gpu(int local_rank, int visible_gpus, const char* cuda_visible_devices) {
+  if (visible_gpus <= 0) return 0;  // training_device() says that no GPU is there
+  // One GPU visible under CUDA_VISIBLE_DEVICES: a per-rank binding (a wrapper script, Slurm's
+  // --gpu-bind), that GPU is this rank's whatever its local rank.
+  const bool bound = cuda_visible_devices != nullptr && *cuda_visible_devices != '\0';
+  if (bound && visible_gpus == 1) return 0;
+  if (local_rank < visible_gpus) return local_rank;
+  fail(kOp,
+       "train.device = 'cuda': this process is rank {} of its machine, but it sees {} GPU(s){}; NCCL needs one GPU "
+       "per rank: start at most {} rank(s) per machine, or give each rank its own GPU with CUDA_VISIBLE_DEVICES",
+       local_rank, visible_gpus,
+       bound ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", cuda_visible_devices) : std::string(), visible_gpus);
 }
 int launcher_world_size() { return env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1)); }
 

@@ -81,4 +81,14 @@ void end_job_on_error(const std::string& message);
 int launcher_local_rank();
 int launcher_world_size();
 
+// This process's rank among the processes of its machine: the launcher's variable, or where no
+// launcher set one (another MPI, a hand-written start script), MPI's own (a shared-memory split of
+// the world, which initialises MPI); 0 in a build without MPI.
+int node_local_rank();
+// The GPU index a data-parallel rank with train.device = "cuda" takes: its local rank among
+// `visible_gpus`, or the one GPU a per-rank CUDA_VISIBLE_DEVICES leaves it (`cuda_visible_devices`:
+// the variable's value, nullptr when unset). Throws naming the numbers when the machine has fewer
+// GPUs than ranks.
+int choose_rank_gpu(int local_rank, int visible_gpus, const char* cuda_visible_devices);
+
 }  // namespace define::dist

@@ -3,11 +3,14 @@
 #include <zlib.h>
 #include <algorithm>
 #include <chrono>
+#include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/factory.h"
+#include "distributed/planted_bugs.h"
 #include "kernels/copy.h"
 
 namespace define::dist {
@@ -86,6 +89,7 @@ std::int64_t GradientReducer::begin_step(std::int64_t local_tokens) {
     b.started = false;
   }
   std::fill(seen_.begin(), seen_.end(), 0);
+  next_ = 0;
   watching_ = false;
   first_start_ = -1;
   const std::int64_t global = comm_.sum(local_tokens);
@@ -94,9 +98,25 @@ std::int64_t GradientReducer::begin_step(std::int64_t local_tokens) {
   return global;
 }
 
-void GradientReducer::watch_backward() {
+void GradientReducer::watch_backward(const Tensor& loss) {
   watching_ = true;
   guard_ = std::make_unique<LeafGradientObserverGuard>(this);
+  // The accumulators backward will reach: every node on a path from the loss.
+  std::unordered_set<const Node*> reached;
+  std::vector<std::shared_ptr<Node>> todo;
+  if (loss.defined() && loss.grad_fn()) todo.push_back(loss.grad_fn());
+  while (!todo.empty()) {
+    std::shared_ptr<Node> n = std::move(todo.back());
+    todo.pop_back();
+    if (!reached.insert(n.get()).second) continue;
+    for (const Edge& e : n->next_edges)
+      if (e.node && !reached.count(e.node.get())) todo.push_back(e.node);
+  }
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    const auto& meta = params_[k].second.impl()->autograd;
+    const std::shared_ptr<Node> acc = meta ? meta->grad_accumulator.lock() : nullptr;
+    if (!acc || !reached.count(acc.get())) gradient_ready(params_[k].second.impl());  // no gradient this pass
+  }
 }
 
 void GradientReducer::gradient_ready(const TensorImpl* leaf) {
@@ -107,9 +127,21 @@ void GradientReducer::gradient_ready(const TensorImpl* leaf) {
   if (seen_[k]) return;
   seen_[k] = 1;
   Bucket& b = buckets_[bucket_of_[k]];
-  if (++b.ready == b.members.size()) {
-    start(b);
-    ++timing_.buckets_started_in_backward;
+  ++b.ready;
+  if (planted_bugs().buckets_in_ready_order) {
+    if (b.ready == b.members.size()) {
+      start(b);
+      ++timing_.buckets_started_in_backward;
+    }
+  } else {
+    // Every rank issues the buckets' collectives in the same order, the buckets' own: a bucket
+    // whose gradients are ready waits for the ones before it. A parameter this rank's batch did not
+    // use (an adaptive band without a token here) holds back the buckets after its own until
+    // finish(), on this rank only, instead of reordering the collectives against the other ranks.
+    while (next_ < buckets_.size() && buckets_[next_].ready == buckets_[next_].members.size()) {
+      start(buckets_[next_++]);
+      ++timing_.buckets_started_in_backward;
+    }
   }
   poll();
 }
@@ -141,8 +173,9 @@ void GradientReducer::poll() {
 void GradientReducer::finish() {
   guard_.reset();
   watching_ = false;
-  for (Bucket& b : buckets_)
+  for (Bucket& b : buckets_)  // in bucket order, as in backward
     if (!b.started) start(b);
+  next_ = buckets_.size();
   const double wait_start = now_s();
   for (Bucket& b : buckets_) {
     b.pending->wait();

@@ -1,9 +1,12 @@
 // Data-parallel gradient reduction in buckets, overlapped with backward (as PyTorch DDP): the
 // parameters are laid out in buckets of about `bucket_bytes`, in reverse registration order
-// (roughly the order backward finishes their gradients), the first one at most 1 MB. Once every gradient of a bucket is final
-// (autograd/grad_hooks.h), the bucket is packed, scaled by this rank's weight and its all-reduce
-// started, while backward goes on with the layers below; finish() starts whatever has not started
-// (a parameter that got no gradient this pass), waits, and writes the sums back into .grad.
+// (roughly the order backward finishes their gradients), the first one at most 1 MB. Buckets start
+// in that fixed order on every rank (as PyTorch's reducer launches them): once every gradient of
+// the next bucket is final (autograd/grad_hooks.h), it is packed, scaled by this rank's weight and
+// its all-reduce started, while backward goes on with the layers below. A bucket ready out of turn
+// waits for the ones before it, so ranks whose batches used different parameters still issue the
+// same collectives in the same order. finish() starts whatever has not started (a parameter that
+// got no gradient this pass), waits, and writes the sums back into .grad.
 //
 // Weights: with weight w_r = (this rank's target tokens) / (all ranks' target tokens), the sum of
 // w_r x (rank r's mean gradient) is the mean gradient of the whole global batch: N ranks with
@@ -34,10 +37,12 @@ class GradientReducer final : public LeafGradientObserver {
   // A new step: `local_tokens` of this rank; sums the token count over ranks (one small
   // all-reduce) to fix this rank's weight. Returns the global token count.
   std::int64_t begin_step(std::int64_t local_tokens);
-  // Buckets start reducing as their gradients complete during the backward pass that follows,
-  // until finish(). Call it right before the step's last backward (earlier passes of a gradient
-  // accumulation only accumulate).
-  void watch_backward();
+  // Buckets start reducing as their gradients complete during the backward pass from `loss` that
+  // follows, until finish(). Call it right before the step's last backward (earlier passes of a
+  // gradient accumulation only accumulate). Parameters `loss` does not depend on (an adaptive band
+  // without a token in this rank's batch) are final already: found by walking the graph from
+  // `loss` (as DDP's find_unused_parameters), they do not hold back their buckets.
+  void watch_backward(const Tensor& loss);
   // Completes every bucket and writes the reduced gradients into .grad.
   void finish();
 
@@ -71,6 +76,7 @@ class GradientReducer final : public LeafGradientObserver {
   std::unordered_map<const TensorImpl*, std::size_t> param_of_;  // leaf -> index into params_
   std::vector<std::size_t> bucket_of_;                           // param index -> bucket
   std::vector<char> seen_;                                       // param got its gradient this pass
+  std::size_t next_ = 0;                                         // the next bucket to start
   Tensor used_;                                                  // int64 [params]: ranks that used each
   double weight_ = 1;
   bool watching_ = false;

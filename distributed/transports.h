@@ -14,6 +14,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(Device device);           /
 std::unique_ptr<Communicator> make_nccl_emulated_communicator(
     Device device);  // emu devices (distributed/nccl/emulated_nccl.h)
 
+// MPI's node-local rank (distributed/mpi/runtime.cpp; 0 without MPI).
+int mpi_node_local_rank();
+
 // Contiguous float32 / float64 / int64; throws naming the collective otherwise.
 void check_collective_tensor(const Tensor& t, const char* what);
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -71,8 +72,10 @@ Tensor training_streams(const data::Corpus& corpus, std::int64_t batch_size, con
 class LanguageModelTask : public TrainingTask {
  public:
   LanguageModelTask(std::shared_ptr<models::LanguageModel> model, models::PartRules parts, const data::Corpus& corpus,
-                    const DataSettings& ds, Device device, std::uint64_t seed, dist::Communicator& comm)
+                    const DataSettings& ds, Device device, std::uint64_t seed, std::int64_t update_freq,
+                    dist::Communicator& comm)
       : comm_(comm),
+        update_freq_(update_freq),
         model_(std::move(model)),
         parts_(std::move(parts)),
         vocab_fingerprint_(corpus.vocab.fingerprint()),
@@ -94,23 +97,56 @@ class LanguageModelTask : public TrainingTask {
     state_ = {};
   }
 
+  // With update_freq = K the window's streams are split into K chunks of B/K columns, each with
+  // its own slice of the carried state (Transformer-XL's batch_chunk): K forward and backward
+  // passes of a K-th of the activations, gradients summed with weight 1/K each. Every model's
+  // loss is a mean over the window's tokens of per-stream terms, so the step equals the unsplit
+  // one (to float rounding; with dropout off, since the masks are drawn per pass).
   std::optional<Step> train_step(StepContext& ctx) override {
     const std::optional<data::Batch> batch = batches_.next();
     if (!batch) return std::nullopt;
     ctx.batches_drawn(batch->input.numel());
-    const Tensor input = to_device(batch->input, device_), target = to_device(batch->target, device_);
-    // What the model reads back on the host (the DeFINE unit's distinct ids, adaptive-softmax
-    // clusters) it finds here instead of copying it from the device.
-    const kernels::HostMirrorScope host_ids({{batch->input, input}, {batch->target, target}});
-    auto out = model_->forward(input, target, state_);
-    ctx.last_backward();
-    backward(out.objective);
-    state_ = models::detach(out.state);
+    const std::int64_t B = batch->input.size(1), chunk = B / update_freq_;
+    std::vector<models::LmState> next(static_cast<std::size_t>(update_freq_));
+    Tensor loss;
+    for (std::int64_t k = 0; k < update_freq_; ++k) {
+      const bool whole = update_freq_ == 1;
+      const Tensor host_input = whole ? batch->input : contiguous(narrow(batch->input, 1, k * chunk, chunk));
+      const Tensor host_target = whole ? batch->target : contiguous(narrow(batch->target, 1, k * chunk, chunk));
+      const Tensor input = to_device(host_input, device_), target = to_device(host_target, device_);
+      // What the model reads back on the host (the DeFINE unit's distinct ids, adaptive-softmax
+      // clusters) it finds here instead of copying it from the device.
+      const kernels::HostMirrorScope host_ids({{host_input, input}, {host_target, target}});
+      auto out = model_->forward(input, target, whole ? state_ : state_chunk(k * chunk, chunk));
+      const Tensor objective = whole ? out.objective : mul(out.objective, 1.0 / static_cast<double>(update_freq_));
+      if (k + 1 == update_freq_) ctx.last_backward(objective);
+      backward(objective);
+      next[static_cast<std::size_t>(k)] = models::detach(out.state);
+      const Tensor l = whole ? detach(out.loss) : mul(detach(out.loss), 1.0 / static_cast<double>(update_freq_));
+      loss = loss.defined() ? add(loss, l) : l;
+    }
+    state_ = update_freq_ == 1 ? std::move(next[0]) : join_chunks(next);
     // The loss stays on the device: the loop reads it when it logs, not every step.
-    return Step{.tokens = batch->input.numel(), .lr_scale = batch->lr_scale, .loss_tensor = detach(out.loss)};
+    return Step{.tokens = batch->input.numel(), .lr_scale = batch->lr_scale, .loss_tensor = loss};
   }
 
   void discard_carried_state() override { state_ = {}; }
+
+  // The carried state of streams [first, first + n) (empty at the start of a stream).
+  models::LmState state_chunk(std::int64_t first, std::int64_t n) const {
+    models::LmState s;
+    for (const auto& [name, t] : state_) s[name] = contiguous(narrow(t, model_->state_batch_dim(name), first, n));
+    return s;
+  }
+  models::LmState join_chunks(const std::vector<models::LmState>& chunks) const {
+    models::LmState s;
+    for (const auto& [name, t] : chunks[0]) {
+      std::vector<Tensor> parts;
+      for (const auto& c : chunks) parts.push_back(c.at(name));
+      s[name] = concat(parts, model_->state_batch_dim(name));
+    }
+    return s;
+  }
   std::map<std::string, std::string> checkpoint_labels() const override { return {{"vocab", vocab_fingerprint_}}; }
 
   double validate() override { return evaluate_lm(*model_, valid_, ds_.eval_bptt); }
@@ -146,6 +182,7 @@ class LanguageModelTask : public TrainingTask {
 
  private:
   dist::Communicator& comm_;
+  std::int64_t update_freq_;  // chunks of each window's streams, one forward and backward each
   std::shared_ptr<models::LanguageModel> model_;
   models::PartRules parts_;
   std::string vocab_fingerprint_;
@@ -184,7 +221,12 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
   const DataSettings ds = read_data(cfg.section("data"));
   const Config train_cfg = cfg.section("train");
   const LoopSettings ts = read_loop_settings(train_cfg);
+  const std::int64_t update_freq = train_cfg.get_int("update_freq", 1);
+  require_positive(train_cfg, "update_freq", update_freq);
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(ts.distributed, ts.device);
+  if (ds.batch_size % comm->world_size() == 0 && (ds.batch_size / comm->world_size()) % update_freq != 0)
+    fail(kOp, "{} ({}) must divide the streams each process trains on (data.batch_size {} / {} process(es))",
+         train_cfg.path("update_freq"), update_freq, ds.batch_size, comm->world_size());
 
   const data::Corpus corpus =
       ds.by_frequency ? data::Corpus::load(ds.corpus_dir).by_frequency() : data::Corpus::load(ds.corpus_dir);
@@ -202,7 +244,8 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
   // A resumed run keeps the files it started with; one killed before writing them gets them now.
   if (writer && (!resume || !std::filesystem::exists(run.file("config.json")))) run.write_config(cfg.resolved());
   if (writer && (!resume || !std::filesystem::exists(run.file("vocab.txt")))) corpus.vocab.save(run.file("vocab.txt"));
-  LanguageModelTask task(model, built.parts, corpus, ds, ts.device, static_cast<std::uint64_t>(ts.seed), *comm);
+  LanguageModelTask task(model, built.parts, corpus, ds, ts.device, static_cast<std::uint64_t>(ts.seed), update_freq,
+                         *comm);
   return run_training(task, ts, run, resume, model_gen, comm.get());
 }
 

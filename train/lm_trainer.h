@@ -10,6 +10,9 @@
 // lengths, with the learning rate scaled by the length), vocab_order [first] (ids in order of first
 // occurrence, as AWD-LSTM; `frequency`: most frequent first, what adaptive bands need). The run's
 // vocab.txt keeps the order, so eval and generate read the corpus with the same ids.
+// Training (section `train`): update_freq [1] splits each window's streams (per process) into that
+// many chunks, each run forward and backward with its own slice of the carried state and summed
+// into the step (Transformer-XL's batch_chunk): the same step in a K-th of the activation memory.
 // The model's own training keys (AWD-LSTM's train.alpha / train.beta) are read by the model.
 //
 // Resume: a checkpoint holds, besides the loop's part, the data iterator's generator and

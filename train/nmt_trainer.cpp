@@ -138,8 +138,9 @@ class TranslationTask : public TrainingTask {
     double nll = 0;
     for (const auto& b : group) {
       BatchLoss l = batch_loss(*model_, b, device_, label_smoothing_, /*with_graph=*/true);
-      if (&b == &group.back()) ctx.last_backward();
-      backward(mul(l.objective_sum, 1.0 / static_cast<double>(tokens)));
+      const Tensor objective = mul(l.objective_sum, 1.0 / static_cast<double>(tokens));
+      if (&b == &group.back()) ctx.last_backward(objective);
+      backward(objective);
       nll += l.nll_sum;
     }
     return Step{.loss = nll / static_cast<double>(tokens), .tokens = tokens, .lr_scale = 1.0};

@@ -295,9 +295,9 @@ class ReducingContext final : public TrainingTask::StepContext {
     global_tokens_ = reducer_.begin_step(tokens);
     drawn_ = true;
   }
-  void last_backward() override {
+  void last_backward(const Tensor& loss) override {
     if (!drawn_) fail(kOp, "internal: a task started its last backward before reporting its batches");
-    reducer_.watch_backward();
+    reducer_.watch_backward(loss);
   }
   // After the task's step: the reduced gradients in place; the step's tokens over all ranks.
   std::int64_t finish() {
@@ -342,9 +342,13 @@ LoopSettings read_loop_settings(const Config& c) {
   t.distributed = c.get_string("distributed", t.distributed);
   if (t.distributed != "none" && t.distributed != "mpi" && t.distributed != "nccl")
     fail(kOp, "{} must be none, mpi or nccl, got '{}'", c.path("distributed"), t.distributed);
-  // Under mpirun each rank of a machine takes its own GPU: "cuda" means cuda:<local rank>.
+  // In a data-parallel run each rank of a machine takes its own GPU: "cuda" means cuda:<local rank>
+  // (or the one GPU a per-rank CUDA_VISIBLE_DEVICES leaves it).
   std::string device = c.get_string("device", "cpu");
-  if (t.distributed != "none" && device == "cuda") device = fmt::format("cuda:{}", dist::launcher_local_rank());
+  if (t.distributed != "none" && device == "cuda")
+    device =
+        fmt::format("cuda:{}", dist::choose_rank_gpu(dist::node_local_rank(), kernels::register_devices().cuda_devices,
+                                                     std::getenv("CUDA_VISIBLE_DEVICES")));
   t.device = training_device(device, c.path("device"));
   t.lr = c.get_double("lr", t.lr);
   t.weight_decay = c.get_double("weight_decay", t.weight_decay);

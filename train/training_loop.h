@@ -102,8 +102,9 @@ class TrainingTask {
     virtual ~StepContext() = default;
     // The step's batches are drawn, before any backward pass: this process's target tokens.
     virtual void batches_drawn(std::int64_t /*tokens*/) {}
-    // Right before the step's last backward pass (the one after which the gradients are final).
-    virtual void last_backward() {}
+    // Right before the step's last backward pass (the one after which the gradients are final),
+    // from `loss`.
+    virtual void last_backward(const Tensor& /*loss*/) {}
   };
 
   virtual ~TrainingTask() = default;

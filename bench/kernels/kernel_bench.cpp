@@ -39,8 +39,8 @@ double measured_copy_bandwidth(Device d, int runs) {
   const std::int64_t n = 128 << 20;  // floats: 512 MiB
   Tensor x = zeros({n}, {DType::Float32, d}), y = empty({n}, {DType::Float32, d});
   const std::size_t bytes = static_cast<std::size_t>(n) * 4;
-  const double s = best_seconds([&] { device_interface(d.type).copy_device(y.raw_data(), x.raw_data(), bytes); }, d,
-                                runs);
+  const double s = best_seconds(
+      [&] { device_interface(d.type).copy_device(y.raw_data(), d.index, x.raw_data(), d.index, bytes); }, d, runs);
   return 2.0 * static_cast<double>(bytes) / s * 1e-9;
 }
 

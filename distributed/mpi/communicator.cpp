@@ -43,14 +43,15 @@ class HostView {
     if (t.device().is_cpu() || t.numel() == 0) return;
     staging_.resize(nbytes(t));
     if (copy_in) {
-      device_interface(t.device().type).synchronize();  // kernels that produced t have finished
-      device_interface(t.device().type).copy_to_host(staging_.data(), t.raw_data(), staging_.size());
+      device_interface(t.device().type).synchronize(t.device().index);  // kernels that produced t have finished
+      device_interface(t.device().type).copy_to_host(staging_.data(), t.raw_data(), staging_.size(), t.device().index);
     }
   }
   void* data() { return staging_.empty() ? (t_.numel() ? t_.raw_data() : nullptr) : staging_.data(); }
   void finish() {
     if (!staging_.empty())
-      device_interface(t_.device().type).copy_from_host(t_.raw_data(), staging_.data(), staging_.size());
+      device_interface(t_.device().type)
+          .copy_from_host(t_.raw_data(), staging_.data(), staging_.size(), t_.device().index);
   }
 
  private:

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "distributed/communicator.h"
+#include "distributed/transports.h"
 
 namespace define::dist {
 namespace {
@@ -59,6 +60,10 @@ int mpi_world_size() {
   return n;
 }
 int mpi_local_rank() { return g_local_rank; }
+int mpi_node_local_rank() {
+  mpi_initialize();
+  return g_local_rank;
+}
 
 double mpi_collective_timeout_s() { return g_timeout_s; }
 void set_mpi_collective_timeout_s(double seconds) { g_timeout_s = seconds; }

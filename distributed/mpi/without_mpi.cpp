@@ -5,6 +5,7 @@
 namespace define::dist {
 
 bool built_with_mpi() { return false; }
+int mpi_node_local_rank() { return 0; }
 void end_job_on_error(const std::string& /*message*/) {}
 void set_collective_timeout_s(double /*seconds*/) {}
 std::unique_ptr<Communicator> make_mpi_communicator() {

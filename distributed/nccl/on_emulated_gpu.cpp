@@ -16,6 +16,7 @@ using namespace define::dist::nccl_emu;
 
 #define DEFINE_NCCL_NS nccl_emulated
 #define DEFINE_NCCL_DEVICE DeviceType::Emu
+#define DEFINE_NCCL_BACKEND_NS cuda_emu
 #include "distributed/nccl/communicator.inc"
 
 namespace define::dist {

@@ -6,6 +6,7 @@
 
 #define DEFINE_NCCL_NS nccl_gpu
 #define DEFINE_NCCL_DEVICE DeviceType::CUDA
+#define DEFINE_NCCL_BACKEND_NS cuda
 #include "distributed/nccl/communicator.inc"
 
 namespace define::dist {

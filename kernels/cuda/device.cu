@@ -158,19 +158,27 @@ struct CudaInterface final : DeviceInterface {
     }
   }
 
-  void copy_to_host(void* host_dst, const void* dev_src, std::size_t n) override {
+  void copy_to_host(void* host_dst, const void* dev_src, std::size_t n, int index) override {
     if (!n) return;
     d2h_copies.fetch_add(1, std::memory_order_relaxed);
+    DeviceGuard guard(index);
     DEFINE_CUDA_CHECK(cudaMemcpy(host_dst, dev_src, n, cudaMemcpyDeviceToHost));
     // The copy waited for the device: a bad index found by a kernel before it is reported here,
     // before the host acts on values computed from it.
     raise_index_errors();
   }
-  void copy_from_host(void* dev_dst, const void* host_src, std::size_t n) override {
-    if (n) DEFINE_CUDA_CHECK(cudaMemcpy(dev_dst, host_src, n, cudaMemcpyHostToDevice));
+  void copy_from_host(void* dev_dst, const void* host_src, std::size_t n, int index) override {
+    if (!n) return;
+    DeviceGuard guard(index);
+    DEFINE_CUDA_CHECK(cudaMemcpy(dev_dst, host_src, n, cudaMemcpyHostToDevice));
   }
-  void copy_device(void* dev_dst, const void* dev_src, std::size_t n) override {
+  void copy_device(void* dev_dst, int dst_index, const void* dev_src, int src_index, std::size_t n) override {
     if (!n || dev_dst == dev_src) return;
+    DeviceGuard guard(dst_index);
+    if (dst_index != src_index) {  // two devices never overlap
+      DEFINE_CUDA_CHECK(cudaMemcpyPeer(dev_dst, dst_index, dev_src, src_index, n));
+      return;
+    }
     const auto* d = static_cast<const char*>(dev_dst);
     const auto* s = static_cast<const char*>(dev_src);
     const std::less<const char*> before;
@@ -181,9 +189,7 @@ struct CudaInterface final : DeviceInterface {
     }
     // cudaMemcpy leaves overlapping ranges undefined, but core expects memmove semantics
     // (like the CPU interface): go through a scratch block on the same device.
-    int index = 0;
-    DEFINE_CUDA_CHECK(cudaGetDevice(&index));
-    CachingDeviceAllocator& alloc = allocator(index);
+    CachingDeviceAllocator& alloc = allocator(dst_index);
     void* scratch = alloc.allocate(n, nullptr);
     try {
       DEFINE_CUDA_CHECK(cudaMemcpy(scratch, dev_src, n, cudaMemcpyDeviceToDevice));
@@ -194,10 +200,15 @@ struct CudaInterface final : DeviceInterface {
     }
     alloc.deallocate(scratch);  // stream-ordered reuse: safe before the copies finish
   }
-  void memset_zero(void* dev_dst, std::size_t n) override {
-    if (n) DEFINE_CUDA_CHECK(cudaMemset(dev_dst, 0, n));
+  void memset_zero(void* dev_dst, std::size_t n, int index) override {
+    if (!n) return;
+    DeviceGuard guard(index);
+    DEFINE_CUDA_CHECK(cudaMemset(dev_dst, 0, n));
   }
-  void synchronize() override { ::define::DEFINE_CUDA_NS::synchronize(); }
+  void synchronize(int index) override {
+    DeviceGuard guard(index);
+    ::define::DEFINE_CUDA_NS::synchronize();
+  }
 };
 
 }  // namespace

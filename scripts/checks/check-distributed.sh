@@ -7,7 +7,9 @@
 #   2. translation: 2 ranks equal one process with train.update_freq = 2;
 #   3. a 2-rank run stopped after 3 steps and resumed equals the uninterrupted 2-rank run bit for bit;
 #   4. a rank killed mid-run ends the job with an error naming it, within a minute, not a hang;
-#   5. configuration errors: streams not divisible by the ranks, resuming with another rank count.
+#   5. configuration errors: streams not divisible by the ranks, resuming with another rank count;
+#   6. Transformer-XL with train.update_freq = 2 equals the unsplit step (1 and 2 ranks, resumed);
+#   7. an NCCL collective that stalls or fails on one rank (emulated) ends the job naming it.
 # Dropout is off in the equality runs: with it on, ranks draw their own masks (by design).
 # Tolerance: 2e-5 relative to each tensor's largest value (float32 sums in another order; 6 steps).
 # Usage: scripts/checks/check-distributed.sh DEFINE_BINARY CHECKPOINT_DIFF_BINARY MPIRUN
@@ -70,6 +72,47 @@ run_pair txl "$txl" "$adam" cpu false
 run_pair lstm-emu "$lstm" "$sgd" emu true
 # The NCCL communicator's code on the emulated GPU (NCCL's entry points emulated over MPI).
 run_pair txl-emu-nccl "$txl" "$adam" emu false nccl
+
+# Language models with train.update_freq = 2 (Transformer-XL's batch_chunk: each window's streams in
+# 2 chunks, each with its own memories): one process equals the unsplit run, 2 ranks x 2 chunks
+# equal it too, and a run stopped after 3 steps and resumed equals the uninterrupted one bit for bit.
+"$define" train --config "$work/txl.json" --run-dir "$work/txl-chunked" --set train.update_freq=2 \
+  > "$work/txl-chunked.log" 2>&1 || { cat "$work/txl-chunked.log"; fails "update_freq: one process"; }
+same_losses "$work/txl-1" "$work/txl-chunked" || fails "update_freq: logged losses"
+compare "update_freq 2, one process" "$work/txl-1/latest.ckpt" "$work/txl-chunked/latest.ckpt" 2e-5
+"${mpi[@]}" "$define" train --config "$work/txl.json" --run-dir "$work/txl-chunked-2" --set train.distributed='"mpi"' \
+  --set train.update_freq=2 > "$work/txl-chunked-2.log" 2>&1 || { cat "$work/txl-chunked-2.log"; fails "update_freq: 2 ranks"; }
+compare "update_freq 2, 2 ranks" "$work/txl-1/latest.ckpt" "$work/txl-chunked-2/latest.ckpt" 2e-5
+"$define" train --config "$work/txl.json" --run-dir "$work/txl-chunked-resumed" --set train.update_freq=2 \
+  --set train.max_steps=3 > "$work/txl-chunked-resumed.log" 2>&1 || fails "update_freq: first half"
+"$define" train --config "$work/txl.json" --run-dir "$work/txl-chunked-resumed" --set train.update_freq=2 --resume \
+  > "$work/txl-chunked-resumed.log" 2>&1 || { cat "$work/txl-chunked-resumed.log"; fails "update_freq: resumed half"; }
+compare "update_freq 2, resumed" "$work/txl-chunked/latest.ckpt" "$work/txl-chunked-resumed/latest.ckpt" 0
+if "$define" train --config "$work/txl.json" --run-dir "$work/txl-odd" --set train.update_freq=3 > "$work/odd-chunks.log" 2>&1; then
+  fails "update_freq 3 with 8 streams was accepted"; fi
+grep -q "train.update_freq (3) must divide the streams each process trains on" "$work/odd-chunks.log" \
+  || { cat "$work/odd-chunks.log"; fails "update_freq message"; }
+
+# A rank whose NCCL collective stalls (the emulated NCCL's planted fault): both ranks give up after
+# train.distributed_timeout, naming the collective, and the job ends instead of hanging. A rank
+# whose collective fails (an asynchronous NCCL error) ends the job naming itself. Collective 33 is the
+# all-reduce of the second step (31 broadcasts of the parameters at the start, one bucket a step).
+for fault in stall fail; do
+  start=$(date +%s)
+  if "${mpi[@]}" sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export DEFINE_EMU_NCCL_FAULT='"$fault"':1:33; fi; exec "$0" "$@"' \
+    "$define" train --config "$work/txl-emu-nccl.json" --run-dir "$work/nccl-$fault" --set train.distributed='"nccl"' \
+    --set train.distributed_timeout=5 > "$work/nccl-$fault.log" 2>&1; then fails "a run with a ${fault}ed NCCL collective succeeded"; fi
+  took=$(( $(date +%s) - start ))
+  [ "$took" -lt 90 ] || fails "the job took ${took} s to end after an NCCL collective ${fault}ed"
+  if [ "$fault" = stall ]; then
+    grep -Eq "rank [01]: ncclAllReduce #33 of [0-9]+ float32 did not complete within 5 s" "$work/nccl-$fault.log" \
+      || { cat "$work/nccl-$fault.log"; fails "the stalled collective is not named"; }
+  else
+    grep -q "rank 1: ncclAllReduce #33 of [0-9]* float32 failed" "$work/nccl-$fault.log" \
+      || { cat "$work/nccl-$fault.log"; fails "the failed collective is not named with its rank"; }
+  fi
+  echo "NCCL collective ${fault}ed on rank 1: the job ended in ${took} s naming it"
+done
 
 # Translation: rank r takes batches r, r + 2, ... of the shared order, so 2 ranks take the step one
 # process takes with train.update_freq = 2 (the same two batches, gradients summed over their tokens).

@@ -16,11 +16,11 @@ namespace {
 struct HostBackedDevice final : DeviceInterface {
   void* allocate(std::size_t n, int) override { return std::malloc(n ? n : 1); }
   void deallocate(void* p, std::size_t, int) noexcept override { std::free(p); }
-  void copy_to_host(void* d, const void* s, std::size_t n) override { std::memcpy(d, s, n); }
-  void copy_from_host(void* d, const void* s, std::size_t n) override { std::memcpy(d, s, n); }
-  void copy_device(void* d, const void* s, std::size_t n) override { std::memmove(d, s, n); }
-  void memset_zero(void* d, std::size_t n) override { std::memset(d, 0, n); }
-  void synchronize() override {}
+  void copy_to_host(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
+  void copy_from_host(void* d, const void* s, std::size_t n, int) override { std::memcpy(d, s, n); }
+  void copy_device(void* d, int, const void* s, int, std::size_t n) override { std::memmove(d, s, n); }
+  void memset_zero(void* d, std::size_t n, int) override { std::memset(d, 0, n); }
+  void synchronize(int) override {}
 };
 
 // Registers the stand-in for one scope (only when no real CUDA backend is present).

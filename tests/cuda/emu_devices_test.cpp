@@ -56,3 +56,19 @@ TEST_CASE("emu devices: a kernel given another device's memory fails as on a GPU
   kernels::unary_into(kernels::UnaryOp::Neg, out, x);
   CHECK(copy_to_device(out, Device::cpu()).to_vector<float>() == std::vector<float>{-1, -2, -3});
 }
+
+TEST_CASE("emu devices: copies and memsets run with their memory's device current", "[cuda][emu][devices]") {
+  REQUIRE(kernels::register_devices().emu_devices == 2);
+  cuda_emu::set_device(0);
+  // The device interface makes the tensor's device current for each of them (the emulator refuses
+  // a copy or memset of another device's memory: tests/cuda_emu/streams_test.cpp).
+  const Tensor z = zeros({5}, {DType::Float32, Device::emu(1)});                  // memset
+  const Tensor a = on(from_vector<float>({1, 2, 3, 4, 5}), 1);                     // host to device
+  const Tensor b = copy_to_device(a, Device::emu(0));                              // device 1 to 0
+  const Tensor c = copy_to_device(b, Device::emu(1));                              // device 0 to 1
+  CHECK(copy_to_device(z, Device::cpu()).to_vector<float>() == std::vector<float>(5, 0.f));  // to host
+  CHECK(copy_to_device(c, Device::cpu()).to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5});
+  CHECK(b.device() == Device::emu(0));
+  CHECK(c.device() == Device::emu(1));
+  CHECK(cuda_emu::current_device() == 0);  // the caller's selection is left as it was
+}

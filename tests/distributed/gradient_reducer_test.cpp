@@ -52,7 +52,7 @@ TEST_CASE("gradient reducer: token-weighted mean gradient over ranks, in several
     for (int k = 0; k < passes; ++k) {
       Tensor loss = add(linear_loss(w1, coeffs(rank, 5, 1.0 + k)), linear_loss(w2, coeffs(rank, 12, -2.0 + k)));
       if (rank == 0) loss = add(loss, linear_loss(only_rank0, coeffs(rank, 2, 3.0)));
-      if (k + 1 == passes) reducer.watch_backward();
+      if (k + 1 == passes) reducer.watch_backward(loss);
       backward(loss);
     }
     reducer.finish();
