@@ -6,6 +6,7 @@
 #include "autograd/dropout.h"
 #include "autograd/elementwise.h"
 #include "autograd/grad_mode.h"
+#include "autograd/recompute.h"
 #include "autograd/views.h"
 #include "core/error.h"
 #include "nn/attention.h"
@@ -48,6 +49,7 @@ TransformerNmtConfig read_transformer_nmt_config(const Config& c, std::int64_t v
   cfg.dec_layers = c.get_int("decoder_layers", 6);
   cfg.padding_idx = c.get_int("padding_idx", 0);
   cfg.output_bias = c.get_bool("output_bias", false);
+  cfg.recompute = c.get_bool("recompute", false);
   const Config d = c.section("dropout");
   l.dropout = d.get_double("residual", 0.1);
   l.attention_dropout = d.get_double("attention", 0.0);
@@ -102,7 +104,15 @@ std::pair<Tensor, Tensor> TransformerNmt::encode(const Tensor& src) const {
   const Tensor tokens = contiguous(transpose(src, 0, 1));  // [B, S]
   const Tensor padding = eq(tokens, static_cast<double>(cfg_.padding_idx));
   Tensor x = embed(tokens, 0);
-  for (const auto& layer : encoder_layers_) x = layer->forward(x, padding);
+  for (const auto& layer : encoder_layers_) {
+    if (cfg_.recompute && is_training()) {  // only the layer's input is kept (autograd/recompute.h)
+      nn::TransformerEncoderLayer& l = *layer;
+      x = recompute([&l](const std::vector<Tensor>& in) { return l.forward(in[0], in[1]); }, {x, padding},
+                    l.parameters(), generator());
+    } else {
+      x = layer->forward(x, padding);
+    }
+  }
   return {encoder_norm_ ? encoder_norm_->forward(x) : x, padding};
 }
 
@@ -126,7 +136,15 @@ Tensor TransformerNmt::decoder_states(const Tensor& src, const Tensor& tgt_in) c
     fail(kModel, "source {} and target {} batch sizes differ", shape_str(src.shape()), shape_str(tgt_in.shape()));
   const auto [enc, enc_padding] = encode(src);
   Tensor x = embed(contiguous(transpose(tgt_in, 0, 1)), 0);  // [B, T, d]
-  for (const auto& layer : decoder_layers_) x = layer->forward(x, enc, enc_padding);
+  for (const auto& layer : decoder_layers_) {
+    if (cfg_.recompute && is_training()) {
+      nn::TransformerDecoderLayer& l = *layer;
+      x = recompute([&l](const std::vector<Tensor>& in) { return l.forward(in[0], in[1], in[2]); },
+                    {x, enc, enc_padding}, l.parameters(), generator());
+    } else {
+      x = layer->forward(x, enc, enc_padding);
+    }
+  }
   if (decoder_norm_) x = decoder_norm_->forward(x);
   // Time-first before the classifier: [T, B, d] is d_model wide, the logits V wide.
   return contiguous(transpose(x, 0, 1));

@@ -40,12 +40,13 @@ struct TransformerNmtConfig {
   std::int64_t padding_idx = 0;          // define's subword models put <pad> at 0
   double embed_dropout = 0.1;            // after embedding + positions (fairseq: = dropout)
   bool output_bias = false;              // a bias on the tied logits (fairseq: none)
+  bool recompute = false;                // layers keep only their inputs in training (autograd/recompute.h)
 };
 
 // Reads the `model` section: input (as read_token_input_config; what it hands the layers, dim for a
 // plain embedding, out_dim for a unit, must equal d_model),
 // d_model [512], heads [8], ffn_dim [2048], encoder_layers [6], decoder_layers [6], pre_norm
-// [false], activation [relu], padding_idx [0], output_bias [false], and the dropout section:
+// [false], activation [relu], padding_idx [0], output_bias [false], recompute [false], and the dropout section:
 // residual [0.1], attention [0], activation [0], embedding [= residual].
 TransformerNmtConfig read_transformer_nmt_config(const Config& model, std::int64_t vocab);
 

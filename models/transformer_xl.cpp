@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
+#include "autograd/recompute.h"
 #include "autograd/rel_attention.h"
 #include "core/error.h"
 #include "nn/container.h"
@@ -107,6 +108,7 @@ TransformerXLConfig read_transformer_xl_config(const Config& model, std::int64_t
   cfg.eval_clamp_len = model.get_int("eval_clamp_len", 0);
   cfg.eval_same_length = model.get_bool("eval_same_length", cfg.same_length);
   cfg.adaptive_dropout = model.get_double("adaptive_dropout", 0.0);
+  cfg.recompute = model.get_bool("recompute", false);
   return cfg;
 }
 
@@ -203,7 +205,15 @@ std::pair<Tensor, LmState> TransformerXL::features(const Tensor& tokens, const L
       const std::int64_t keep = std::min(mem_len, all.size(0));
       next[fmt::format("mem{}", l)] = contiguous(detach(narrow(all, 0, all.size(0) - keep, keep)));
     }
-    x = layers_[l]->forward(x, memory[l], r, u, w, window);
+    RelLayer& layer = *layers_[l];
+    if (cfg_.recompute && training) {
+      // Only the layer's input is kept; backward runs the layer again (autograd/recompute.h).
+      x = recompute([&layer, window](const std::vector<Tensor>& in) {
+        return layer.forward(in[0], in[1], in[2], in[3], in[4], window);
+      }, {x, memory[l], r, u, w}, layer.parameters(), generator());
+    } else {
+      x = layer.forward(x, memory[l], r, u, w, window);
+    }
   }
   return {x, next};
 }

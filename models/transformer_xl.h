@@ -56,11 +56,14 @@ struct TransformerXLConfig {
   std::int64_t eval_mem_len = 0, eval_clamp_len = 0;
   bool eval_same_length = false;
   double adaptive_dropout = 0.0;
+  // Activation recomputation: each layer keeps only its input during training and runs again in
+  // backward (autograd/recompute.h): the activation memory of one layer instead of n_layer.
+  bool recompute = false;
 };
 
 // Reads the `model` section: input (read_token_input_config), d_model, n_head, d_head, d_inner,
 // n_layer, dropout, dropatt, pre_lnorm, untie_r, mem_len, clamp_len, same_length, eval_mem_len,
-// eval_clamp_len, eval_same_length, adaptive_dropout.
+// eval_clamp_len, eval_same_length, adaptive_dropout, recompute.
 TransformerXLConfig read_transformer_xl_config(const Config& model, std::int64_t vocab);
 
 // Transformer-XL's sinusoids of the distances [Tk] (the pos_seq values): row p = [sin(d_p f_i),

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "autograd/ops.h"
@@ -310,4 +311,36 @@ TEST_CASE("transformer_nmt: config errors name the key", "[models][nmt]") {
                     Contains("has no single table for the tied classifier"));
   CHECK_THROWS_WITH(build_from_json(tiny(kInputs[0], R"(, "padding_idx": 13)")), Contains("padding_idx = 13 is outside"));
   CHECK_THROWS_WITH(build_from_json(tiny(kInputs[0], R"(, "encoder_layer": 2)")), Contains("encoder_layer"));
+}
+
+TEST_CASE("transformer_nmt: recompute gives the stored path's loss and gradients, dropout included",
+          "[models][nmt][recompute]") {
+  auto step = [](bool recompute) {
+    const BuiltModel built = build_from_json(
+        std::string(R"({"model": {"type": "transformer_nmt", "vocab_size": 13, "input": )") + kInputs[1] +
+        R"(, "d_model": 8, "heads": 2, "ffn_dim": 12, "encoder_layers": 2, "decoder_layers": 2, "pre_norm": true,
+            "dropout": {"residual": 0.2, "attention": 0.1, "activation": 0.1}, "recompute": )" +
+        (recompute ? "true" : "false") + "}}");
+    auto& m = dynamic_cast<TransformerNmt&>(*built.module);
+    m.to(DType::Float64);
+    Generator dropout_gen(23);
+    m.set_generator(dropout_gen);
+    m.train();
+    const Tensor src = source_batch({4, 2}, 5);
+    const Tensor tgt_in = from_vector(std::vector<std::int64_t>{kBos, kBos, 5, 7, 9, kPad}, {3, 2});
+    const Tensor tgt_out = from_vector(std::vector<std::int64_t>{5, 7, 9, kEos, kEos, kPad}, {3, 2});
+    const Tensor loss = m.loss_sum(src, tgt_in, tgt_out, 0.1);
+    backward(loss);
+    std::map<std::string, std::vector<double>> grads;
+    for (const auto& [name, p] : m.named_parameters()) grads[name] = test::values(p.grad());
+    return std::make_pair(test::values(loss)[0], grads);
+  };
+  const auto [loss, grads] = step(false);
+  const auto [loss_re, grads_re] = step(true);
+  CHECK(loss_re == Approx(loss).epsilon(1e-14));
+  REQUIRE(grads_re.size() == grads.size());
+  for (const auto& [name, g] : grads) {
+    INFO(name);
+    test::check_close(grads_re.at(name), g, 1e-13, 1e-12);
+  }
 }
