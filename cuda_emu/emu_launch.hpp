@@ -333,5 +333,6 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem_bytes,
   job.block = block;
   job.smem = smem_bytes;
   cuda_emu::detail::before_synchronous_op(stream);
+  if (cuda_emu::config().dry_run) return;
   cuda_emu::detail::run_launch(job);
 }

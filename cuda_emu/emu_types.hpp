@@ -187,6 +187,11 @@ struct Config {
   std::uint64_t seed = 0;  // random and race schedules: the seed of every shuffle and switch
   bool debug = false;
   bool strict = false;
+  // Dry run: launches and GEMMs are checked but not run, memory is allocated, copied and set as
+  // usual. What code allocates then costs no arithmetic: a memory plan of a large model in seconds
+  // (train/memory_plan.h). Results are garbage; host code that branches on device values does not
+  // take the path it would.
+  bool dry_run = false;
   int arch = 61;
   unsigned threads = 1;
 #if defined(__SANITIZE_ADDRESS__)
@@ -245,6 +250,7 @@ inline Config config_from_env() {
   }
   c.debug = flag("CUDA_EMU_DEBUG");
   c.strict = flag("CUDA_EMU_STRICT");
+  c.dry_run = flag("CUDA_EMU_DRY_RUN");
   if (const char* t = std::getenv("CUDA_EMU_THREADS"); t && std::atoi(t) > 0) c.threads = unsigned(std::atoi(t));
   if (const char* k = std::getenv("CUDA_EMU_STACK_KB"); k && std::atoi(k) >= 16) c.stack_kb = std::size_t(std::atoi(k));
   return c;

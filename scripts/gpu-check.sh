@@ -11,8 +11,11 @@
 #      when BIN_DIR has it, grouped_linear_bench --device cuda (the DeFINE unit's grouped GEMM against the
 #      composed ops and against a dense GEMM of the same FLOPs: T 4,096 x 512 -> 1,024, and 360 x 512 -> 512);
 #   6. (STAGES=... sanitize) compute-sanitizer's memcheck and racecheck over the harness and the kernel tests;
-#   7. (STAGES=... translate) Multi30k de->en with DeFINE trained, beam-searched and scored on the GPU.
-# STAGES picks them (default "tests train bench"; all: "tests sanitize train bench translate").
+#   7. (STAGES=... translate) Multi30k de->en with DeFINE trained, beam-searched and scored on the GPU;
+#   8. (nccl) the real NCCL library with one rank: Transformer-XL with train.distributed = nccl on the GPU
+#      (the communication stream, its events, record_stream), its losses against the plain GPU run of step 4,
+#      and comm_ms_per_step / comm_wait_ms_per_step in its metrics.jsonl.
+# STAGES picks them (default "tests train bench nccl"; all: "tests sanitize train bench translate nccl").
 # Each step has its own time limit, so one that hangs costs only its own minutes, and writes its log
 # under OUT_DIR; OUT_DIR/summary.txt gets one line per step.
 #
@@ -119,7 +122,7 @@ step devices 20 "$BIN/define" devices
 # Catch's file tags of the kernel tests: [#softmax_kernels_test],[#reduce_kernels_test],...
 kernel_files=$(cd tests/cuda && ls *_kernels_test.cpp | sed 's/\.cpp$//; s/^/[#/; s/$/]/' |
   paste -sd,)
-stages=" ${STAGES:-tests train bench} "
+stages=" ${STAGES:-tests train bench nccl} "
 
 if [[ $stages == *" tests "* ]]; then
   step harness_cuda 60 env DEFINE_TEST_MODES=cuda "$BIN/define_tests" "[harness]"
@@ -176,5 +179,17 @@ if [[ $stages == *" translate "* ]]; then
   step nmt_bleu 20 "$BIN/define" bleu --ref "$DATA/multi30k/test.en" --hyp "$OUT/nmt_test.hyp"
   [ -n "${CPU_REFERENCE:-}" ] && cp "$CPU_REFERENCE"/nmt_cpu.metrics.jsonl "$OUT"/
   losses nmt_cpu nmt_gpu
+fi
+# One GPU cannot host two NCCL ranks; one rank still runs the library, the stream and the events.
+if [[ $stages == *" nccl "* ]]; then
+  launcher=()
+  command -v mpirun > /dev/null && launcher=(mpirun --allow-run-as-root -np 1)
+  rm -rf /tmp/gpu-check-nccl_1rank
+  step nccl_1rank 90 "${launcher[@]}" "$BIN/define" train --config configs/wt2-transformer-xl-define.json \
+    --run-dir /tmp/gpu-check-nccl_1rank --set train.device='"cuda"' --set train.distributed='"nccl"' \
+    --set train.max_steps=300 --set train.log_interval=10 --set train.max_minutes=0 "${txl_schedule[@]}"
+  cp /tmp/gpu-check-nccl_1rank/metrics.jsonl "$OUT/nccl_1rank.metrics.jsonl" 2> /dev/null || true
+  losses txl_gpu nccl_1rank
+  grep -o '"comm_[a-z_]*ms_per_step":[0-9.e+-]*' "$OUT/nccl_1rank.metrics.jsonl" | tail -4 | tee -a "$SUMMARY" || true
 fi
 echo "done; logs in $OUT" | tee -a "$SUMMARY"

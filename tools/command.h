@@ -29,6 +29,7 @@ struct DemoSettings {
 DemoSettings parse_demo_options(const std::vector<std::string>& args);
 int run_devices(const std::vector<std::string>& args);
 int run_params(const std::vector<std::string>& args);
+int run_memory(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);

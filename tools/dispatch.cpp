@@ -44,6 +44,8 @@ const std::vector<Command>& commands() {
        run_export_cache},
       {"generate", "sample text from a trained language model", run_generate},
       {"import", "load a safetensors file of a model's tensors into a run and write a checkpoint", run_import},
+      {"memory", "predict the device memory a rank of a training run needs, and what makes it fit a card",
+       run_memory},
       {"params", "print a config's parameter count split as the papers do (DeFINE, context model, input-output)",
        run_params},
       {"train", "train a language or translation model from a config and report validation and test perplexity",

@@ -8,11 +8,9 @@
 
 #include "core/config.h"
 #include "core/error.h"
-#include "data/corpus.h"
 #include "models/registry.h"
 #include "nn/init.h"
-#include "train/corpus_location.h"
-#include "train/nmt_trainer.h"
+#include "train/memory_plan.h"
 #include "tools/command.h"
 #include "tools/options.h"
 
@@ -31,16 +29,7 @@ int run_params(const std::vector<std::string>& args) {
     return 0;
   }
   Config cfg = load_config(opts);
-  std::int64_t vocab = opts.has("vocab-size") ? opts.get_int("vocab-size") : 0;
-  if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data") && train::is_translation_config(cfg)) {
-    // A translation run's vocabulary is the joint subword model it trains: data.subword.vocab_size.
-    vocab = train::read_translation_data_subword_size(cfg.section("data"));
-  } else if (vocab == 0 && !cfg.section("model").has("vocab_size") && cfg.has("data")) {
-    const Config data = cfg.section("data");
-    const std::string dir =
-        data.has("dir") ? data.get_string("dir") : train::find_corpus(data.get_string("corpus", "ptb"));
-    vocab = data::Corpus::load(dir).vocab.size();
-  }
+  const std::int64_t vocab = opts.has("vocab-size") ? opts.get_int("vocab-size") : train::config_vocab_size(cfg);
   // Counting needs the shapes, not values: no random draws.
   Generator gen(0);
   const nn::init::ShapesOnlyGuard shapes_only;

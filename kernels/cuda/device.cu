@@ -266,6 +266,14 @@ void record_stream(void* data, ::define::cuda::StreamId stream, int index) {
   if (caching_enabled()) allocator(index).record_stream(data, stream);
 }
 
+void set_dry_run(bool on) {
+#if defined(__CUDACC__)
+  if (on) fail(kBackendName, "a dry run exists on the emulated device only");
+#else
+  ::cuda_emu::config().dry_run = on;
+#endif
+}
+
 bool register_backend() {
   if (device_count() == 0) return false;
   static CudaInterface* iface = [] {
