@@ -392,7 +392,7 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (stream == nullptr) return cudaSuccess;
-  cuda_emu::detail::step(stream);
+  if (!cuda_emu::detail::query_declines()) cuda_emu::detail::step(stream);
   return stream->queue.empty() ? cudaSuccess : cudaErrorNotReady;
 }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned = 0) {
@@ -444,7 +444,7 @@ inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 inline cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return cuda_emu::detail::status(cudaErrorInvalidResourceHandle);
   if (!cuda_emu::detail::event_pending(event)) return cudaSuccess;
-  cuda_emu::detail::step(event->stream);
+  if (!cuda_emu::detail::query_declines()) cuda_emu::detail::step(event->stream);
   return cuda_emu::detail::event_pending(event) ? cudaErrorNotReady : cudaSuccess;
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

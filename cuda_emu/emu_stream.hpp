@@ -8,7 +8,8 @@
 //   * cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize run it to completion;
 //   * cudaEventQuery and cudaStreamQuery advance the stream's first item by one step and say
 //     cudaErrorNotReady while the event's work is not done (a collective waiting for another
-//     rank stays not ready, as on a GPU);
+//     rank stays not ready, as on a GPU); under the random and race schedules a query skips the
+//     step at a seeded coin flip, so when polling code sees work finish is permuted too;
 //   * cudaStreamWaitEvent(legacy stream, e) runs e's work (the legacy stream is synchronous, so
 //     waiting for it there is waiting on the host); on another stream it queues a wait;
 //   * a synchronous operation on a stream first completes that stream's queue (stream order).
@@ -35,6 +36,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -103,6 +105,16 @@ inline bool step(CUstream_st* s) {
   s->queue.pop_front();
   ++s->completed;
   return true;
+}
+
+// Under the random and race schedules (CUDA_EMU_SCHEDULE) a query declines, at a seeded coin flip,
+// to advance work it could advance: a GPU finishes work at its own pace, so code that polls must not
+// depend on when it sees the work done.
+inline bool query_declines() {
+  const Config& c = config();
+  if (c.schedule != Schedule::random && c.schedule != Schedule::race) return false;
+  static std::mt19937_64 rng(c.seed ^ 0x9E3779B97F4A7C15ULL);
+  return (rng() & 1u) != 0;
 }
 
 // Runs the stream's work until `target` items are complete (every queued item by default).

@@ -27,9 +27,8 @@ namespace {
 
 constexpr const char* kOp = "memory";
 
-// Token ids with a Zipf-like distribution (rank r drawn with probability ~ 1 / (r + 1)): which
-// adaptive-softmax clusters a batch reaches decides their activations, and text reaches the tail
-// clusters with few of its tokens. Ids below `lowest` are reserved (translation's specials).
+}  // namespace
+
 Tensor zipf_tokens(const Shape& shape, std::int64_t vocab, std::int64_t lowest, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -42,6 +41,8 @@ Tensor zipf_tokens(const Shape& shape, std::int64_t vocab, std::int64_t lowest, 
   }
   return from_vector(ids, shape);
 }
+
+namespace {
 
 struct AllocatorProbe {
   Device device;
@@ -95,6 +96,8 @@ MemoryPlan plan_memory(const Config& cfg, const MemoryPlanOptions& o) {
   if (!o.device.is_cpu() && !o.device.is_emu()) fail(kOp, "the step is measured on cpu or emu, not {}", o.device.str());
   if (o.device.is_emu() && kernels::register_devices().emu_devices <= o.device.index)
     fail(kOp, "{} does not exist (CUDA_EMU_DEVICES)", o.device.str());
+  if (o.device.is_emu() && !define::cuda_emu::caching_allocator_enabled())
+    fail(kOp, "the plan reads the caching allocator's counters, which DEFINE_CUDA_CACHE=0 turns off");
   const Config train = cfg.section("train");
   const Config model_cfg = cfg.section("model");
   const Config data = cfg.section("data");

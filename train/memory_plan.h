@@ -18,6 +18,7 @@
 
 #include "core/config.h"
 #include "core/device.h"
+#include "core/tensor.h"
 
 namespace define::train {
 
@@ -50,6 +51,11 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const Config& cfg, const MemoryPlanOptions& options);
+
+// The token ids a plan's step runs on: Zipf-like (id r drawn with probability ~ 1 / (r + 1), ids
+// below `lowest` reserved): how many tokens reach the adaptive bands decides their activations, and
+// text reaches the tail bands with few of its tokens.
+Tensor zipf_tokens(const Shape& shape, std::int64_t vocab, std::int64_t lowest, std::uint64_t seed);
 
 // The vocabulary size a config's model is built with, as `define train` finds it: the config's
 // model.vocab_size, else (translation) data.subword.vocab_size, else the training split of the

@@ -266,6 +266,8 @@ void record_stream(void* data, ::define::cuda::StreamId stream, int index) {
   if (caching_enabled()) allocator(index).record_stream(data, stream);
 }
 
+bool caching_allocator_enabled() { return caching_enabled(); }
+
 void set_dry_run(bool on) {
 #if defined(__CUDACC__)
   if (on) fail(kBackendName, "a dry run exists on the emulated device only");

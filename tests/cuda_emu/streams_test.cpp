@@ -138,3 +138,29 @@ TEST_CASE("emu runtime: a memset or copy of another device's memory is refused",
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
   REQUIRE(cudaFree(mine) == cudaSuccess);
 }
+
+TEST_CASE("emu streams: under the random schedule a query may find ready work not yet done", "[emu][streams]") {
+  cuda_emu::Config& c = cuda_emu::config();
+  const cuda_emu::Config saved = c;
+  c.schedule = cuda_emu::Schedule::random;
+  c.seed = 7;
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
+  int declined = 0;
+  for (int round = 0; round < 32; ++round) {
+    std::vector<int> log;
+    REQUIRE(cuda_emu::enqueue(s, logged(log, round), false));  // one step completes it
+    REQUIRE(cudaEventRecord(e, s) == cudaSuccess);
+    int queries = 1;
+    while (cudaEventQuery(e) == cudaErrorNotReady) ++queries;
+    CHECK(log == std::vector<int>{round});
+    declined += queries - 1;
+  }
+  CHECK(declined > 4);   // some queries declined to advance ...
+  CHECK(declined < 60);  // ... and the work still completed at every round's first few queries
+  c = saved;
+  cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+}

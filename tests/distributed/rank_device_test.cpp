@@ -26,7 +26,7 @@ TEST_CASE("rank device: local rank among the visible GPUs, a per-rank binding, t
   CHECK_THROWS_WITH(dist::choose_rank_gpu(2, 2, "0,1"), Catch::Contains("(CUDA_VISIBLE_DEVICES=0,1)"));
 }
 
-TEST_CASE("rank device: the node-local rank from MPI agrees with the launcher's", "[dist]") {
+TEST_CASE("rank device: the node-local rank from MPI agrees with the launcher's", "[dist][mpi]") {
   // Under mpirun both ranks share this machine: MPI's shared-memory split gives the launcher's
   // local rank, with or without the launcher's variable.
   CHECK(dist::mpi_node_local_rank() == dist::launcher_local_rank());

@@ -14,7 +14,9 @@
 #include "kernels/devices.h"
 #include "models/language_model.h"
 #include "models/registry.h"
+#include "models/translation_model.h"
 #include "nn/optim/adam.h"
+#include "support/common.h"
 #include "train/memory_plan.h"
 
 using namespace define;
@@ -38,10 +40,19 @@ const char* kNmt = R"({"data": {"source": "de", "target": "en", "max_tokens": 25
 
 Config parse(const char* json) { return Config::from_text(json, "test"); }
 
+// The plan reads the emulated GPU's caching allocator, which DEFINE_CUDA_CACHE=0 (the asan preset) turns
+// off; ctest runs these tests again with it on ("memory plans and recompute with the caching allocator on").
+#define REQUIRE_EMULATED_CACHING_ALLOCATOR()                                                        \
+  do {                                                                                             \
+    REQUIRE(kernels::register_devices().emu_devices >= 1);                                          \
+    if (!define::cuda_emu::caching_allocator_enabled())                                            \
+      DEFINE_SKIP_TEST("reads the caching allocator's counters, which DEFINE_CUDA_CACHE=0 turns off"); \
+  } while (false)
+
 }  // namespace
 
 TEST_CASE("memory plan: a dry run on the emulated GPU allocates exactly what the full run does", "[train][memory]") {
-  REQUIRE(kernels::register_devices().emu_devices >= 1);
+  REQUIRE_EMULATED_CACHING_ALLOCATOR();
   for (const char* json : {kTxlAdaptive, kNmt}) {
     for (const bool recompute : {false, true}) {
       Config cfg = parse(json);
@@ -62,7 +73,7 @@ TEST_CASE("memory plan: a dry run on the emulated GPU allocates exactly what the
 }
 
 TEST_CASE("memory plan: recompute and update_freq shrink the measured step", "[train][memory]") {
-  REQUIRE(kernels::register_devices().emu_devices >= 1);
+  REQUIRE_EMULATED_CACHING_ALLOCATOR();
   auto step = [](const std::string& set) {
     Config cfg = parse(kTxl);
     if (!set.empty()) cfg.set(set);
@@ -83,7 +94,7 @@ TEST_CASE("memory plan: recompute and update_freq shrink the measured step", "[t
 }
 
 TEST_CASE("memory plan: the prediction matches training steps measured on the emulated GPU", "[train][memory]") {
-  REQUIRE(kernels::register_devices().emu_devices >= 1);
+  REQUIRE_EMULATED_CACHING_ALLOCATOR();
   const Config cfg = parse(kTxl);
   const train::MemoryPlan plan = train::plan_memory(cfg, {});
   const std::size_t predicted = train::predicted_device_bytes(plan) - train::kContextAllowance;
@@ -117,4 +128,67 @@ TEST_CASE("memory plan: the prediction matches training steps measured on the em
   // The plan measures one pass from a full memory; the steps add the optimizer's transients.
   CHECK(static_cast<double>(predicted) >= 0.9 * static_cast<double>(measured));
   CHECK(static_cast<double>(predicted) <= 1.1 * static_cast<double>(measured));
+}
+
+namespace {
+
+// The caching allocator's reserved bytes after `steps` real training steps (forward, backward,
+// Adam) of `cfg`'s model on the emulated GPU, on the batches a plan uses.
+std::size_t measured_steps(const Config& cfg, std::int64_t vocab, int steps, std::int64_t sentence_length) {
+  auto& alloc = define::cuda_emu::allocator(0);
+  alloc.empty_cache();
+  const std::size_t before = alloc.stats().reserved_bytes;
+  {
+    Generator gen(3);
+    const models::BuiltModel built = models::build_model(cfg.section("model"), vocab, gen);
+    built.module->to(Device::emu(0));
+    built.module->train();
+    optim::Adam adam(built.module->parameters());
+    if (auto nmt = std::dynamic_pointer_cast<models::TranslationModel>(built.module)) {
+      const std::int64_t L = sentence_length, B = cfg.section("data").get_int("max_tokens") / L;
+      const Tensor src = to_device(train::zipf_tokens({L, B}, vocab, 4, 1), Device::emu(0));
+      const Tensor tgt = to_device(train::zipf_tokens({L + 1, B}, vocab, 4, 2), Device::emu(0));
+      const Tensor tgt_in = contiguous(narrow(tgt, 0, 0, L)), tgt_out = contiguous(narrow(tgt, 0, 1, L));
+      for (int s = 0; s < steps; ++s) {
+        adam.zero_grad();
+        backward(mul(nmt->loss_sum(src, tgt_in, tgt_out, 0.1), 1.0 / static_cast<double>(B * L)));
+        adam.step();
+      }
+    } else {
+      auto lm = std::dynamic_pointer_cast<models::LanguageModel>(built.module);
+      const std::int64_t T = cfg.section("data").get_int("bptt"), B = cfg.section("data").get_int("batch_size");
+      const Tensor tokens = to_device(train::zipf_tokens({T + 1, B}, vocab, 0, 1), Device::emu(0));
+      const Tensor x = contiguous(narrow(tokens, 0, 0, T)), y = contiguous(narrow(tokens, 0, 1, T));
+      models::LmState state;
+      for (int s = 0; s < steps; ++s) {
+        adam.zero_grad();
+        auto out = lm->forward(x, y, state);
+        backward(out.objective);
+        adam.step();
+        state = models::detach(out.state);
+      }
+    }
+  }
+  return alloc.stats().reserved_bytes - before;
+}
+
+}  // namespace
+
+// Minutes: the shipped WikiText-2 and Multi30k configs, kernels run (docs/data-parallel.md gives the
+// figures). Run with: define_tests "[.memory-configs]" -s
+TEST_CASE("memory plan: the shipped WikiText-2 and Multi30k configs against real steps", "[.memory-configs]") {
+  REQUIRE_EMULATED_CACHING_ALLOCATOR();
+  for (const char* name : {"wt2-transformer-xl-define.json", "multi30k-transformer.json"}) {
+    Config cfg = Config::from_file(std::string(DEFINE_SOURCE_DIR) + "/configs/" + name);
+    const bool nmt = std::string(name).find("multi30k") != std::string::npos;
+    const std::int64_t vocab = nmt ? 8000 : 33278;  // the subword model's size, WikiText-2's vocabulary
+    train::MemoryPlanOptions o;
+    o.vocab = vocab;
+    const train::MemoryPlan plan = train::plan_memory(cfg, o);
+    const std::size_t predicted = train::predicted_device_bytes(plan) - train::kContextAllowance;
+    const std::size_t measured = measured_steps(cfg, vocab, 2, o.sentence_length);
+    UNSCOPED_INFO(name << ": predicted " << predicted << " bytes, measured after 2 steps " << measured);
+    CHECK(static_cast<double>(predicted) >= 0.9 * static_cast<double>(measured));
+    CHECK(static_cast<double>(predicted) <= 1.1 * static_cast<double>(measured));
+  }
 }
