@@ -101,10 +101,12 @@ std::int64_t GradientReducer::begin_step(std::int64_t local_tokens) {
 void GradientReducer::watch_backward(const Tensor& loss) {
   watching_ = true;
   guard_ = std::make_unique<LeafGradientObserverGuard>(this);
+  // Without a graph to walk (a loss that is a leaf) nothing is known to be unused: every bucket
+  // waits for backward or finish(), as it would without the walk.
+  if (!loss.defined() || !loss.grad_fn()) return;
   // The accumulators backward will reach: every node on a path from the loss.
   std::unordered_set<const Node*> reached;
-  std::vector<std::shared_ptr<Node>> todo;
-  if (loss.defined() && loss.grad_fn()) todo.push_back(loss.grad_fn());
+  std::vector<std::shared_ptr<Node>> todo{loss.grad_fn()};
   while (!todo.empty()) {
     std::shared_ptr<Node> n = std::move(todo.back());
     todo.pop_back();

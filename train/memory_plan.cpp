@@ -93,6 +93,7 @@ std::int64_t config_vocab_size(const Config& cfg) {
 
 MemoryPlan plan_memory(const Config& cfg, const MemoryPlanOptions& o) {
   if (o.ranks < 1) fail(kOp, "ranks must be positive, got {}", o.ranks);
+  if (o.sentence_length < 2) fail(kOp, "the sentence length must be at least 2, got {}", o.sentence_length);
   if (!o.device.is_cpu() && !o.device.is_emu()) fail(kOp, "the step is measured on cpu or emu, not {}", o.device.str());
   if (o.device.is_emu() && kernels::register_devices().emu_devices <= o.device.index)
     fail(kOp, "{} does not exist (CUDA_EMU_DEVICES)", o.device.str());
@@ -138,7 +139,6 @@ MemoryPlan plan_memory(const Config& cfg, const MemoryPlanOptions& o) {
     auto model = std::dynamic_pointer_cast<models::TranslationModel>(built.module);
     if (!model) fail(kOp, "model.type '{}' is not a translation model", built.type);
     const std::int64_t max_tokens = data.get_int("max_tokens", 4096), L = o.sentence_length;
-    if (L < 2) fail(kOp, "the sentence length must be at least 2, got {}", L);
     const std::int64_t B = std::max<std::int64_t>(1, max_tokens / L);
     plan.pass =
         fmt::format("{} sentences of {} tokens a side ({} tokens, data.max_tokens {})", B, L, B * L, max_tokens);
