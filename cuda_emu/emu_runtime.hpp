@@ -367,6 +367,7 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flag
   auto& registry = cuda_emu::detail::StreamRegistry::instance();
   std::lock_guard<std::mutex> lock(registry.mu);
   registry.live.insert(*stream);
+  if (cuda_emu::detail::is_blocking(*stream)) ++registry.blocking;
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
@@ -378,6 +379,7 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     auto& registry = cuda_emu::detail::StreamRegistry::instance();
     std::lock_guard<std::mutex> lock(registry.mu);
     registry.live.erase(stream);
+    if (cuda_emu::detail::is_blocking(stream)) --registry.blocking;
   }
   delete stream;
   return cudaSuccess;

@@ -40,6 +40,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cuda_emu/emu_types.hpp"
 
@@ -76,6 +77,9 @@ namespace cuda_emu::detail {
 struct StreamRegistry {
   std::mutex mu;
   std::set<CUstream_st*> live;
+  // Live blocking streams: without any (define creates none), an operation on the legacy stream
+  // skips the registry's lock, which it would otherwise take at every launch.
+  std::atomic<int> blocking{0};
   static StreamRegistry& instance() {
     static StreamRegistry r;
     return r;
@@ -133,6 +137,7 @@ inline void drain(CUstream_st* s, std::uint64_t target = UINT64_MAX) {
 }
 
 inline void drain_blocking_streams() {
+  if (StreamRegistry::instance().blocking.load(std::memory_order_relaxed) == 0) return;
   std::vector<CUstream_st*> blocking;
   {
     std::lock_guard<std::mutex> lock(StreamRegistry::instance().mu);

@@ -1,5 +1,6 @@
 #include "distributed/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -116,14 +117,16 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend, Devi
   fail(kOp, "unknown train.distributed '{}' (expected none, mpi or nccl)", backend);
 }
 
-int launcher_local_rank() {
-  return env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", 0)));
+// The launcher's local rank (OpenMPI, MPICH, Slurm), -1 when no launcher set one.
+int launcher_local_rank_or_unset() {
+  return env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", -1)));
 }
 
+int launcher_local_rank() { return std::max(0, launcher_local_rank_or_unset()); }
+
 int node_local_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-    if (std::getenv(name)) return env_int(name, 0);
-  return mpi_node_local_rank();
+  const int launched = launcher_local_rank_or_unset();
+  return launched >= 0 ? launched : mpi_node_local_rank();
 }
 
 int choose_rank_gpu(int local_rank, int visible_gpus, const char* cuda_visible_devices) {
