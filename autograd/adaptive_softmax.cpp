@@ -2,6 +2,7 @@
 // kernels directly (first derivatives only, like the softmax family).
 #include "autograd/adaptive_softmax.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/factory.h"
 #include "kernels/softmax.h"
@@ -30,9 +31,12 @@ AdaptivePartition adaptive_partition(const Tensor& target, const std::vector<std
   return kernels::adaptive_partition(target, bounds, ignore_index);
 }
 
-Tensor adaptive_softmax_loss(const Tensor& head, const std::vector<Tensor>& tails,
+Tensor adaptive_softmax_loss(const Tensor& head_in, const std::vector<Tensor>& tails_in,
                              const std::vector<Tensor>& tail_rows, const Tensor& target,
                              const std::vector<std::int64_t>& bounds, std::int64_t ignore_index, Reduction reduction) {
+  const Tensor head = autocast::float_input(head_in);
+  std::vector<Tensor> tails;
+  for (const Tensor& t : tails_in) tails.push_back(autocast::float_input(t));
   kernels::AdaptiveSoftmaxRows rows = kernels::adaptive_softmax_rows(head, tails, tail_rows, target, bounds, ignore_index);
   Tensor total_weight, loss;
   if (reduction == Reduction::None) {
@@ -67,8 +71,11 @@ Tensor adaptive_softmax_loss(const Tensor& head, const std::vector<Tensor>& tail
   return loss;
 }
 
-Tensor adaptive_log_softmax(const Tensor& head, const std::vector<Tensor>& tails,
+Tensor adaptive_log_softmax(const Tensor& head_in, const std::vector<Tensor>& tails_in,
                             const std::vector<std::int64_t>& bounds) {
+  const Tensor head = autocast::float_input(head_in);
+  std::vector<Tensor> tails;
+  for (const Tensor& t : tails_in) tails.push_back(autocast::float_input(t));
   kernels::AdaptiveLogProb lp = kernels::adaptive_log_prob(head, tails, bounds);
   std::vector<Tensor> inputs{head};
   inputs.insert(inputs.end(), tails.begin(), tails.end());

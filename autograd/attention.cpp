@@ -11,14 +11,18 @@
 #include <cmath>
 #include <cstdint>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/error.h"
 #include "kernels/attention.h"
 
 namespace define {
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const AttentionOptions& options) {
+  const Tensor q = autocast::gemm_input(q_in);
+  const Tensor k = autocast::gemm_input(k_in);
+  const Tensor v = autocast::gemm_input(v_in);
   const char* op = "scaled_dot_product_attention";
   if (!(options.dropout >= 0.0 && options.dropout <= 1.0)) fail(op, "dropout {} is outside [0, 1]", options.dropout);
   // Shapes, dtypes and devices are checked by kernels::attention_forward; until then only what

@@ -1,5 +1,6 @@
 #include "autograd/elementwise.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/views.h"
 #include "core/factory.h"
@@ -55,7 +56,9 @@ Tensor compare(UnaryOp op, const Tensor& a, double s) { return kernels::unary(op
 
 // ---- binary arithmetic ----
 
-Tensor add(const Tensor& a, const Tensor& b) {
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  const auto promoted = autocast::promote(a_in, b_in);  // float16 + float32 -> float32
+  const Tensor &a = promoted.first, &b = promoted.second;
   Tensor y = kernels::add(a, b);
   if (needs_grad({a, b})) {
     // d(a+b)/da = d(a+b)/db = 1.
@@ -67,7 +70,9 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  const auto promoted = autocast::promote(a_in, b_in);  // float16 + float32 -> float32
+  const Tensor &a = promoted.first, &b = promoted.second;
   Tensor y = kernels::sub(a, b);
   if (needs_grad({a, b})) {
     // d(a-b)/da = 1, d(a-b)/db = -1.
@@ -79,7 +84,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  const auto promoted = autocast::promote(a_in, b_in);  // float16 + float32 -> float32
+  const Tensor &a = promoted.first, &b = promoted.second;
   Tensor y = kernels::mul(a, b);
   if (needs_grad({a, b})) {
     // d(ab)/da = b, d(ab)/db = a.
@@ -94,7 +101,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  const auto promoted = autocast::promote(a_in, b_in);  // float16 + float32 -> float32
+  const Tensor &a = promoted.first, &b = promoted.second;
   Tensor y = kernels::div(a, b);
   if (needs_grad({a, b})) {
     // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -(1/b) * y.
@@ -114,7 +123,9 @@ namespace {
 
 // maximum/minimum: the gradient goes to the winning operand, split 0.5/0.5 on ties. `larger`
 // selects maximum (a's share is MaxWeight(a, b)) or minimum (a's share is MaxWeight(b, a)).
-Tensor extremum(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, bool larger) {
+Tensor extremum(const char* name, BinaryOp op, const Tensor& a_in, const Tensor& b_in, bool larger) {
+  const auto promoted = autocast::promote(a_in, b_in);  // float16 + float32 -> float32
+  const Tensor &a = promoted.first, &b = promoted.second;
   Tensor y = kernels::binary(op, a, b);
   if (needs_grad({a, b})) {
     record(name, {a, b}, {y}, [=, sa = SavedTensor(a), sb = SavedTensor(b), shape_a = a.shape(),
@@ -140,7 +151,9 @@ Tensor extremum(const char* name, BinaryOp op, const Tensor& a, const Tensor& b,
 Tensor maximum(const Tensor& a, const Tensor& b) { return extremum("maximum", BinaryOp::Maximum, a, b, true); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("minimum", BinaryOp::Minimum, a, b, false); }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
+Tensor pow(const Tensor& a_in, const Tensor& b_in) {
+  const auto promoted = autocast::promote(a_in, b_in);  // float16 + float32 -> float32
+  const Tensor &a = promoted.first, &b = promoted.second;
   Tensor y = kernels::binary(BinaryOp::Pow, a, b);
   if (needs_grad({a, b})) {
     // d(a^b)/da = b * a^(b-1); d(a^b)/db = a^b * log(a), taken as 0 where a == 0 (the limit for

@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -127,7 +128,11 @@ void run_backward(const Tensor& root, const Tensor& grad_root_in, BackwardOption
 }  // namespace
 
 void backward(const Tensor& root, const Tensor& grad_root, BackwardOptions opt) {
+  // Mixed precision's cached weight casts belong to one forward pass: the next one casts again
+  // (after an update), and casts a recomputed block made during this pass are not reused.
+  autocast::clear_cache();
   run_backward(root, grad_root, opt, nullptr);
+  autocast::clear_cache();
 }
 
 std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs, const Tensor& grad_root,

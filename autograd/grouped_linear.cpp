@@ -1,12 +1,16 @@
 // Grouped linear forward with its backward formulas beside it.
 #include "autograd/grouped_linear.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "kernels/grouped_linear.h"
 
 namespace define {
 
-Tensor grouped_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor grouped_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast::gemm_input(x_in);
+  const Tensor weight = autocast::gemm_input(weight_in);
+  const Tensor bias = autocast::gemm_input(bias_in);
   Tensor y = kernels::grouped_linear(x, weight, bias);
   if (needs_grad({x, weight, bias})) {
     // Per group i, with g = dL/dy and rows over all leading dims:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/factory.h"
 #include "kernels/copy.h"
@@ -28,8 +29,9 @@ void check_defined(const char* op, std::initializer_list<Tensor> ts) {
 
 }  // namespace
 
-Tensor concat(const std::vector<Tensor>& ts, std::int64_t dim) {
+Tensor concat(const std::vector<Tensor>& ts_in, std::int64_t dim) {
   const char* op = "concat";
+  const std::vector<Tensor> ts = autocast::promote_all(ts_in);  // one float dtype (autograd/autocast.h)
   Tensor y = kernels::concat(ts, dim, op);  // checks count, dtypes, devices and shapes
   if (needs_grad(ts)) {
     const int d = normalize_dim(dim, ts[0].dim(), op);

@@ -5,6 +5,7 @@
 // derivatives only, like cross_entropy.
 #include "autograd/linear_cross_entropy.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/views.h"
 #include "core/error.h"
@@ -13,9 +14,12 @@
 
 namespace define {
 
-Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& target,
+Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Tensor& target,
                             std::int64_t ignore_index, double label_smoothing, Reduction reduction,
                             Tensor* unsmoothed) {
+  const Tensor x = autocast::gemm_input(x_in);
+  const Tensor weight = autocast::gemm_input(weight_in);
+  const Tensor bias = autocast::gemm_input(bias_in);
   const char* op = "linear_cross_entropy";
   if (x.dim() == 0) fail(op, "input must have at least 1 dim, got a 0-d tensor");
   const std::int64_t in = x.shape().back();

@@ -2,6 +2,7 @@
 // (h_0..h_T, c_0..c_T and the activated gates), and backward runs BPTT over them in one call.
 #include "autograd/lstm.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/factory.h"
 #include "kernels/copy.h"
@@ -20,8 +21,13 @@ Tensor state_or_zeros(const Tensor& s, const Tensor& x, const Tensor& w_hh) {
 
 }  // namespace
 
-LstmLayerResult lstm_layer(const Tensor& x, const Tensor& h0_in, const Tensor& c0_in, const Tensor& w_ih,
-                           const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh) {
+LstmLayerResult lstm_layer(const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in, const Tensor& w_ih_in,
+                           const Tensor& w_hh_in, const Tensor& b_ih_in, const Tensor& b_hh_in) {
+  const Tensor x = autocast::gemm_input(x_in);
+  const Tensor w_ih = autocast::gemm_input(w_ih_in);
+  const Tensor w_hh = autocast::gemm_input(w_hh_in);
+  const Tensor b_ih = autocast::gemm_input(b_ih_in);
+  const Tensor b_hh = autocast::gemm_input(b_hh_in);
   const Tensor h0 = state_or_zeros(h0_in, x, w_hh), c0 = state_or_zeros(c0_in, x, w_hh);
   kernels::LstmForward f = kernels::lstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh);
   LstmLayerResult r{f.y, f.h_n, f.c_n};

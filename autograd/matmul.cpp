@@ -1,5 +1,6 @@
 #include "autograd/matmul.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/views.h"
 #include "core/factory.h"
@@ -80,7 +81,9 @@ Tensor matmul_2d_or_more(const Tensor& a, const Tensor& b, const char* op) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast::gemm_input(a_in);
+  const Tensor b = autocast::gemm_input(b_in);
   const char* op = "matmul";
   check_operands(op, a, b);
   if (a.dim() == 0 || b.dim() == 0)
@@ -103,7 +106,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return matmul_2d_or_more(a, b, op);
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast::gemm_input(a_in);
+  const Tensor b = autocast::gemm_input(b_in);
   const char* op = "bmm";
   check_operands(op, a, b);
   if (a.dim() != 3 || b.dim() != 3)
@@ -116,7 +121,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return matmul_nd(a, b, op);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast::gemm_input(x_in);
+  const Tensor weight = autocast::gemm_input(weight_in);
+  const Tensor bias = autocast::gemm_input(bias_in);
   const char* op = "linear";
   check_operands(op, x, weight);
   kernels::check_same_device(op, {x, bias});

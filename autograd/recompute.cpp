@@ -1,5 +1,8 @@
 #include "autograd/recompute.h"
 
+#include <optional>
+
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
@@ -42,12 +45,13 @@ Tensor recompute(const std::function<Tensor(const std::vector<Tensor>&)>& fn, co
   if (!needs_grad(edges)) return fn(inputs);
 
   const GeneratorState start = generator.state();
+  const std::optional<DType> lower = autocast::lower_dtype();  // the re-run casts as the forward did
   Tensor out;
   {
     const GradModeGuard off(false);
     out = fn(inputs);
   }
-  record("recompute", edges, {out}, [fn, saved = inputs, params, start, &generator](const BackwardArgs& a) {
+  record("recompute", edges, {out}, [fn, saved = inputs, params, start, lower, &generator](const BackwardArgs& a) {
     // Leaves standing in for the inputs, so the re-run's graph ends at them.
     std::vector<Tensor> leaves;
     std::vector<Tensor> wrt;  // what the re-run's gradients are taken for, in the node's input order
@@ -66,6 +70,7 @@ Tensor recompute(const std::function<Tensor(const std::vector<Tensor>&)>& fn, co
     {
       const GradModeGuard on(true);
       const GeneratorStateGuard same_draws(generator, start);
+      const autocast::Scope same_casts(lower);
       again = fn(leaves);
     }
     // Gradients only for what requires them (grad() refuses the rest); zeros elsewhere are not

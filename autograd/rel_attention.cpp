@@ -12,14 +12,21 @@
 #include <cmath>
 #include <cstdint>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/error.h"
 #include "kernels/rel_attention.h"
 
 namespace define {
 
-Tensor relative_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r, const Tensor& u,
-                          const Tensor& w, const RelAttentionOptions& options) {
+Tensor relative_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& r_in, const Tensor& u_in,
+                          const Tensor& w_in, const RelAttentionOptions& options) {
+  const Tensor q = autocast::gemm_input(q_in);
+  const Tensor k = autocast::gemm_input(k_in);
+  const Tensor v = autocast::gemm_input(v_in);
+  const Tensor r = autocast::gemm_input(r_in);
+  const Tensor u = autocast::gemm_input(u_in);
+  const Tensor w = autocast::gemm_input(w_in);
   const char* op = "relative_attention";
   if (!(options.dropout >= 0.0 && options.dropout <= 1.0)) fail(op, "dropout {} is outside [0, 1]", options.dropout);
   // Shapes, dtypes and devices are checked by kernels::rel_attention_forward; until then only what

@@ -3,13 +3,15 @@
 // these ops support first derivatives only.
 #include "autograd/softmax.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/factory.h"
 #include "kernels/softmax.h"
 
 namespace define {
 
-Tensor softmax(const Tensor& x, std::int64_t dim) {
+Tensor softmax(const Tensor& x_in, std::int64_t dim) {
+  const Tensor x = autocast::float_input(x_in);
   Tensor y = kernels::softmax(x, dim);
   if (needs_grad({x})) {
     // dx = y * (dy - sum(dy * y)) along dim: the Jacobian diag(y) - y y^T applied to dy.
@@ -20,7 +22,8 @@ Tensor softmax(const Tensor& x, std::int64_t dim) {
   return y;
 }
 
-Tensor log_softmax(const Tensor& x, std::int64_t dim) {
+Tensor log_softmax(const Tensor& x_in, std::int64_t dim) {
+  const Tensor x = autocast::float_input(x_in);
   Tensor y = kernels::log_softmax(x, dim);
   if (needs_grad({x})) {
     // dx = dy - softmax(x) * sum(dy), with softmax(x) = exp(y).
@@ -46,8 +49,9 @@ Tensor reduce_rows(const Tensor& rows, const Tensor& target, std::int64_t ignore
 
 }  // namespace detail
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index, double label_smoothing,
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, std::int64_t ignore_index, double label_smoothing,
                      Reduction reduction) {
+  const Tensor logits = autocast::float_input(logits_in);
   kernels::CrossEntropyRows rows = kernels::cross_entropy_rows(logits, target, ignore_index, label_smoothing);
   Tensor total_weight;
   Tensor loss = detail::reduce_rows(rows.loss, target, ignore_index, reduction, total_weight);
@@ -66,7 +70,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ig
   return loss;
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, std::int64_t ignore_index, Reduction reduction) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, std::int64_t ignore_index, Reduction reduction) {
+  const Tensor log_probs = autocast::float_input(log_probs_in);
   Tensor rows = kernels::nll_rows(log_probs, target, ignore_index);
   Tensor total_weight;
   Tensor loss = detail::reduce_rows(rows, target, ignore_index, reduction, total_weight);

@@ -2,12 +2,15 @@
 // backward saves no tensor: it needs only the widths and group counts to invert the map.
 #include "autograd/split_mix.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "kernels/split_mix.h"
 
 namespace define {
 
-Tensor split_mix(const Tensor& x, const Tensor& y, std::int64_t groups, std::int64_t shuffle_groups) {
+Tensor split_mix(const Tensor& x_in, const Tensor& y_in, std::int64_t groups, std::int64_t shuffle_groups) {
+  const auto promoted = autocast::promote(x_in, y_in);  // float16 + float32 -> float32
+  const Tensor &x = promoted.first, &y = promoted.second;
   Tensor out = kernels::split_mix(x, y, groups, shuffle_groups);  // checks shapes, groups, dtypes, devices
   if (needs_grad({x, y})) {
     const std::int64_t p = x.shape().back();

@@ -1,7 +1,7 @@
 // Element types. float32 is the working type; float64 exists for reference computations
-// and gradient checks; int32/int64 carry indices. The 16-bit float types have a place in
-// the enum (and a size) so that later kernels can add them without renumbering, but no op
-// accepts them yet: every kernel rejects them with a named error.
+// and gradient checks; int32/int64 carry indices; float16 and bfloat16 (core/float16.h) hold the
+// activations and weight copies of mixed-precision training (train/precision.h), computed in float
+// by every kernel that reads them.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/float16.h"
 
 namespace define {
 
@@ -43,12 +44,15 @@ constexpr bool is_floating(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
 }
 constexpr bool is_integral(DType t) { return t == DType::Int32 || t == DType::Int64; }
+constexpr bool is_float16(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 template <typename T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
 template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
 template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::Int32; };
 template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::Int64; };
+template <> struct dtype_of<Half> { static constexpr DType value = DType::Float16; };
+template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::BFloat16; };
 template <typename T> inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
 }  // namespace define
@@ -73,6 +77,21 @@ template <typename T> inline constexpr DType dtype_of_v = dtype_of<T>::value;
     }                                                                                           \
   } while (0)
 
+// The float types including the 16-bit ones (scalar_t = Half / BFloat16: storage types; the
+// kernel computes in compute_t<scalar_t>).
+#define DEFINE_DISPATCH_FLOATING(DTYPE, OP, ...)                                                \
+  do {                                                                                          \
+    switch (DTYPE) {                                                                            \
+      DEFINE_DISPATCH_CASE(Float32, float, __VA_ARGS__)                                         \
+      DEFINE_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                        \
+      DEFINE_DISPATCH_CASE(Float16, ::define::Half, __VA_ARGS__)                                \
+      DEFINE_DISPATCH_CASE(BFloat16, ::define::BFloat16, __VA_ARGS__)                           \
+      default:                                                                                  \
+        ::define::fail(OP, "dtype {} is not supported (expected a floating-point type)",       \
+                       ::define::dtype_name(DTYPE));                                            \
+    }                                                                                           \
+  } while (0)
+
 #define DEFINE_DISPATCH_INDEX(DTYPE, OP, ...)                                                   \
   do {                                                                                          \
     switch (DTYPE) {                                                                            \
@@ -91,6 +110,8 @@ template <typename T> inline constexpr DType dtype_of_v = dtype_of<T>::value;
       DEFINE_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                        \
       DEFINE_DISPATCH_CASE(Int32, std::int32_t, __VA_ARGS__)                                    \
       DEFINE_DISPATCH_CASE(Int64, std::int64_t, __VA_ARGS__)                                    \
+      DEFINE_DISPATCH_CASE(Float16, ::define::Half, __VA_ARGS__)                                \
+      DEFINE_DISPATCH_CASE(BFloat16, ::define::BFloat16, __VA_ARGS__)                           \
       default:                                                                                  \
         ::define::fail(OP, "dtype {} is not supported", ::define::dtype_name(DTYPE));           \
     }                                                                                           \

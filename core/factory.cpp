@@ -13,15 +13,9 @@ void check_shape(const Shape& shape, const char* op) {
     if (d < 0) fail(op, "negative dimension in shape {}", shape_str(shape));
 }
 
-void check_dtype(DType t, const char* op) {
-  if (t == DType::Float16 || t == DType::BFloat16)
-    fail(op, "dtype {} has no kernels yet", dtype_name(t));
-}
-
 // Fills a new tensor from a host-side generator function f(i) -> double.
 template <typename F>
 Tensor fill_from_host(const Shape& shape, TensorOptions opt, const char* op, F f) {
-  check_dtype(opt.dtype, op);
   Tensor out = empty(shape, opt);
   const std::int64_t n = out.numel();
   DEFINE_DISPATCH_ALL(opt.dtype, op, [&] {

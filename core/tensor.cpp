@@ -149,13 +149,25 @@ template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
 template std::int32_t Tensor::item<std::int32_t>() const;
 template std::int64_t Tensor::item<std::int64_t>() const;
+template std::vector<Half> Tensor::to_vector<Half>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+template Half Tensor::item<Half>() const;
+template BFloat16 Tensor::item<BFloat16>() const;
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   std::string s = fmt::format("Tensor({} {} {}", shape_str(shape()), dtype_name(dtype()), device().str());
-  if (numel() <= 16 && (device().is_cpu() || is_contiguous()) && dtype() != DType::Float16 &&
-      dtype() != DType::BFloat16) {
-    DEFINE_DISPATCH_ALL(dtype(), "str", [&] { s += fmt::format(" [{}]", fmt::join(to_vector<scalar_t>(), ", ")); });
+  if (numel() <= 16 && (device().is_cpu() || is_contiguous())) {
+    DEFINE_DISPATCH_ALL(dtype(), "str", [&] {
+      if constexpr (is_float16_v<scalar_t>) {
+        // The value a 16-bit element holds, printed as the float it widens to exactly.
+        std::vector<float> widened;
+        for (scalar_t v : to_vector<scalar_t>()) widened.push_back(static_cast<float>(v));
+        s += fmt::format(" [{}]", fmt::join(widened, ", "));
+      } else {
+        s += fmt::format(" [{}]", fmt::join(to_vector<scalar_t>(), ", "));
+      }
+    });
   }
   return s + ")";
 }

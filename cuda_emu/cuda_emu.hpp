@@ -22,6 +22,7 @@
 // several (glibc's sys/cdefs.h, libstdc++'s shared_ptr_base.h, boost/config) spell
 // __attribute__((__noinline__)) and break once __noinline__ is a macro.
 #include "cuda_emu/emu_types.hpp"
+#include "cuda_emu/emu_fp16.hpp"
 #include "cuda_emu/emu_fiber.hpp"
 #include "cuda_emu/emu_runner.hpp"
 #include "cuda_emu/emu_memory.hpp"

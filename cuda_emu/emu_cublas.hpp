@@ -37,6 +37,7 @@
 
 #include "cuda_emu/emu_memory.hpp"
 #include "cuda_emu/emu_stream.hpp"
+#include "cuda_emu/emu_fp16.hpp"
 #include "cuda_emu/emu_types.hpp"
 
 namespace cuda_emu::cublas {
@@ -71,6 +72,20 @@ enum cublasMath_t : int {
   CUBLAS_TF32_TENSOR_OP_MATH = 3,
   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16,
 };
+
+// library_types.h's data types and cublas_api.h's compute types and algorithms, as far as the
+// Ex entry points below accept them.
+enum cudaDataType_t : int { CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
+using cudaDataType = cudaDataType_t;
+enum cublasComputeType_t : int {
+  CUBLAS_COMPUTE_16F = 64,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_FAST_16F = 74,
+  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+  CUBLAS_COMPUTE_64F = 70,
+};
+enum cublasGemmAlgo_t : int { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 };
 
 struct cublasContext {
   int device = 0;
@@ -112,7 +127,7 @@ inline cublasStatus_t refuse(cublasStatus_t status, std::string why) {
 
 // Successful GEMM calls by entry point, all threads (cuda_emu::cublas_calls()).
 struct CallCounters {
-  std::atomic<long> gemm{0}, gemm_strided_batched{0};
+  std::atomic<long> gemm{0}, gemm_strided_batched{0}, gemm_ex{0};
 };
 inline CallCounters& call_counters() {
   static CallCounters counters;
@@ -139,12 +154,13 @@ inline float to_tf32(float x) {
   return std::bit_cast<float>(u & 0xffffe000u);
 }
 
-// A float operand as the math mode reads it; doubles are never rounded.
-template <typename T>
-T operand(T v, bool tf32) {
+// An operand as the math mode reads it, in the compute type S: floats are rounded to TF32 in
+// that mode; doubles and 16-bit values (exact in float) never are.
+template <typename S, typename T>
+S operand(T v, bool tf32) {
   if constexpr (std::is_same_v<T, float>) return tf32 ? to_tf32(v) : v;
   (void)tf32;
-  return v;
+  return static_cast<S>(v);
 }
 
 // One stored operand of a GEMM: a column-major rows x cols matrix with leading dimension ld, for
@@ -194,12 +210,14 @@ inline std::string check_size(const char* call, const char* name, std::int64_t v
   return ::cuda_emu::detail::cat(call, ": ", name, " = ", value, " is below ", least);
 }
 
-// cublas<t>gemm and cublas<t>gemmStridedBatched: for every batch entry i,
-// C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = a + i * stride_a etc., column-major.
-template <typename T>
+// cublas<t>gemm, cublas<t>gemmStridedBatched and their Ex forms: for every batch entry i,
+// C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = a + i * stride_a etc., column-major. T is the
+// stored type, S the compute type (alpha, beta and the sum): T itself for S/D gemm; float for
+// 16-bit operands, which are read exactly, multiplied and summed in float, and rounded once.
+template <typename T, typename S = T>
 cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-                    int n, int k, const T* alpha, const T* a, int lda, long long stride_a, const T* b, int ldb,
-                    long long stride_b, const T* beta, T* c, int ldc, long long stride_c, int count) {
+                    int n, int k, const S* alpha, const T* a, int lda, long long stride_a, const T* b, int ldb,
+                    long long stride_b, const S* beta, T* c, int ldc, long long stride_c, int count) {
   using ::cuda_emu::detail::cat;
   if (!is_live(handle)) return not_initialized(call);
   if (!valid_op(transa))
@@ -228,8 +246,8 @@ cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t t
     return refuse(CUBLAS_STATUS_EXECUTION_FAILED,
                   cat(call, ": the current device is ", device, " but the handle was created on device ",
                       handle->device, " (make the handle's device current first)"));
-  const T al = *alpha, be = *beta;
-  const bool reads_ab = k > 0 && al != T(0);
+  const S al = *alpha, be = *beta;
+  const bool reads_ab = k > 0 && al != S(0);
   std::string outside = reads_ab ? outside_device(call, sa, count, handle->device) : std::string();
   if (outside.empty() && reads_ab) outside = outside_device(call, sb, count, handle->device);
   if (outside.empty()) outside = outside_device(call, sc, count, handle->device);
@@ -244,13 +262,13 @@ cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t t
     T* cb = c + batch * stride_c;
     for (std::int64_t j = 0; j < n; ++j) {
       for (std::int64_t i = 0; i < m; ++i) {
-        T sum = T(0);
+        S sum = S(0);
         if (reads_ab)
           for (std::int64_t l = 0; l < k; ++l)
-            sum += operand(ta ? ab[l + i * lda] : ab[i + l * lda], tf32) *
-                   operand(tb ? bb[j + l * ldb] : bb[l + j * ldb], tf32);
+            sum += operand<S>(ta ? ab[l + i * lda] : ab[i + l * lda], tf32) *
+                   operand<S>(tb ? bb[j + l * ldb] : bb[l + j * ldb], tf32);
         T& dst = cb[i + j * ldc];
-        dst = be == T(0) ? al * sum : al * sum + be * dst;
+        dst = T(be == S(0) ? al * sum : al * sum + be * static_cast<S>(dst));
       }
     }
   }
@@ -348,6 +366,47 @@ inline cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOpe
       cublas_detail::call_counters().gemm_strided_batched);
 }
 
+// cublasGemmEx / cublasGemmStridedBatchedEx for what the backend calls them with: A, B and C of
+// one type (16F, 16BF or 32F) and CUBLAS_COMPUTE_32F, so alpha and beta point to floats. Other
+// combinations cuBLAS may accept are refused as CUBLAS_STATUS_NOT_SUPPORTED, naming them: the
+// emulator does not guess at their rounding.
+inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                                 cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                                                 const void* A, cudaDataType_t Atype, int lda, long long strideA,
+                                                 const void* B, cudaDataType_t Btype, int ldb, long long strideB,
+                                                 const void* beta, void* C, cudaDataType_t Ctype, int ldc,
+                                                 long long strideC, int batchCount, cublasComputeType_t computeType,
+                                                 cublasGemmAlgo_t algo) {
+  using ::cuda_emu::detail::cat;
+  const char* call = "cublasGemmStridedBatchedEx";
+  if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)
+    return cublas_detail::refuse(CUBLAS_STATUS_INVALID_VALUE, cat(call, ": algo ", int(algo), " is not emulated"));
+  if (Atype != Btype || Atype != Ctype || computeType != CUBLAS_COMPUTE_32F ||
+      (Atype != CUDA_R_16F && Atype != CUDA_R_16BF && Atype != CUDA_R_32F))
+    return cublas_detail::refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                                 cat(call, ": types A ", int(Atype), ", B ", int(Btype), ", C ", int(Ctype),
+                                     " with compute type ", int(computeType),
+                                     " (emulated: one type of 16F, 16BF or 32F with CUBLAS_COMPUTE_32F)"));
+  const auto* al = static_cast<const float*>(alpha);
+  const auto* be = static_cast<const float*>(beta);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    return cublas_detail::gemm<T, float>(call, handle, transa, transb, m, n, k, al, static_cast<const T*>(A), lda,
+                                         strideA, static_cast<const T*>(B), ldb, strideB, be, static_cast<T*>(C), ldc,
+                                         strideC, batchCount);
+  };
+  const cublasStatus_t status = Atype == CUDA_R_16F ? run(__half{}) : Atype == CUDA_R_16BF ? run(__nv_bfloat16{}) : run(float{});
+  return cublas_detail::counted(status, cublas_detail::call_counters().gemm_ex);
+}
+inline cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                   int n, int k, const void* alpha, const void* A, cudaDataType_t Atype, int lda,
+                                   const void* B, cudaDataType_t Btype, int ldb, const void* beta, void* C,
+                                   cudaDataType_t Ctype, int ldc, cublasComputeType_t computeType,
+                                   cublasGemmAlgo_t algo) {
+  return cublasGemmStridedBatchedEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta,
+                                    C, Ctype, ldc, 0, 1, computeType, algo);
+}
+
 inline const char* cublasGetStatusName(cublasStatus_t status) {
   switch (status) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
@@ -390,11 +449,11 @@ inline const std::string& cublas_last_problem() { return cublas_detail::last_pro
 // How often the emulated cublas<t>gemm and cublas<t>gemmStridedBatched succeeded so far (all
 // threads): lets tests see which entry points the calling code chose.
 struct CublasCalls {
-  long gemm = 0, gemm_strided_batched = 0;
+  long gemm = 0, gemm_strided_batched = 0, gemm_ex = 0;  // gemm_ex: both Ex entry points
 };
 inline CublasCalls cublas_calls() {
   const cublas_detail::CallCounters& c = cublas_detail::call_counters();
-  return {c.gemm.load(), c.gemm_strided_batched.load()};
+  return {c.gemm.load(), c.gemm_strided_batched.load(), c.gemm_ex.load()};
 }
 }  // namespace cuda_emu
 

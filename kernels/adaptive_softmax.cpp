@@ -8,6 +8,7 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/adaptive_softmax.h"
 #include "kernels/host_mirror.h"
@@ -143,6 +144,23 @@ void check_adaptive_bounds(const char* op, const std::vector<std::int64_t>& boun
       fail(op, "bounds must be strictly increasing, got {} after {}", bounds[i], bounds[i - 1]);
 }
 
+namespace {
+
+// 16-bit logits: the whole family runs widened (kernels/float16_compute.h); losses and log-sum-exp
+// rows stay float32, gradients and log-probabilities come back in the logits' dtype.
+std::vector<Tensor> widen_all(const std::vector<Tensor>& ts, const Tensor& like) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(widen(t, like));
+  return out;
+}
+std::vector<Tensor> narrow_all(const std::vector<Tensor>& ts, DType dtype) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(narrow(t, dtype));
+  return out;
+}
+
+}  // namespace
+
 AdaptivePartition adaptive_partition(const Tensor& target, const std::vector<std::int64_t>& bounds,
                                      std::int64_t ignore_index, const char* op) {
   check_target(op, target);
@@ -179,6 +197,11 @@ AdaptiveSoftmaxRows adaptive_softmax_rows(const Tensor& head_in, const std::vect
                                           const std::vector<Tensor>& tail_rows_in, const Tensor& target_in,
                                           const std::vector<std::int64_t>& bounds, std::int64_t ignore_index) {
   const char* op = "adaptive_softmax";
+  if (any_float16({head_in})) {
+    AdaptiveSoftmaxRows r = adaptive_softmax_rows(widen(head_in, head_in), widen_all(tails_in, head_in), tail_rows_in,
+                                                  target_in, bounds, ignore_index);
+    return {narrow(r.loss, DType::Float32), narrow(r.head_lse, DType::Float32), narrow_all(r.tail_lse, DType::Float32)};
+  }
   check_adaptive_bounds(op, bounds);
   check_head(op, head_in, bounds);
   check_target(op, target_in);
@@ -209,6 +232,14 @@ AdaptiveSoftmaxGrads adaptive_softmax_backward(const Tensor& head_in, const std:
                                                const std::vector<std::int64_t>& bounds, const Tensor& grad_loss_in,
                                                const Tensor& total_weight, std::int64_t ignore_index) {
   const char* op = "adaptive_softmax_backward";
+  if (any_float16({head_in})) {
+    const AdaptiveSoftmaxRows wide_saved{widen(saved.loss, head_in), widen(saved.head_lse, head_in),
+                                         widen_all(saved.tail_lse, head_in)};
+    AdaptiveSoftmaxGrads g = adaptive_softmax_backward(widen(head_in, head_in), widen_all(tails_in, head_in), wide_saved,
+                                                       tail_rows_in, target_in, bounds, widen(grad_loss_in, head_in),
+                                                       widen(total_weight, head_in), ignore_index);
+    return {narrow(g.grad_head, head_in.dtype()), narrow_all(g.grad_tails, head_in.dtype())};
+  }
   check_adaptive_bounds(op, bounds);
   check_head(op, head_in, bounds);
   check_target(op, target_in);
@@ -238,6 +269,10 @@ AdaptiveSoftmaxGrads adaptive_softmax_backward(const Tensor& head_in, const std:
 AdaptiveLogProb adaptive_log_prob(const Tensor& head_in, const std::vector<Tensor>& tails_in,
                                   const std::vector<std::int64_t>& bounds) {
   const char* op = "adaptive_log_prob";
+  if (any_float16({head_in})) {
+    AdaptiveLogProb r = adaptive_log_prob(widen(head_in, head_in), widen_all(tails_in, head_in), bounds);
+    return {narrow(r.out, head_in.dtype()), narrow(r.head_lp, head_in.dtype())};
+  }
   check_adaptive_bounds(op, bounds);
   check_head(op, head_in, bounds);
   check_tails(op, head_in, tails_in, bounds, std::vector<std::int64_t>(tails_in.size(), head_in.size(0)));
@@ -253,6 +288,12 @@ AdaptiveLogProb adaptive_log_prob(const Tensor& head_in, const std::vector<Tenso
 AdaptiveLogProbGrads adaptive_log_prob_backward(const AdaptiveLogProb& saved, const Tensor& grad_out_in,
                                                 const std::vector<std::int64_t>& bounds) {
   const char* op = "adaptive_log_prob_backward";
+  if (any_float16({saved.out, grad_out_in})) {
+    const Tensor& like = saved.out;
+    AdaptiveLogProbGrads g = adaptive_log_prob_backward({widen(saved.out, like), widen(saved.head_lp, like)},
+                                                        widen(grad_out_in, like), bounds);
+    return {narrow(g.grad_head, like.dtype()), narrow_all(g.grad_tails, like.dtype())};
+  }
   check_adaptive_bounds(op, bounds);
   check_head(op, saved.head_lp, bounds);
   const std::int64_t n = saved.head_lp.size(0);

@@ -7,6 +7,7 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/elementwise.h"
@@ -92,6 +93,10 @@ void check_scale(const char* op, double scale) {
 
 AttentionProbs attention_softmax(const Tensor& scores_in, const AttentionMasking& masking) {
   const char* op = "attention_softmax";
+  if (any_float16({scores_in})) {
+    AttentionProbs r = attention_softmax(widen(scores_in, scores_in), masking);
+    return {narrow(r.probs, scores_in.dtype()), narrow(r.dropped, scores_in.dtype())};
+  }
   check_scores(op, "scores", scores_in);
   check_masking(op, scores_in.size(0), scores_in.size(3), masking);
   const Tensor scores = contiguous(scores_in);
@@ -101,6 +106,11 @@ AttentionProbs attention_softmax(const Tensor& scores_in, const AttentionMasking
 AttentionSoftmaxGrad attention_softmax_backward(const Tensor& probs_in, const Tensor& grad_dropped_in,
                                                 const AttentionMasking& masking, double scale) {
   const char* op = "attention_softmax_backward";
+  if (any_float16({probs_in, grad_dropped_in})) {
+    AttentionSoftmaxGrad r =
+        attention_softmax_backward(widen(probs_in, probs_in), widen(grad_dropped_in, probs_in), masking, scale);
+    return {narrow(r.grad_scores, probs_in.dtype()), narrow(r.dropped, probs_in.dtype())};
+  }
   check_scores(op, "probs", probs_in);
   check_dropout(op, masking.dropout);
   check_scale(op, scale);
@@ -116,6 +126,10 @@ AttentionSoftmaxGrad attention_softmax_backward(const Tensor& probs_in, const Te
 AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasking& masking,
                                   double scale, bool keep_probs) {
   const char* op = "attention";
+  if (any_float16({q, k, v})) {  // the probabilities kept for backward are 16-bit too
+    AttentionOutput r = attention_forward(widen(q, q), widen(k, q), widen(v, q), masking, scale, keep_probs);
+    return {narrow(r.out, q.dtype()), narrow(r.probs, q.dtype())};
+  }
   check_qkv(op, q, k, v);
   check_scale(op, scale);
   const std::int64_t b = q.size(0), h = q.size(1), tq = q.size(2), tk = k.size(2);
@@ -133,6 +147,11 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const
                                   const Tensor& probs, const AttentionMasking& masking, double scale, bool need_q,
                                   bool need_k, bool need_v) {
   const char* op = "attention_backward";
+  if (any_float16({grad_out, q, k, v, probs})) {
+    AttentionGrads r = attention_backward(widen(grad_out, q), widen(q, q), widen(k, q), widen(v, q), widen(probs, q),
+                                          masking, scale, need_q, need_k, need_v);
+    return {narrow(r.grad_q, q.dtype()), narrow(r.grad_k, k.dtype()), narrow(r.grad_v, v.dtype())};
+  }
   check_qkv(op, q, k, v);
   check_scale(op, scale);
   check_dropout(op, masking.dropout);

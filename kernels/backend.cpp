@@ -33,8 +33,8 @@ void check_same_dtype(const char* op, std::initializer_list<Tensor> ts) {
 }
 
 void check_floating(const char* op, const Tensor& t) {
-  if (t.dtype() != DType::Float32 && t.dtype() != DType::Float64)
-    fail(op, "expected a float32 or float64 tensor, got {}", dtype_name(t.dtype()));
+  if (!is_floating(t.dtype()))
+    fail(op, "expected a floating-point tensor (float32, float64, float16 or bfloat16), got {}", dtype_name(t.dtype()));
 }
 
 void check_index(const char* op, const Tensor& t) {

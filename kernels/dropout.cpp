@@ -3,6 +3,7 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/ref/dropout.h"
@@ -11,6 +12,11 @@ namespace define::kernels {
 
 Tensor dropout_apply(const Tensor& x_in, double p, std::uint64_t seed, std::uint64_t offset) {
   const char* op = "dropout";
+  // The GPUs have a 16-bit kernel; the CPU paths widen. The mask depends on (seed, offset, element)
+  // only, so the widened input drops the same elements.
+  const Backend backend = backend_for(x_in);
+  if (any_float16({x_in}) && (backend == Backend::Cpu || backend == Backend::Ref))
+    return narrow(dropout_apply(widen(x_in, x_in), p, seed, offset), x_in.dtype());
   check_floating(op, x_in);
   if (!(p >= 0.0 && p < 1.0)) fail(op, "probability {} is outside [0, 1) for the masking kernel", p);
   Tensor x = contiguous(x_in);

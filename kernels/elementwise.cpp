@@ -2,6 +2,8 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/float16_compute.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/ref/elementwise.h"
 
@@ -109,6 +111,10 @@ void unary_into(UnaryOp op, const Tensor& out, const Tensor& x, double p0, doubl
   check_value_dtype(name, x, is_comparison(op));
   check_out_shape(name, out, x.shape());
   if (out.numel() == 0) return;
+  if (any_float16({x}) && backend_for(x) == Backend::Cpu) {  // no 16-bit kernels on the fast CPU path
+    copy_into(out, unary(op, widen(x, x), p0, p1, name));
+    return;
+  }
   DEFINE_BACKEND_CALL(name, x, unary, x, out, op, p0, p1);
 }
 
@@ -127,6 +133,10 @@ void binary_into(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& 
   check_value_dtype(name, a, is_comparison(op));
   check_out_shape(name, out, broadcast_shapes(a.shape(), b.shape(), name));
   if (out.numel() == 0) return;
+  if (any_float16({a}) && backend_for(a) == Backend::Cpu) {
+    copy_into(out, binary(op, widen(a, a), widen(b, a), p0, p1, name));
+    return;
+  }
   DEFINE_BACKEND_CALL(name, a, binary, a, b, out, op, p0, p1);
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/index.h"
@@ -37,6 +38,7 @@ Tensor checked_backward_rows(const char* op, const Tensor& grad_out, const Tenso
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   const char* op = "embedding";
+  if (any_float16({weight})) return narrow(embedding(widen(weight, weight), indices), weight.dtype());
   check_same_device(op, {weight, indices});
   check_floating(op, weight);
   if (weight.dim() != 2) fail(op, "weight must be 2-d [rows, dim], got {}", shape_str(weight.shape()));
@@ -56,6 +58,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, std::int64_t num_rows,
                           std::int64_t padding_idx) {
   const char* op = "embedding_backward";
+  // Rows add up in float; the result is rounded once.
+  if (any_float16({grad_out}))
+    return narrow(embedding_backward(widen(grad_out, grad_out), indices, num_rows, padding_idx), grad_out.dtype());
   const Tensor g2d = checked_backward_rows(op, grad_out, indices, num_rows);
   Tensor grad_weight = empty({num_rows, g2d.shape()[1]}, {grad_out.dtype(), grad_out.device()});
   if (grad_weight.numel() == 0) return grad_weight;
@@ -70,6 +75,18 @@ void embedding_backward_into(const Tensor& grad_weight, const Tensor& grad_out, 
     fail(op, "grad_weight must be a contiguous 2-d [rows, dim] tensor, got {}",
          grad_weight.defined() ? shape_str(grad_weight.shape()) : "an undefined tensor");
   check_same_device(op, {grad_weight, grad_out});
+  if (any_float16({grad_out}) && !any_float16({grad_weight})) {
+    // A 16-bit gradient into a float32 (master) gradient: widened exactly, added in float32.
+    embedding_backward_into(grad_weight, cast(grad_out, grad_weight.dtype()), indices, padding_idx);
+    return;
+  }
+  if (any_float16({grad_weight})) {
+    const Tensor wide = widen(grad_weight, grad_weight);
+    embedding_backward_into(wide, widen(grad_out, grad_weight), indices, padding_idx);
+    copy_into(grad_weight, wide);
+    grad_weight.bump_version();
+    return;
+  }
   check_same_dtype(op, {grad_weight, grad_out});
   const Tensor g2d = checked_backward_rows(op, grad_out, indices, grad_weight.shape()[0]);
   if (g2d.shape()[1] != grad_weight.shape()[1])

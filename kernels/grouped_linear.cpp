@@ -6,6 +6,7 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/grouped_linear.h"
 #include "kernels/ref/grouped_linear.h"
@@ -55,6 +56,8 @@ Shape with_last(Shape s, std::int64_t last) {
 Tensor grouped_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   const char* op = "grouped_linear";
   if (!x_in.defined()) fail(op, "input must be defined");
+  if (any_float16({x_in, weight_in, bias_in}))
+    return narrow(grouped_linear(widen(x_in, x_in), widen(weight_in, x_in), widen(bias_in, x_in)), x_in.dtype());
   check_floating(op, x_in);
   check_same_device(op, {x_in, weight_in, bias_in});
   check_same_dtype(op, {x_in, weight_in, bias_in});
@@ -80,6 +83,12 @@ GroupedLinearGrads grouped_linear_backward(const Tensor& dy_in, const Tensor& x_
                                            bool need_dx, bool need_dweight, bool need_dbias) {
   const char* op = "grouped_linear_backward";
   if (!dy_in.defined()) fail(op, "gradient must be defined");
+  if (any_float16({dy_in, x_in, weight_in})) {
+    GroupedLinearGrads r = grouped_linear_backward(widen(dy_in, dy_in), widen(x_in, dy_in), widen(weight_in, dy_in),
+                                                   need_dx, need_dweight, need_dbias);
+    const DType x_dtype = x_in.defined() ? x_in.dtype() : dy_in.dtype();
+    return {narrow(r.dx, x_dtype), narrow(r.dweight, weight_in.dtype()), narrow(r.dbias, weight_in.dtype())};
+  }
   check_floating(op, dy_in);
   check_same_device(op, {dy_in, x_in, weight_in});
   check_same_dtype(op, {dy_in, x_in, weight_in});

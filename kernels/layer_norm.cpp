@@ -5,6 +5,7 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/ref/layer_norm.h"
@@ -30,6 +31,11 @@ Tensor maybe_contiguous(const Tensor& t) { return t.defined() ? contiguous(t) : 
 
 LayerNormOutputs layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "layer_norm";
+  if (any_float16({x_in, weight, bias})) {
+    // Statistics in float (mean and rstd stay float32), y in x's dtype.
+    LayerNormOutputs r = layer_norm(widen(x_in, x_in), widen(weight, x_in), widen(bias, x_in), eps);
+    return {narrow(r.y, x_in.dtype()), narrow(r.mean, DType::Float32), narrow(r.rstd, DType::Float32)};
+  }
   check_floating(op, x_in);
   if (x_in.dim() == 0) fail(op, "expected a tensor with at least 1 dim, got a 0-d tensor");
   check_affine(op, "weight", weight, x_in);
@@ -47,6 +53,13 @@ LayerNormOutputs layer_norm(const Tensor& x_in, const Tensor& weight, const Tens
 LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias) {
   const char* op = "layer_norm_backward";
+  if (any_float16({dy_in, x_in, weight})) {
+    // dx in x's dtype; the parameter gradients in the parameters' dtype (float32 master weights).
+    LayerNormGrads r = layer_norm_backward(widen(dy_in, x_in), widen(x_in, x_in), widen(weight, x_in),
+                                           widen(mean, x_in), widen(rstd, x_in), need_dx, need_dweight, need_dbias);
+    const DType param = weight.defined() ? weight.dtype() : x_in.dtype();
+    return {narrow(r.dx, x_in.dtype()), narrow(r.dweight, param), narrow(r.dbias, param)};
+  }
   check_floating(op, x_in);
   check_same_device(op, {dy_in, x_in, mean, rstd});
   check_same_dtype(op, {dy_in, x_in, mean, rstd});

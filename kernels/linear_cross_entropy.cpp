@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/linear_cross_entropy.h"
 #include "kernels/matmul.h"
@@ -38,6 +39,14 @@ LinearCrossEntropyRows linear_cross_entropy_rows(const Tensor& x_in, const Tenso
                                                  const Tensor& target_in, std::int64_t ignore_index,
                                                  double label_smoothing, bool with_nll) {
   const char* op = "linear_cross_entropy";
+  if (any_float16({x_in, weight_in, bias_in})) {
+    // Widened; what backward reads comes back in x's dtype, the row statistics in float32.
+    LinearCrossEntropyRows r = linear_cross_entropy_rows(widen(x_in, x_in), widen(weight_in, x_in),
+                                                         widen(bias_in, x_in), target_in, ignore_index,
+                                                         label_smoothing, with_nll);
+    return {narrow(r.saved, x_in.dtype()), narrow(r.row_max, DType::Float32), narrow(r.loss, DType::Float32),
+            narrow(r.lse, DType::Float32), narrow(r.nll, DType::Float32)};
+  }
   check_layer(op, x_in, weight_in, bias_in, target_in);
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
     fail(op, "label_smoothing {} is outside [0, 1]", label_smoothing);
@@ -76,6 +85,13 @@ LinearCrossEntropyGrads linear_cross_entropy_backward(const Tensor& x_in, const 
                                                       std::int64_t ignore_index, double label_smoothing, bool need_x,
                                                       bool need_weight, bool need_bias) {
   const char* op = "linear_cross_entropy_backward";
+  if (any_float16({x_in, weight_in, saved_in})) {
+    LinearCrossEntropyGrads g = linear_cross_entropy_backward(
+        widen(x_in, x_in), widen(weight_in, x_in), widen(saved_in, x_in), widen(row_max_in, x_in), widen(lse_in, x_in),
+        target_in, widen(grad_loss_in, x_in), widen(total_weight, x_in), ignore_index, label_smoothing, need_x,
+        need_weight, need_bias);
+    return {narrow(g.x, x_in.dtype()), narrow(g.weight, weight_in.dtype()), narrow(g.bias, weight_in.dtype())};
+  }
   check_layer(op, x_in, weight_in, Tensor(), target_in);
   const std::int64_t rows = x_in.size(0), classes = weight_in.size(0);
   if (saved_in.shape() != Shape{rows, classes} || lse_in.shape() != Shape{rows})

@@ -7,6 +7,7 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/lstm.h"
 #include "kernels/matmul.h"
@@ -91,6 +92,20 @@ Tensor fresh_copy_or_zeros(const Tensor& t, const Shape& shape, TensorOptions op
 
 LstmForward lstm_forward(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
                          const Tensor& b_ih, const Tensor& b_hh) {
+  if (any_float16({x, h0, c0, w_ih, w_hh, b_ih, b_hh})) {
+    // Widened; each result comes back in its input's dtype (y, hs and gates in x's, h_n in h0's,
+    // c_n and cs in c0's: a float32 c0 keeps the cell state in float).
+    const LstmForward w = lstm_forward(widen(x, x), widen(h0, x), widen(c0, x), widen(w_ih, x), widen(w_hh, x),
+                                       widen(b_ih, x), widen(b_hh, x));
+    LstmForward f;
+    f.hs = narrow(w.hs, x.dtype());
+    f.cs = narrow(w.cs, c0.dtype());
+    f.gates = narrow(w.gates, x.dtype());
+    f.y = f.hs.as_strided(w.y.shape(), w.y.strides(), f.hs.offset() + (w.y.offset() - w.hs.offset()));
+    f.h_n = narrow(w.h_n, h0.dtype());
+    f.c_n = narrow(w.c_n, c0.dtype());
+    return f;
+  }
   const LstmShape s = check_forward_args(x, h0, c0, w_ih, w_hh, b_ih, b_hh);
   const TensorOptions opt{x.dtype(), x.device()};
   LstmForward f;
@@ -116,6 +131,24 @@ LstmGrads lstm_backward(const Tensor& dy, const Tensor& dh_n, const Tensor& dc_n
   const char* op = "lstm_layer_backward";
   if (!dy.defined() || !w_hh.defined() || !f.hs.defined() || !f.cs.defined() || !f.gates.defined())
     fail(op, "dy, w_hh and the forward's saved buffers must be defined");
+  if (any_float16({dy, dh_n, dc_n, x, w_ih, w_hh, f.hs, f.cs, f.gates})) {
+    const Tensor& like = f.hs;
+    LstmForward wf;
+    wf.hs = widen(f.hs, like);
+    wf.cs = widen(f.cs, like);
+    wf.gates = widen(f.gates, like);
+    if (f.y.defined())
+      wf.y = wf.hs.as_strided(f.y.shape(), f.y.strides(), wf.hs.offset() + (f.y.offset() - f.hs.offset()));
+    wf.h_n = widen(f.h_n, like);
+    wf.c_n = widen(f.c_n, like);
+    const LstmGrads g = lstm_backward(widen(dy, like), widen(dh_n, like), widen(dc_n, like), widen(x, like),
+                                      widen(w_ih, like), widen(w_hh, like), wf, needs);
+    const DType x_dtype = x.defined() ? x.dtype() : f.hs.dtype();
+    const DType w_dtype = w_hh.dtype();
+    return {narrow(g.dx, x_dtype),           narrow(g.dh0, f.h_n.defined() ? f.h_n.dtype() : f.hs.dtype()),
+            narrow(g.dc0, f.cs.dtype()),     narrow(g.dw_ih, w_ih.defined() ? w_ih.dtype() : w_dtype),
+            narrow(g.dw_hh, w_dtype),        narrow(g.dbias, w_dtype)};
+  }
   if ((needs.x && !w_ih.defined()) || (needs.w_ih && !x.defined()))
     fail(op, "dx needs w_ih and dw_ih needs x; got an undefined tensor");
   check_same_device(op, {dy, dh_n, dc_n, x, w_ih, w_hh, f.hs});

@@ -2,6 +2,8 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/float16_compute.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/matmul.h"
 
@@ -73,6 +75,15 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, boo
           double beta) {
   check_gemm_args(a, b, out, trans_a, trans_b);
   if (out.numel() == 0) return;
+  const Backend backend = backend_for(out);
+  if (any_float16({out}) && (backend == Backend::Cpu || backend == Backend::Ref)) {
+    // The CPU paths have no 16-bit GEMM: widened operands, one rounding of the result. (The GPUs
+    // run cublasGemmEx or the tiled kernel on the 16-bit operands directly.)
+    const Tensor c = beta == 0.0 ? empty(out.shape(), {float16_compute_dtype(out), out.device()}) : widen(out, out);
+    gemm(widen(a, out), widen(b, out), c, trans_a, trans_b, alpha, beta);
+    copy_into(out, c);
+    return;
+  }
   DEFINE_BACKEND_CALL("gemm", out, gemm, a, b, out, trans_a, trans_b, alpha, beta);
 }
 
@@ -88,6 +99,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 }
 
 Tensor column_sum(const Tensor& x) {
+  if (any_float16({x})) return narrow(column_sum(widen(x, x)), x.dtype());
   check_floating("column_sum", x);
   check_dim("column_sum", x, 2);
   Tensor out = empty({x.shape()[1]}, {x.dtype(), x.device()});

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/optim.h"
 #include "kernels/ref/optim.h"
@@ -14,6 +15,10 @@ void adam_update(const Tensor& p, const Tensor& g_in, const Tensor& m, const Ten
   for (const Tensor* t : {&p, &g_in, &m, &v})
     if (!t->defined()) fail(op, "p, g, m and v must all be defined tensors");
   check_floating(op, p);
+  if (any_float16({p, g_in, m, v}))
+    fail(op, "parameters, gradients and moments must be float32 or float64, got {} / {} / {} / {}: mixed precision "
+             "keeps float32 master weights and casts them for the forward (train.precision)",
+         dtype_name(p.dtype()), dtype_name(g_in.dtype()), dtype_name(m.dtype()), dtype_name(v.dtype()));
   check_same_dtype(op, {p, g_in, m, v});
   check_same_device(op, {p, g_in, m, v});
   if (g_in.shape() != p.shape() || m.shape() != p.shape() || v.shape() != p.shape())

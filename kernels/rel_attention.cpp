@@ -11,6 +11,7 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
+#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/rel_attention.h"
@@ -109,6 +110,10 @@ Tensor unshift_rows(const char* op, const Tensor& grad_scores) {
 
 AttentionProbs rel_attention_softmax(const Tensor& ac_in, const Tensor& bd_in, const RelAttentionParams& params) {
   const char* op = "rel_attention_softmax";
+  if (any_float16({ac_in, bd_in})) {
+    AttentionProbs r = rel_attention_softmax(widen(ac_in, ac_in), widen(bd_in, ac_in), params);
+    return {narrow(r.probs, ac_in.dtype()), narrow(r.dropped, ac_in.dtype())};
+  }
   check_scores(op, "ac", ac_in);
   check_scores(op, "bd", bd_in);
   check_params(op, params);
@@ -123,6 +128,8 @@ AttentionProbs rel_attention_softmax(const Tensor& ac_in, const Tensor& bd_in, c
 Tensor rel_attention_unshift(const Tensor& grad_scores) {
   const char* op = "rel_attention_unshift";
   check_scores(op, "grad_scores", grad_scores);
+  // A data movement: 16-bit scores go through the same kernels (DEFINE_DISPATCH_ALL) or widened.
+  if (any_float16({grad_scores})) return narrow(rel_attention_unshift(widen(grad_scores, grad_scores)), grad_scores.dtype());
   return unshift_rows(op, contiguous(grad_scores));
 }
 
@@ -130,6 +137,11 @@ RelAttentionOutput rel_attention_forward(const Tensor& q, const Tensor& k, const
                                          const Tensor& u, const Tensor& w, const RelAttentionParams& params,
                                          bool keep_probs) {
   const char* op = "rel_attention";
+  if (any_float16({q, k, v, r, u, w})) {
+    RelAttentionOutput o = rel_attention_forward(widen(q, q), widen(k, q), widen(v, q), widen(r, q), widen(u, q),
+                                                 widen(w, q), params, keep_probs);
+    return {narrow(o.out, q.dtype()), narrow(o.probs, q.dtype())};
+  }
   check_inputs(op, q, k, v, r, u, w);
   check_params(op, params);
   const std::int64_t b = q.size(0), h = q.size(1), tq = q.size(2), tk = k.size(2);
@@ -149,6 +161,12 @@ RelAttentionGrads rel_attention_backward(const Tensor& grad_out, const Tensor& q
                                          const Tensor& r, const Tensor& u, const Tensor& w, const Tensor& probs,
                                          const RelAttentionParams& params, const RelAttentionNeeds& needs) {
   const char* op = "rel_attention_backward";
+  if (any_float16({grad_out, q, k, v, r, u, w, probs})) {
+    RelAttentionGrads g = rel_attention_backward(widen(grad_out, q), widen(q, q), widen(k, q), widen(v, q),
+                                                 widen(r, q), widen(u, q), widen(w, q), widen(probs, q), params, needs);
+    return {narrow(g.grad_q, q.dtype()), narrow(g.grad_k, k.dtype()), narrow(g.grad_v, v.dtype()),
+            narrow(g.grad_r, r.dtype()),  narrow(g.grad_u, u.dtype()), narrow(g.grad_w, w.dtype())};
+  }
   check_inputs(op, q, k, v, r, u, w);
   check_params(op, params);
   const std::int64_t b = q.size(0), h = q.size(1), tq = q.size(2), tk = k.size(2);

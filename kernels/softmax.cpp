@@ -5,6 +5,7 @@
 #include "core/factory.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
+#include "kernels/float16_compute.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/ref/softmax.h"
 
@@ -56,6 +57,7 @@ SoftmaxLayout softmax_layout(const Shape& shape, int dim) {
 }
 
 Tensor softmax(const Tensor& x_in, std::int64_t dim) {
+  if (any_float16({x_in})) return narrow(softmax(widen(x_in, x_in), dim), x_in.dtype());
   const int d = check_softmax_input("softmax", x_in, dim);
   Tensor x = contiguous(x_in);
   Tensor y = empty(x.shape(), {x.dtype(), x.device()});
@@ -64,6 +66,7 @@ Tensor softmax(const Tensor& x_in, std::int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x_in, std::int64_t dim) {
+  if (any_float16({x_in})) return narrow(log_softmax(widen(x_in, x_in), dim), x_in.dtype());
   const int d = check_softmax_input("log_softmax", x_in, dim);
   Tensor x = contiguous(x_in);
   Tensor y = empty(x.shape(), {x.dtype(), x.device()});
@@ -72,6 +75,8 @@ Tensor log_softmax(const Tensor& x_in, std::int64_t dim) {
 }
 
 Tensor softmax_backward(const Tensor& y_in, const Tensor& dy_in, std::int64_t dim) {
+  if (any_float16({y_in, dy_in}))
+    return narrow(softmax_backward(widen(y_in, y_in), widen(dy_in, y_in), dim), y_in.dtype());
   const int d = check_softmax_input("softmax_backward", y_in, dim);
   check_backward_pair("softmax_backward", y_in, dy_in);
   Tensor y = contiguous(y_in), dy = contiguous(dy_in);
@@ -81,6 +86,8 @@ Tensor softmax_backward(const Tensor& y_in, const Tensor& dy_in, std::int64_t di
 }
 
 Tensor log_softmax_backward(const Tensor& y_in, const Tensor& dy_in, std::int64_t dim) {
+  if (any_float16({y_in, dy_in}))
+    return narrow(log_softmax_backward(widen(y_in, y_in), widen(dy_in, y_in), dim), y_in.dtype());
   const int d = check_softmax_input("log_softmax_backward", y_in, dim);
   check_backward_pair("log_softmax_backward", y_in, dy_in);
   Tensor y = contiguous(y_in), dy = contiguous(dy_in);
@@ -107,6 +114,10 @@ void check_targets(const char* op, const Tensor& target, std::int64_t classes, s
 
 CrossEntropyRows cross_entropy_rows(const Tensor& logits_in, const Tensor& target_in, std::int64_t ignore_index,
                                     double label_smoothing) {
+  if (any_float16({logits_in})) {  // the losses and log-sum-exps stay float32
+    CrossEntropyRows r = cross_entropy_rows(widen(logits_in, logits_in), target_in, ignore_index, label_smoothing);
+    return {narrow(r.loss, DType::Float32), narrow(r.lse, DType::Float32)};
+  }
   const char* op = "cross_entropy";
   check_loss_inputs(op, logits_in, target_in);
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
@@ -122,6 +133,8 @@ CrossEntropyRows cross_entropy_rows(const Tensor& logits_in, const Tensor& targe
 }
 
 Tensor nll_rows(const Tensor& log_probs_in, const Tensor& target_in, std::int64_t ignore_index, const char* op) {
+  if (any_float16({log_probs_in}))
+    return narrow(nll_rows(widen(log_probs_in, log_probs_in), target_in, ignore_index, op), DType::Float32);
   check_loss_inputs(op, log_probs_in, target_in);
   check_targets(op, target_in, log_probs_in.size(1), ignore_index);
   Tensor log_probs = contiguous(log_probs_in), target = contiguous(target_in);
@@ -131,6 +144,10 @@ Tensor nll_rows(const Tensor& log_probs_in, const Tensor& target_in, std::int64_
 }
 
 ReducedLoss reduce_loss_rows(const Tensor& rows_in, const Tensor& target_in, std::int64_t ignore_index, bool mean) {
+  if (any_float16({rows_in})) {
+    ReducedLoss r = reduce_loss_rows(widen(rows_in, rows_in), target_in, ignore_index, mean);
+    return {narrow(r.loss, DType::Float32), narrow(r.total_weight, DType::Float32)};
+  }
   const char* op = "reduce_loss_rows";
   check_floating(op, rows_in);
   check_index(op, target_in);
@@ -148,6 +165,11 @@ ReducedLoss reduce_loss_rows(const Tensor& rows_in, const Tensor& target_in, std
 Tensor cross_entropy_backward(const Tensor& logits_in, const Tensor& lse_in, const Tensor& target_in,
                               const Tensor& grad_loss_in, const Tensor& total_weight, std::int64_t ignore_index,
                               double label_smoothing) {
+  if (any_float16({logits_in}))
+    return narrow(cross_entropy_backward(widen(logits_in, logits_in), widen(lse_in, logits_in), target_in,
+                                         widen(grad_loss_in, logits_in), widen(total_weight, logits_in), ignore_index,
+                                         label_smoothing),
+                  logits_in.dtype());
   const char* op = "cross_entropy_backward";
   check_loss_inputs(op, logits_in, target_in);
   check_same_device(op, {logits_in, lse_in, grad_loss_in, total_weight});

@@ -15,7 +15,12 @@
 #   8. (nccl) the real NCCL library with one rank: Transformer-XL with train.distributed = nccl on the GPU
 #      (the communication stream, its events, record_stream), its losses against the plain GPU run of step 4,
 #      and comm_ms_per_step / comm_wait_ms_per_step in its metrics.jsonl.
-# STAGES picks them (default "tests train bench nccl"; all: "tests sanitize train bench translate nccl").
+#   9. (mixed) mixed precision (train.precision, train/precision.h): the LSTM LM, Transformer-XL and the
+#      Multi30k Transformer for 200 steps each in fp32, fp16 and bf16 on the GPU, one table of tokens/s,
+#      peak tensor memory and the last logged loss per run (mixed.txt); the op harness in modes cuda-f16 and
+#      cuda-bf16 runs in step 1, the GemmEx rates in kernel_bench (step 5).
+# STAGES picks them (default "tests train bench mixed nccl"; all: "tests sanitize train bench mixed translate
+# nccl").
 # Each step has its own time limit, so one that hangs costs only its own minutes, and writes its log
 # under OUT_DIR; OUT_DIR/summary.txt gets one line per step.
 #
@@ -122,10 +127,10 @@ step devices 20 "$BIN/define" devices
 # Catch's file tags of the kernel tests: [#softmax_kernels_test],[#reduce_kernels_test],...
 kernel_files=$(cd tests/cuda && ls *_kernels_test.cpp | sed 's/\.cpp$//; s/^/[#/; s/$/]/' |
   paste -sd,)
-stages=" ${STAGES:-tests train bench nccl} "
+stages=" ${STAGES:-tests train bench mixed nccl} "
 
 if [[ $stages == *" tests "* ]]; then
-  step harness_cuda 60 env DEFINE_TEST_MODES=cuda "$BIN/define_tests" "[harness]"
+  step harness_cuda 90 env DEFINE_TEST_MODES=cuda,cuda-f16,cuda-bf16 "$BIN/define_tests" "[harness]"
   step kernels_cuda 60 env DEFINE_KERNEL_TEST_DEVICE=cuda "$BIN/define_tests" -# "$kernel_files"
 fi
 
@@ -168,6 +173,40 @@ if [[ $stages == *" bench "* ]]; then
     step grouped_linear_bench 60 "$BIN/grouped_linear_bench" --device cuda --runs 5
     step grouped_linear_bench_360 60 "$BIN/grouped_linear_bench" --device cuda --runs 5 --rows 360 --in 512 --out 512
   fi
+fi
+
+# Mixed precision on the GPU: each model in fp32, fp16 and bf16 from the same seed.
+if [[ $stages == *" mixed "* ]]; then
+  for p in fp32 fp16 bf16; do
+    train "lstm_$p" 60 configs/ptb-define-lstm.json 200 50 cuda --set train.precision="\"$p\""
+    train "txl_$p" 60 configs/wt2-transformer-xl-define.json 200 50 cuda --set train.precision="\"$p\"" \
+      "${txl_schedule[@]}"
+    train "nmt_$p" 60 configs/multi30k-define.json 200 50 cuda --set train.precision="\"$p\"" \
+      --set train.max_minutes=0
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/mixed.txt" | tee -a "$SUMMARY"
+import json, sys
+out = sys.argv[1]
+print(f"{'run':<10} {'tokens/s':>10} {'vs fp32':>8} {'peak tensor MiB':>16} {'last loss':>10} {'overflows':>9}")
+for model in ("lstm", "txl", "nmt"):
+    base = None
+    for p in ("fp32", "fp16", "bf16"):
+        try:
+            rows = [json.loads(l) for l in open(f"{out}/{model}_{p}.metrics.jsonl")]
+        except OSError:
+            print(f"{model}_{p:<5} (no run)")
+            continue
+        train = [r for r in rows if r.get("event") == "train"]
+        if not train:
+            print(f"{model}_{p:<5} (no train lines)")
+            continue
+        tok = sorted(r["tokens_per_s"] for r in train[1:] or train)[len(train[1:] or train) // 2]
+        base = tok if p == "fp32" else base
+        peak = max(r.get("peak_tensor_bytes", 0) for r in train) / 2**20
+        ratio = f"{tok / base:.2f}x" if base else "-"
+        print(f"{model}_{p:<5} {tok:>10.0f} {ratio:>8} {peak:>16.1f} {train[-1]['loss']:>10.4f} "
+              f"{sum(1 for r in rows if r.get('event') == 'overflow'):>9}")
+PY
 fi
 
 # Translation end to end on the GPU: Multi30k de->en with DeFINE (BPE, training, beam search, BLEU);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,18 +18,28 @@ namespace define::cli {
 int run_export(const std::vector<std::string>& args) {
   const char* op = "export";
   const Options opts =
-      parse_options(op, args, {.required = {"run", "out"}, .repeated = {}, .optional = {"checkpoint"}, .flags = {}});
+      parse_options(op, args, {.required = {"run", "out"}, .repeated = {}, .optional = {"checkpoint", "dtype"}, .flags = {}});
   if (opts.help) {
     fmt::print(
-        "usage: define export --run DIR [--checkpoint F] --out model.safetensors\n"
+        "usage: define export --run DIR [--checkpoint F] [--dtype T] --out model.safetensors\n"
         "Writes the model's tensors under its parameter names in the safetensors format, with the\n"
         "run's config and vocabulary as metadata, so it opens from Python (safetensors or numpy).\n"
-        "  --checkpoint F  weights to use (default DIR/best.ckpt, else DIR/latest.ckpt)\n");
+        "  --checkpoint F  weights to use (default DIR/best.ckpt, else DIR/latest.ckpt)\n"
+        "  --dtype T       float32 (default), float16 or bfloat16: the float tensors in that format,\n"
+        "                  rounded once (a half-size file; `define import` widens it back)\n");
     return 0;
   }
   const train::LoadedRun run = train::load_run(opts.get("run"), opts.has("checkpoint") ? opts.get("checkpoint") : "");
   const std::string out = opts.get("out");
-  const train::ExportSummary written = train::export_weights(run, out);
+  std::optional<DType> dtype;
+  if (opts.has("dtype")) {
+    const std::string d = opts.get("dtype");
+    if (d == "float32") dtype = DType::Float32;
+    else if (d == "float16") dtype = DType::Float16;
+    else if (d == "bfloat16") dtype = DType::BFloat16;
+    else fail(op, "--dtype must be float32, float16 or bfloat16, got '{}'", d);
+  }
+  const train::ExportSummary written = train::export_weights(run, out, dtype);
   fmt::print("wrote {}: {} tensors, {:.1f} MiB, from {}\n", out, written.tensors,
              static_cast<double>(written.bytes) / (1 << 20), run.checkpoint);
   return 0;

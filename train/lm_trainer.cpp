@@ -119,8 +119,10 @@ class LanguageModelTask : public TrainingTask {
       const kernels::HostMirrorScope host_ids({{host_input, input}, {host_target, target}});
       auto out = model_->forward(input, target, whole ? state_ : state_chunk(k * chunk, chunk));
       const Tensor objective = whole ? out.objective : mul(out.objective, 1.0 / static_cast<double>(update_freq_));
-      if (k + 1 == update_freq_) ctx.last_backward(objective);
-      backward(objective);
+      // fp16's loss scale (1 otherwise): the loop unscales the gradients.
+      const Tensor scaled = ctx.loss_scale() == 1.0 ? objective : mul(objective, ctx.loss_scale());
+      if (k + 1 == update_freq_) ctx.last_backward(scaled);
+      backward(scaled);
       next[static_cast<std::size_t>(k)] = models::detach(out.state);
       const Tensor l = whole ? detach(out.loss) : mul(detach(out.loss), 1.0 / static_cast<double>(update_freq_));
       loss = loss.defined() ? add(loss, l) : l;

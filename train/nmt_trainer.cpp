@@ -139,8 +139,10 @@ class TranslationTask : public TrainingTask {
     for (const auto& b : group) {
       BatchLoss l = batch_loss(*model_, b, device_, label_smoothing_, /*with_graph=*/true);
       const Tensor objective = mul(l.objective_sum, 1.0 / static_cast<double>(tokens));
-      if (&b == &group.back()) ctx.last_backward(objective);
-      backward(objective);
+      // fp16's loss scale (1 otherwise): the loop unscales the gradients.
+      const Tensor scaled = ctx.loss_scale() == 1.0 ? objective : mul(objective, ctx.loss_scale());
+      if (&b == &group.back()) ctx.last_backward(scaled);
+      backward(scaled);
       nll += l.nll_sum;
     }
     return Step{.loss = nll / static_cast<double>(tokens), .tokens = tokens, .lr_scale = 1.0};

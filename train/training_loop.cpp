@@ -18,6 +18,7 @@
 
 #include <zlib.h>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/crash_point.h"
 #include "core/process_info.h"
@@ -317,6 +318,17 @@ class ReducingContext final : public TrainingTask::StepContext {
 
 void set_step_observer(std::function<void(std::int64_t)> observer) { step_observer() = std::move(observer); }
 
+namespace {
+std::function<void(std::int64_t, const optim::NamedParameters&)>& gradient_observer() {
+  static std::function<void(std::int64_t, const optim::NamedParameters&)> f;
+  return f;
+}
+}  // namespace
+
+void set_gradient_observer(std::function<void(std::int64_t, const optim::NamedParameters&)> observer) {
+  gradient_observer() = std::move(observer);
+}
+
 Device training_device(const std::string& name, const std::string& key) {
   Device d;
   try {
@@ -383,6 +395,11 @@ LoopSettings read_loop_settings(const Config& c) {
   if (on_error != "stop" && on_error != "continue")
     fail(kOp, "{} must be 'stop' or 'continue', got '{}'", c.path("on_checkpoint_error"), on_error);
   t.stop_on_checkpoint_error = on_error == "stop";
+  t.precision = resolve_precision(c.get_string("precision", "fp32"), t.device, c.path("precision"));
+  t.loss_scaler.init = c.get_double("loss_scale_init", t.loss_scaler.init);
+  t.loss_scaler.window = c.get_int("loss_scale_window", t.loss_scaler.window);
+  t.loss_scaler.min_scale = c.get_double("min_loss_scale", t.loss_scaler.min_scale);
+  if (t.precision == Precision::Fp16) static_cast<void>(DynamicLossScaler(t.loss_scaler));  // checks the keys now
   t.bucket_mb = c.get_double("bucket_mb", t.bucket_mb);
   if (!(t.bucket_mb > 0)) fail(kOp, "{} must be positive, got {}", c.path("bucket_mb"), t.bucket_mb);
   t.distributed_timeout = c.get_double("distributed_timeout", t.distributed_timeout);
@@ -485,6 +502,9 @@ class TrainingRun {
   std::optional<ProgressLine> progress_;
   bool out_of_budget_ = false;
   std::int64_t skipped_in_a_row_ = 0;
+  // Mixed precision: the dtype of the forward's GEMM inputs, and fp16's loss scaler.
+  std::optional<DType> lower_;
+  std::optional<DynamicLossScaler> scaler_;
   Clock::time_point window_start_, session_start_;
   double session_start_seconds_ = 0;
 };
@@ -509,6 +529,13 @@ TrainingRun::TrainingRun(TrainingTask& task, const LoopSettings& ts, RunDir& run
   const std::int64_t steps_per_epoch = task_.approx_steps_per_epoch();
   total_steps_ = ts_.max_steps > 0 ? ts_.max_steps : steps_per_epoch * ts_.epochs;
   lr_factor_.emplace(ts_, ts_.schedule_steps > 0 ? ts_.schedule_steps : total_steps_);
+  lower_ = lower_dtype(ts_.precision);
+  if (ts_.precision == Precision::Fp16) scaler_.emplace(ts_.loss_scaler);
+  if (writer_ && lower_) {
+    fmt::print("mixed precision: {} ({} GEMM inputs, float32 master weights{})\n", precision_name(ts_.precision),
+               dtype_name(*lower_), scaler_ ? fmt::format(", loss scale {:g}", scaler_->scale()) : "");
+    std::fflush(stdout);
+  }
 }
 
 void TrainingRun::resume_or_start(bool resume) {
@@ -540,6 +567,7 @@ void TrainingRun::resume_or_start(bool resume) {
   p_.seconds = number_field<double>(ck, "seconds");
   p_.mid_epoch = checkpoint_field(ck, "mid_epoch") == "1";
   p_.skipped = number_field_or<std::int64_t>(ck, "skipped_steps", 0);
+  if (scaler_ && ck.run.count("loss_scaler")) scaler_->restore(checkpoint_field(ck, "loss_scaler"));
   p_.window_loss = number_field_or<double>(ck, "window_loss", 0);
   p_.window_grad_norm = number_field_or<double>(ck, "window_grad_norm", 0);
   p_.window_steps = number_field_or<std::int64_t>(ck, "window_steps", 0);
@@ -571,7 +599,8 @@ void TrainingRun::start_data_parallel() {
       std::fflush(stdout);
     }
   }
-  read_every_step_ = ts_.skip_nonfinite || reducer_ != nullptr;
+  // fp16: the host decides before each update whether the step overflowed.
+  read_every_step_ = ts_.skip_nonfinite || reducer_ != nullptr || scaler_.has_value();
 }
 
 void TrainingRun::settle() {
@@ -609,6 +638,8 @@ void TrainingRun::save_latest(std::int64_t resume_epoch) {
                                            {"window_tokens", std::to_string(p_.window_tokens)},
                                            {"metrics_bytes", std::to_string(run_.metrics_size())}});
   for (auto& [k, v] : task_.checkpoint_labels()) ck.run[k] = v;
+  ck.run["precision"] = precision_name(ts_.precision);
+  if (scaler_) ck.run["loss_scaler"] = scaler_->state();
   ck.run.insert(rank_fields.begin(), rank_fields.end());
   if (world_ > 1) ck.run["world_size"] = std::to_string(world_);
   task_.save(ck);
@@ -706,8 +737,12 @@ bool TrainingRun::train_step() {
   crash_point("train_step");  // tests: a rank that dies mid-run (scripts/checks/check-distributed.sh)
   optimizer_->zero_grad();
   std::optional<TrainingTask::Step> batch;
+  // The forward's ops cast as autograd/autocast.h's table says (nothing changes in fp32).
+  const autocast::Scope mixed(lower_);
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
   if (reducer_) {
     ReducingContext ctx(*reducer_);
+    ctx.set_loss_scale(loss_scale);
     batch = task_.train_step(ctx);
     if (batch) {
       // The global batch's mean loss and token count; the gradients are now its mean gradient.
@@ -719,9 +754,11 @@ bool TrainingRun::train_step() {
     }
   } else {
     TrainingTask::StepContext ctx;
+    ctx.set_loss_scale(loss_scale);
     batch = task_.train_step(ctx);
   }
   if (!batch) return false;
+  if (gradient_observer()) gradient_observer()(p_.step + 1, named_);
   if (!read_every_step_) {
     // The norm before clipping; the gradients are left as they are when it is not finite.
     const Tensor norm =
@@ -735,10 +772,28 @@ bool TrainingRun::train_step() {
   } else if (batch->loss_tensor.defined()) {
     batch->loss = batch->loss_tensor.item_double();
   }
-  // As above, read at once.
+  // As above, read at once. fp16: the gradients are unscaled (and clipped) in one pass.
   const double norm = !read_every_step_ ? 0.0
+                      : scaler_         ? optim::unscale_clip_grad_norm(named_, loss_scale, ts_.clip)
                       : ts_.clip > 0    ? optim::clip_grad_norm(named_, ts_.clip, 2.0, optim::NonFinite::Skip)
                                         : optim::grad_norm(named_);
+  if (scaler_ && (!std::isfinite(batch->loss) || !std::isfinite(norm))) {
+    // An overflow: no update, the scale halves (or the run stops, train/precision.h). Not a
+    // skipped step in train.skip_nonfinite's sense: loss scaling expects them.
+    const std::string who = optim::first_nonfinite_gradient(named_);
+    const std::string what =
+        !std::isfinite(batch->loss)
+            ? fmt::format("the loss itself was {} (a forward op's output overflowed float16)", batch->loss)
+            : fmt::format("the first non-finite gradient was '{}'", who.empty() ? "(none: the norm's sum overflowed)" : who);
+    scaler_->overflow(p_.epoch, p_.step + 1, what);
+    if (writer_)
+      run_.log_metrics("overflow", {{"epoch", static_cast<double>(p_.epoch)}, {"step", static_cast<double>(p_.step)},
+                                    {"loss_scale", scaler_->scale()},
+                                    {"overflows", static_cast<double>(scaler_->overflows())}},
+                       {{"reason", what}});
+    task_.discard_carried_state();
+    return true;
+  }
   if (read_every_step_ && (!std::isfinite(batch->loss) || !std::isfinite(norm))) {
     const std::string why = nonfinite_reason(batch->loss, norm, named_);
     if (!ts_.skip_nonfinite) fail_nonfinite(why, p_.epoch, p_.step + 1);
@@ -763,6 +818,7 @@ bool TrainingRun::train_step() {
   const double scheduled = (*lr_factor_)(p_.step, now);
   step_with_factor(*optimizer_, base_lrs_, scheduled * batch->lr_scale);
   ++p_.step;
+  if (scaler_) scaler_->clean_step(p_.step);
 
   ++p_.window_steps;
   p_.window_tokens += batch->tokens;
@@ -793,6 +849,10 @@ void TrainingRun::log_window(double lr) {
       {"peak_tensor_bytes", static_cast<double>(peak_tensor_bytes())}};
   metrics.insert(part_norms_.begin(), part_norms_.end());
   if (ts_.skip_nonfinite) metrics["skipped_steps"] = static_cast<double>(p_.skipped);
+  if (scaler_) {
+    metrics["loss_scale"] = scaler_->scale();
+    metrics["overflows"] = static_cast<double>(scaler_->overflows());
+  }
   if (reducer_) {
     // Communication per step: its span from the first bucket's start to the last one's end, and
     // the part backward did not hide (waited for after it).

@@ -25,7 +25,9 @@
 //   an error naming the file, or is reported and retried at the next checkpoint),
 //   distributed [none] (none | mpi | nccl: data-parallel training over the processes mpirun
 //   started, see distributed/communicator.h), bucket_mb [25] (gradient bucket size), distributed_timeout
-//   [1800] (seconds a collective waits for the other ranks before the run fails).
+//   [1800] (seconds a collective waits for the other ranks before the run fails), precision [fp32]
+//   (fp32 | fp16 | bf16 | auto: mixed-precision training, train/precision.h, with fp16's
+//   loss_scale_init [65536], loss_scale_window [2000] and min_loss_scale [1e-4]).
 //
 // Data-parallel runs: every rank builds the same model, rank 0's parameters are broadcast and
 // checked equal on every rank; each step every rank trains on its shard of the global batch and
@@ -58,6 +60,7 @@
 #include "models/parameter_parts.h"
 #include "nn/checkpoint.h"
 #include "nn/module.h"
+#include "train/precision.h"
 #include "train/run_log.h"
 
 namespace define::dist {
@@ -83,6 +86,8 @@ struct LoopSettings {
   bool stop_on_checkpoint_error = true;  // train.on_checkpoint_error: stop (true) | continue
   std::string distributed = "none";
   double bucket_mb = 25, distributed_timeout = 1800;
+  Precision precision = Precision::Fp32;  // train.precision, resolved for `device` ("auto" decided)
+  LossScalerSettings loss_scaler;         // fp16 only
 };
 
 // Reads the keys above from the `train` section; errors name the key.
@@ -105,6 +110,13 @@ class TrainingTask {
     // Right before the step's last backward pass (the one after which the gradients are final),
     // from `loss`.
     virtual void last_backward(const Tensor& /*loss*/) {}
+    // What the task multiplies each objective by before its backward pass: fp16's loss scale
+    // (train/precision.h), 1 otherwise. The loop unscales the gradients.
+    double loss_scale() const { return loss_scale_; }
+    void set_loss_scale(double s) { loss_scale_ = s; }
+
+   private:
+    double loss_scale_ = 1.0;
   };
 
   virtual ~TrainingTask() = default;
@@ -153,6 +165,10 @@ struct TrainResult {
 // For tests: called with the step number after each completed training step (after its log line
 // and checkpoint), e.g. to count what a step costs; an empty function removes it. Process-wide.
 void set_step_observer(std::function<void(std::int64_t step)> observer);
+// For tests: called in every step after its backward pass, before the loop reads the gradients,
+// with the number the step will have (e.g. to plant an inf in one gradient and see the loss
+// scaler skip exactly that step). Process-wide; an empty function removes it.
+void set_gradient_observer(std::function<void(std::int64_t step, const optim::NamedParameters& params)> observer);
 
 // Runs (or, with resume, continues from run/latest.ckpt) the training `s` describes. The model
 // must be on s.device. model_gen is the model's random stream (saved in checkpoints). `comm`:

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "kernels/copy.h"
 #include "nn/checkpoint.h"
 #include "nn/safetensors.h"
 #include "train/weights_io.h"
@@ -72,12 +74,15 @@ std::vector<std::string> mismatches(const nn::StateDict& model, const nn::StateD
 
 }  // namespace
 
-ExportSummary export_weights(const LoadedRun& run, const std::string& out) {
+ExportSummary export_weights(const LoadedRun& run, const std::string& out, std::optional<DType> dtype) {
+  if (dtype && !is_floating(*dtype)) fail("export", "--dtype must be a float type, got {}", dtype_name(*dtype));
   nn::NamedTensors tensors;
   std::int64_t bytes = 0;
   for (const auto& [name, t] : run.model->state_dict()) {
-    tensors.emplace_back(name, t);
-    bytes += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+    // Float tensors rounded once to the asked format (integer buffers stay as they are).
+    const Tensor e = dtype && is_floating(t.dtype()) && t.dtype() != *dtype ? kernels::cast(t, *dtype) : t;
+    tensors.emplace_back(name, e);
+    bytes += e.numel() * static_cast<std::int64_t>(dtype_size(e.dtype()));
   }
   nn::Metadata meta;
   meta[kFormatKey] = kFormat;
@@ -105,8 +110,15 @@ std::size_t import_weights(const LoadedRun& run, const std::string& from, const 
     }
   }
   nn::StateDict state;
-  for (auto& [name, t] : file.tensors) state.insert(name, std::move(t));
-  const std::vector<std::string> problems = mismatches(run.model->state_dict(), state);
+  const nn::StateDict model_state = run.model->state_dict();
+  for (auto& [name, t] : file.tensors) {
+    // A half-size export (define export --dtype float16 / bfloat16) widens exactly into the model's
+    // float32 weights; nothing else changes type on the way in.
+    const Tensor* m = model_state.find(name);
+    if (m && is_float16(t.dtype()) && is_floating(m->dtype()) && !is_float16(m->dtype())) t = kernels::cast(t, m->dtype());
+    state.insert(name, std::move(t));
+  }
+  const std::vector<std::string> problems = mismatches(model_state, state);
   if (!problems.empty())
     fail(op, "'{}' does not fit the model of {}: {}", from, run.dir, fmt::join(problems, "; "));
   run.model->load_state_dict(state, /*strict=*/true);

@@ -6,7 +6,8 @@
 //       rnn.module.weight_hh_l0, output.bias, ...), plus metadata strings: "define.format" =
 //       "weights/1", "config" (the run's resolved config.json, so the model can be rebuilt), "vocab"
 //       (one word per line, line i = id i), "source_checkpoint".
-//   import_weights  loads such a file (e.g. weights changed in Python) into the run's model and
+//       `--dtype float16|bfloat16` writes the float tensors in 16 bits (half the size).
+//   import_weights  loads such a file (16-bit tensors widen exactly into the float32 model) (e.g. weights changed in Python) into the run's model and
 //       writes a checkpoint that eval / generate / export-cache read with --checkpoint. Strict: every
 //       missing, unexpected, mis-shaped or mis-typed tensor is listed by name, a vocabulary in the
 //       metadata must equal the run's, and two names of one shared tensor (e.g. input.map.weight and
@@ -16,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "train/run_loader.h"
@@ -26,7 +28,9 @@ struct ExportSummary {
   std::size_t tensors = 0;
   std::int64_t bytes = 0;
 };
-ExportSummary export_weights(const LoadedRun& run, const std::string& out);
+// dtype: float tensors written in that format (float16 / bfloat16 for a half-size file, rounded
+// once); nullopt keeps the model's (float32).
+ExportSummary export_weights(const LoadedRun& run, const std::string& out, std::optional<DType> dtype = std::nullopt);
 // Returns the number of tensors written to the checkpoint `out`.
 std::size_t import_weights(const LoadedRun& run, const std::string& from, const std::string& out);
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -157,6 +158,16 @@ inline std::vector<Case> cases() {
                  Tensor a = uniform({n, n}, d), b = uniform({n, n}, d);
                  return Problem{f32_bytes(3.0 * n * n), 2.0 * n * n * n, [=] { (void)kernels::matmul(a, b); }};
                }});
+  // Mixed precision's GEMMs: 16-bit operands with float accumulation (cublasGemmEx on a GPU, tensor
+  // cores from sm_70 for float16 and sm_80 for bfloat16), against the float32 SGEMM above.
+  for (const auto& [name, dtype] : {std::pair{"gemm float16 (GemmEx)", DType::Float16},
+                                    std::pair{"gemm bfloat16 (GemmEx)", DType::BFloat16}}) {
+    c.push_back({name, "matmul", "4096^3", "256^3", [dtype = dtype](Device d, bool gpu) {
+                   const std::int64_t n = gpu ? 4096 : 256;
+                   Tensor a = kernels::cast(uniform({n, n}, d), dtype), b = kernels::cast(uniform({n, n}, d), dtype);
+                   return Problem{2.0 * 3.0 * n * n, 2.0 * n * n * n, [=] { (void)kernels::matmul(a, b); }};
+                 }});
+  }
   // The backend's own tiled kernel (the emulated device's default; on a GPU it reads as a share of cuBLAS).
   c.push_back({"gemm (tiled kernel)", "matmul", "4096^3", "256^3", [](Device d, bool gpu) {
                  const std::int64_t n = gpu ? 4096 : 256;

@@ -77,7 +77,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
 
 void accumulate_into(const Tensor& dst, const Tensor& src) {
   DEFINE_DISPATCH_ALL(dst.dtype(), "accumulate", [&] {
-    loop<scalar_t, scalar_t>(dst, src, [](scalar_t d, scalar_t s) { return static_cast<scalar_t>(d + s); });
+    loop<scalar_t, scalar_t>(dst, src, [](scalar_t d, scalar_t s) { return add_stored(d, s); });
   });
 }
 

@@ -59,7 +59,10 @@ void add_rows(T* out, const T* src, const Split3& o_shape, std::int64_t n, Index
     const std::int64_t i1 = std::min(o_shape.inner, i0 + kInnerChunk);
     for (std::int64_t j = 0; j < n; ++j) {
       const T* s = src + (o * n + j) * o_shape.inner;
-      for (std::int64_t i = i0; i < i1; ++i) out[(o * o_shape.mid + idx(o, j, i)) * o_shape.inner + i] += s[i];
+      for (std::int64_t i = i0; i < i1; ++i) {
+        T& dst = out[(o * o_shape.mid + idx(o, j, i)) * o_shape.inner + i];
+        dst = add_stored(dst, s[i]);
+      }
     }
   }
 }

@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "kernels/devices.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/float16.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -20,12 +21,14 @@ namespace {
 template <bool kIndex32, typename D, typename S>
 __global__ void copy_kernel(D* __restrict__ dst, const S* __restrict__ src, std::int64_t n, bool flat,
                             OffsetCalc<2> calc) {
-  for_each_element<kIndex32>(n, flat, calc, [&](const auto& off) { dst[off[0]] = static_cast<D>(src[off[1]]); });
+  for_each_element<kIndex32>(n, flat, calc, [&](const auto& off) { dst[off[0]] = convert_value<D>(src[off[1]]); });
 }
 
 template <bool kIndex32, typename T>
 __global__ void accumulate_kernel(T* dst, const T* __restrict__ src, std::int64_t n, bool flat, OffsetCalc<2> calc) {
-  for_each_element<kIndex32>(n, flat, calc, [&](const auto& off) { dst[off[0]] += src[off[1]]; });
+  for_each_element<kIndex32>(n, flat, calc, [&](const auto& off) {
+    dst[off[0]] = store_value<T>(load_value(dst[off[0]]) + load_value(src[off[1]]));
+  });
 }
 
 template <bool kIndex32, typename T>

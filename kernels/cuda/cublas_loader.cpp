@@ -102,6 +102,22 @@ DEFINE_CUBLAS_FORWARD(cublasDgemmStridedBatched,
                       (handle, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
                        count))
 
+DEFINE_CUBLAS_FORWARD(cublasGemmEx,
+                      (cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                       const void* alpha, const void* a, cudaDataType a_type, int lda, const void* b,
+                       cudaDataType b_type, int ldb, const void* beta, void* c, cudaDataType c_type, int ldc,
+                       cublasComputeType_t compute, cublasGemmAlgo_t algo),
+                      (handle, ta, tb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc, compute,
+                       algo))
+DEFINE_CUBLAS_FORWARD(cublasGemmStridedBatchedEx,
+                      (cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                       const void* alpha, const void* a, cudaDataType a_type, int lda, long long stride_a,
+                       const void* b, cudaDataType b_type, int ldb, long long stride_b, const void* beta, void* c,
+                       cudaDataType c_type, int ldc, long long stride_c, int count, cublasComputeType_t compute,
+                       cublasGemmAlgo_t algo),
+                      (handle, ta, tb, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb, stride_b, beta, c,
+                       c_type, ldc, stride_c, count, compute, algo))
+
 // The status names, also when the library never loaded (the error path must still say something).
 extern "C" const char* CUBLASWINAPI cublasGetStatusName(cublasStatus_t status) {
   static const auto real = lookup<const char*(CUBLASWINAPI*)(cublasStatus_t)>("cublasGetStatusName");

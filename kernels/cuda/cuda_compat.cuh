@@ -23,6 +23,8 @@
 
 #if defined(__CUDACC__)
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 // The namespace the backend's host code is compiled into: define::cuda / define::kernels::cuda under

@@ -236,6 +236,13 @@ std::string device_name(int index) {
   return prop.name;
 }
 
+int compute_capability(int index) {
+  check_index(index);
+  cudaDeviceProp prop{};
+  DEFINE_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return 10 * prop.major + prop.minor;
+}
+
 void synchronize() {
   DEFINE_CUDA_CHECK(cudaDeviceSynchronize());
   raise_index_errors();

@@ -19,14 +19,16 @@
 #include "core/philox.h"
 #include "kernels/dropout.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/float16.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
+// 16-bit tensors: read as float, scaled in float, rounded once (kernels/cuda/float16.cuh).
 template <typename T>
 __global__ void dropout_kernel(const T* __restrict__ x, T* __restrict__ y, std::uint64_t n, std::uint64_t offset,
                                std::uint64_t first_block, std::uint64_t num_blocks, std::uint32_t key_lo,
-                               std::uint32_t key_hi, std::uint32_t threshold, T scale) {
+                               std::uint32_t key_hi, std::uint32_t threshold, compute_t<T> scale) {
   const std::uint64_t step = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t k = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < num_blocks;
        k += step) {
@@ -38,7 +40,7 @@ __global__ void dropout_kernel(const T* __restrict__ x, T* __restrict__ y, std::
       const std::uint64_t pos = 4 * block + static_cast<std::uint64_t>(lane);  // stream word
       if (pos < offset || pos - offset >= n) continue;  // outside this tensor's words
       const std::uint64_t i = pos - offset;
-      y[i] = (words.v[lane] >> 8) >= threshold ? static_cast<T>(x[i] * scale) : T(0);
+      y[i] = store_value<T>((words.v[lane] >> 8) >= threshold ? load_value(x[i]) * scale : compute_t<T>(0));
     }
   }
 }
@@ -52,7 +54,7 @@ void apply_typed(const Tensor& x, const Tensor& y, double p, std::uint64_t seed,
   const auto threshold = static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
   launch_checked("dropout", dropout_kernel<T>, grid_for(static_cast<std::int64_t>(num_blocks)), kBlockSize, 0,
                  x.data<T>(), y.data<T>(), n, offset, first_block, num_blocks, static_cast<std::uint32_t>(seed),
-                 static_cast<std::uint32_t>(seed >> 32), threshold, dropout_scale<T>(p));
+                 static_cast<std::uint32_t>(seed >> 32), threshold, dropout_scale<compute_t<T>>(p));
 }
 
 }  // namespace
@@ -61,7 +63,7 @@ void apply_typed(const Tensor& x, const Tensor& y, double p, std::uint64_t seed,
 // scale 1) and p = 1 would drop everything (threshold 2^24 exceeds every 24-bit value, and the
 // infinite scale is never applied), as in the reference.
 void dropout_apply(const Tensor& x, const Tensor& y, double p, std::uint64_t seed, std::uint64_t offset) {
-  DEFINE_DISPATCH_FLOAT(x.dtype(), "dropout", [&] { apply_typed<scalar_t>(x, y, p, seed, offset); });
+  DEFINE_DISPATCH_FLOATING(x.dtype(), "dropout", [&] { apply_typed<scalar_t>(x, y, p, seed, offset); });
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

@@ -4,7 +4,8 @@
 // follow the CPU path (kernels/cpu/elementwise.cpp). Tests: every op-harness case of
 // tests/ops/elementwise_test.cpp in mode emu, plus tests/cuda/elementwise_kernels_test.cpp.
 //
-// Each op is a small functor; four grid-stride kernel templates (one, two or three inputs, and
+// Each op is a small functor on the compute type (float for 16-bit tensors, which the kernels read
+// and write through float16.cuh); four grid-stride kernel templates (one, two or three inputs, and
 // masked_fill) apply it to every element. The host side coalesces dims with the TensorIterator,
 // so broadcasting and arbitrary strides reach the kernel as an OffsetCalc, and when every operand
 // is flat the kernel indexes with the linear position directly. Index math is 32-bit wherever the
@@ -18,6 +19,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/float16.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -154,14 +156,18 @@ template <bool kIndex32, typename T, typename F>
 __global__ void __launch_bounds__(kBlockSize)
     unary_kernel(T* out, const T* x, std::int64_t n, bool flat, OffsetCalc<2> calc, F f) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
-  for_each_element<kIndex32, 2>(n, flat, calc, [&](const auto& off) { out[off[0]] = f(x[off[1]]); });
+  for_each_element<kIndex32, 2>(n, flat, calc, [&](const auto& off) {
+    out[off[0]] = store_value<T>(f(load_value(x[off[1]])));
+  });
 }
 
 template <bool kIndex32, typename T, typename F>
 __global__ void __launch_bounds__(kBlockSize)
     binary_kernel(T* out, const T* a, const T* b, std::int64_t n, bool flat, OffsetCalc<3> calc, F f) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
-  for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) { out[off[0]] = f(a[off[1]], b[off[2]]); });
+  for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) {
+    out[off[0]] = store_value<T>(f(load_value(a[off[1]]), load_value(b[off[2]])));
+  });
 }
 
 template <bool kIndex32, typename C, typename T>
@@ -169,7 +175,7 @@ __global__ void __launch_bounds__(kBlockSize)
     where_kernel(T* out, const C* cond, const T* a, const T* b, std::int64_t n, bool flat, OffsetCalc<4> calc) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   for_each_element<kIndex32, 4>(n, flat, calc, [&](const auto& off) {
-    out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
+    out[off[0]] = load_value(cond[off[1]]) != compute_t<C>(0) ? a[off[2]] : b[off[3]];
   });
 }
 
@@ -178,7 +184,7 @@ __global__ void __launch_bounds__(kBlockSize)
     masked_fill_kernel(T* out, const T* x, const M* mask, T value, std::int64_t n, bool flat, OffsetCalc<3> calc) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) {
-    out[off[0]] = mask[off[2]] != M(0) ? value : x[off[1]];
+    out[off[0]] = load_value(mask[off[2]]) != compute_t<M>(0) ? value : x[off[1]];
   });
 }
 
@@ -231,8 +237,9 @@ void compare_scalar(const Tensor& x, const Tensor& out, UnaryOp op, double s) {
 
 template <typename T>
 void unary_math(const Tensor& x, const Tensor& out, UnaryOp op, double p0, double p1) {
+  using C = compute_t<T>;
   const char* name = op_name(op);
-  const T s0 = static_cast<T>(p0), s1 = static_cast<T>(p1);
+  const C s0 = static_cast<C>(p0), s1 = static_cast<C>(p1);
   auto run = [&](auto f) { launch_unary<T>(name, x, out, f); };
   switch (op) {
     case UnaryOp::Neg: return run(Negate{});
@@ -245,17 +252,17 @@ void unary_math(const Tensor& x, const Tensor& out, UnaryOp op, double p0, doubl
     case UnaryOp::Relu: return run(Relu{});
     case UnaryOp::Gelu: return run(Gelu{});
     case UnaryOp::Silu: return run(Silu{});
-    case UnaryOp::AddScalar: return run(AddScalar<T>{s0});
-    case UnaryOp::MulScalar: return run(MulScalar<T>{s0});
-    case UnaryOp::RSubScalar: return run(ScalarMinus<T>{s0});
-    case UnaryOp::RDivScalar: return run(ScalarOver<T>{s0});
+    case UnaryOp::AddScalar: return run(AddScalar<C>{s0});
+    case UnaryOp::MulScalar: return run(MulScalar<C>{s0});
+    case UnaryOp::RSubScalar: return run(ScalarMinus<C>{s0});
+    case UnaryOp::RDivScalar: return run(ScalarOver<C>{s0});
     case UnaryOp::PowScalar:
       // The CPU path's special cases: exact squares and square roots, and no pow call at all.
       if (p0 == 2.0) return run(Square{});
       if (p0 == 1.0) return run(Identity{});
       if (p0 == 0.5) return run(Sqrt{});
-      return run(PowScalar<T>{s0});
-    case UnaryOp::Clamp: return run(Clamp<T>{s0, s1});
+      return run(PowScalar<C>{s0});
+    case UnaryOp::Clamp: return run(Clamp<C>{s0, s1});
     default: fail(name, "internal: unhandled unary op");
   }
 }
@@ -276,8 +283,9 @@ void compare_binary(const Tensor& a, const Tensor& b, const Tensor& out, BinaryO
 
 template <typename T>
 void binary_math(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op, double p0, double p1) {
+  using C = compute_t<T>;
   const char* name = op_name(op);
-  const T s0 = static_cast<T>(p0), s1 = static_cast<T>(p1);
+  const C s0 = static_cast<C>(p0), s1 = static_cast<C>(p1);
   auto run = [&](auto f) { launch_binary<T>(name, a, b, out, f); };
   switch (op) {
     case BinaryOp::Add: return run(Add{});
@@ -289,7 +297,7 @@ void binary_math(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp o
     case BinaryOp::Pow: return run(Pow{});
     case BinaryOp::AddScaled:
       if (p0 == 1.0) return run(Add{});
-      return run(AddScaled<T>{s0});
+      return run(AddScaled<C>{s0});
     case BinaryOp::MaxWeight: return run(MaxWeight{});
     case BinaryOp::ReluBackward: return run(ReluBackward{});
     case BinaryOp::GeluBackward: return run(GeluBackward{});
@@ -298,11 +306,11 @@ void binary_math(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp o
     case BinaryOp::TanhBackward: return run(TanhBackward{});
     case BinaryOp::SqrtBackward: return run(SqrtBackward{});
     case BinaryOp::AbsBackward: return run(AbsBackward{});
-    case BinaryOp::ClampBackward: return run(ClampBackward<T>{s0, s1});
+    case BinaryOp::ClampBackward: return run(ClampBackward<C>{s0, s1});
     case BinaryOp::PowScalarBackward:
       if (p0 == 0.0) return run(ZeroGradient{});
       if (p0 == 2.0) return run(SquareBackward{});
-      return run(PowScalarBackward<T>{s0, static_cast<T>(p0 - 1.0)});
+      return run(PowScalarBackward<C>{s0, static_cast<C>(p0 - 1.0)});
     default: fail(name, "internal: unhandled binary op");
   }
 }
@@ -314,7 +322,7 @@ void unary(const Tensor& x, const Tensor& out, UnaryOp op, double p0, double p1)
   if (is_comparison(op)) {
     DEFINE_DISPATCH_ALL(x.dtype(), op_name(op), [&] { compare_scalar<scalar_t>(x, out, op, p0); });
   } else {
-    DEFINE_DISPATCH_FLOAT(x.dtype(), op_name(op), [&] { unary_math<scalar_t>(x, out, op, p0, p1); });
+    DEFINE_DISPATCH_FLOATING(x.dtype(), op_name(op), [&] { unary_math<scalar_t>(x, out, op, p0, p1); });
   }
 }
 
@@ -322,7 +330,7 @@ void binary(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op, do
   if (is_comparison(op)) {
     DEFINE_DISPATCH_ALL(a.dtype(), op_name(op), [&] { compare_binary<scalar_t>(a, b, out, op); });
   } else {
-    DEFINE_DISPATCH_FLOAT(a.dtype(), op_name(op), [&] { binary_math<scalar_t>(a, b, out, op, p0, p1); });
+    DEFINE_DISPATCH_FLOATING(a.dtype(), op_name(op), [&] { binary_math<scalar_t>(a, b, out, op, p0, p1); });
   }
 }
 

@@ -25,6 +25,7 @@
 #include "core/factory.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/index_check.cuh"
 #include "kernels/cuda/sum_rows_by_index.cuh"
 
@@ -67,7 +68,10 @@ __global__ void scatter_add_columns_kernel(T* out, const I* __restrict__ index, 
     calc.get(c, off);
     for (std::int64_t j = 0; j < length; ++j) {
       const auto row = static_cast<std::int64_t>(index[off[1] + j * index_dim]);
-      if (check.in_range(row)) out[off[0] + row * out_dim] += src[off[2] + j * src_dim];
+      if (check.in_range(row)) {
+        T& dst = out[off[0] + row * out_dim];
+        dst = store_value<T>(load_value(dst) + load_value(src[off[2] + j * src_dim]));
+      }
     }
   }
 }
@@ -286,13 +290,14 @@ __global__ void sum_grouped_rows_kernel(T* out, const T* __restrict__ src, const
     const std::int64_t i = e % layout.inner, r = e / layout.inner;
     const std::int64_t v = r % layout.rows, o = r / layout.rows;
     T* dst = out + o * layout.out_stride[0] + v * layout.out_stride[1] + i * layout.out_stride[2];
-    T acc = accumulate ? *dst : T(0);
+    // 16-bit rows add in float and round once.
+    compute_t<T> acc = accumulate ? load_value(*dst) : compute_t<T>(0);
     if (v != skip_row) {
       const T* column = src + o * layout.src_stride[0] + i * layout.src_stride[2];
       const std::int64_t end = starts[v + 1];
-      for (std::int64_t q = starts[v]; q < end; ++q) acc += column[order[q] * layout.src_stride[1]];
+      for (std::int64_t q = starts[v]; q < end; ++q) acc += load_value(column[order[q] * layout.src_stride[1]]);
     }
-    *dst = acc;
+    *dst = store_value<T>(acc);
   }
 }
 

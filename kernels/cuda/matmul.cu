@@ -48,6 +48,7 @@
 #include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/current_device_guard.h"
+#include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/tile_gemm.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -72,7 +73,7 @@ struct TiledGemmArgs {
   // op(a) is m x k, op(b) k x n, out m x n: element (i, j) at i * row + j * col.
   std::int64_t a_row = 0, a_col = 0, b_row = 0, b_col = 0, c_row = 0, c_col = 0;
   BatchOffsets batch;
-  T alpha = 0, beta = 0;
+  compute_t<T> alpha = 0, beta = 0;
   // Load order of each slice: k fastest when consecutive k are adjacent in memory, so a warp's
   // loads coalesce for row-major op(a) and column-major op(b); the tile dim fastest otherwise.
   bool a_k_fastest = false, b_k_fastest = false;
@@ -106,13 +107,13 @@ __device__ __forceinline__ StridedSliceLoader make_slice_loader(std::int64_t ext
 // One 64x64 tile of out at (row0, col0) for matrices a, b, c of one batch entry (thread layout:
 // tile_gemm.cuh), scaled by alpha and added to beta * out. Called by every thread of the block
 // (it contains barriers).
-template <typename T>
+template <typename T, typename C = compute_t<T>>
 __device__ __forceinline__ void gemm_tile(const TiledGemmArgs<T>& p, const T* __restrict__ a,
                                           const T* __restrict__ b, T* c, std::int64_t row0, std::int64_t col0,
-                                          SliceTile<T>& a_tile, SliceTile<T>& b_tile) {
+                                          SliceTile<C>& a_tile, SliceTile<C>& b_tile) {
   const int tx = static_cast<int>(threadIdx.x) % kThreadsPerDim;
   const int ty = static_cast<int>(threadIdx.x) / kThreadsPerDim;
-  const MicroTile<T> acc =
+  const MicroTile<C> acc =
       multiply_tile(p.k, a, make_slice_loader(p.m, row0, p.a_row, p.a_col, p.a_k_fastest), b,
                     make_slice_loader(p.n, col0, p.b_col, p.b_row, p.b_k_fastest), a_tile, b_tile, tx, ty);
 
@@ -125,7 +126,8 @@ __device__ __forceinline__ void gemm_tile(const TiledGemmArgs<T>& p, const T* __
       if (row < p.m && col < p.n) {
         T& dst = c[row * p.c_row + col * p.c_col];
         // beta == 0 must not read out: it may hold garbage or NaN.
-        dst = p.beta == T(0) ? p.alpha * acc.sum[i][j] : p.alpha * acc.sum[i][j] + p.beta * dst;
+        dst = store_value<T>(p.beta == C(0) ? p.alpha * acc.sum[i][j]
+                                            : p.alpha * acc.sum[i][j] + p.beta * load_value(dst));
       }
     }
   }
@@ -138,8 +140,8 @@ __device__ __forceinline__ void gemm_tile(const TiledGemmArgs<T>& p, const T* __
 template <typename T>
 __global__ void __launch_bounds__(kGemmThreads, 2) gemm_tiled_kernel(TiledGemmArgs<T> p) {
   EMU_CHECK_LAUNCH_BOUNDS(kGemmThreads, 2);
-  EMU_STATIC_SHARED(a_tile, SliceTile<T>);
-  EMU_STATIC_SHARED(b_tile, SliceTile<T>);
+  EMU_STATIC_SHARED(a_tile, SliceTile<compute_t<T>>);
+  EMU_STATIC_SHARED(b_tile, SliceTile<compute_t<T>>);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
   for (std::int64_t batch = blockIdx.z; batch < p.batch_count; batch += gridDim.z) {
     std::int64_t off_a = batch * p.batch.stride_a, off_b = batch * p.batch.stride_b, off_c = batch * p.batch.stride_c;
@@ -212,8 +214,8 @@ void gemm_tiled(const Tensor& a, const Tensor& b, const Tensor& out, const Batch
   p.b_col = mb.col_stride;
   p.c_row = mc.row_stride;
   p.c_col = mc.col_stride;
-  p.alpha = static_cast<T>(alpha);
-  p.beta = static_cast<T>(beta);
+  p.alpha = static_cast<compute_t<T>>(alpha);
+  p.beta = static_cast<compute_t<T>>(beta);
   p.a_k_fastest = ma.col_stride == 1;
   p.b_k_fastest = mb.row_stride == 1 && mb.col_stride != 1;
 
@@ -322,6 +324,30 @@ cublasStatus_t cublas_gemm_strided(cublasHandle_t h, cublasOperation_t ta, cubla
                                    stride_c, count);
 }
 
+// 16-bit operands: cublasGemmEx with float accumulation (CUBLAS_COMPUTE_32F; alpha and beta are
+// floats), so tensor cores run where the GPU has them, and the result is rounded once.
+template <typename T>
+constexpr cudaDataType_t cuda_data_type() {
+  if constexpr (std::is_same_v<T, Half>) return CUDA_R_16F;
+  else return CUDA_R_16BF;
+}
+template <typename T, std::enable_if_t<is_float16_v<T>, int> = 0>
+cublasStatus_t cublas_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float* alpha, const T* a, int lda, const T* b, int ldb, const float* beta, T* c,
+                           int ldc) {
+  return cublasGemmEx(h, ta, tb, m, n, k, alpha, a, cuda_data_type<T>(), lda, b, cuda_data_type<T>(), ldb, beta, c,
+                      cuda_data_type<T>(), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+template <typename T, std::enable_if_t<is_float16_v<T>, int> = 0>
+cublasStatus_t cublas_gemm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                   int k, const float* alpha, const T* a, int lda, long long stride_a, const T* b,
+                                   int ldb, long long stride_b, const float* beta, T* c, int ldc, long long stride_c,
+                                   int count) {
+  return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, a, cuda_data_type<T>(), lda, stride_a, b,
+                                    cuda_data_type<T>(), ldb, stride_b, beta, c, cuda_data_type<T>(), ldc, stride_c,
+                                    count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
 // One cuBLAS operand: pointer to batch entry 0, operation, leading dimension, batch offsets.
 template <typename T>
 struct CublasOperand {
@@ -362,7 +388,7 @@ void run_cublas(const Tensor& a, const Tensor& b, const Tensor& c, bool trans_a,
   const int cols = static_cast<int>(c_col_major ? mc.cols : mc.rows);
   const int k = static_cast<int>(ma.cols);
   const int ld1 = static_cast<int>(first.ld), ld2 = static_cast<int>(second.ld), ldc = static_cast<int>(vc.ld);
-  const T alpha_t = static_cast<T>(alpha), beta_t = static_cast<T>(beta);
+  const compute_t<T> alpha_t = static_cast<compute_t<T>>(alpha), beta_t = static_cast<compute_t<T>>(beta);
   T* pc = c.data<T>();
   cublasHandle_t handle = cublas_handle(c.device().index);
 
@@ -437,7 +463,7 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_
 }  // namespace
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, double alpha, double beta) {
-  DEFINE_DISPATCH_FLOAT(out.dtype(), "gemm", [&] { gemm_typed<scalar_t>(a, b, out, trans_a, trans_b, alpha, beta); });
+  DEFINE_DISPATCH_FLOATING(out.dtype(), "gemm", [&] { gemm_typed<scalar_t>(a, b, out, trans_a, trans_b, alpha, beta); });
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

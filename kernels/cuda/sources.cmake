@@ -43,6 +43,9 @@ if(DEFINE_CUDA)
   target_compile_definitions(define_kernels_cuda PRIVATE FMT_USE_CONSTEXPR=1 FMT_CONSTEVAL= DEFINE_HAS_CUDA_KERNELS)
   target_compile_options(define_kernels_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unknown-pragmas --expt-relaxed-constexpr -lineinfo>)
+  # Arithmetic on a 16-bit value is a compile error, as in the emulator (kernels/cuda/float16.cuh):
+  # kernels compute in float.
+  target_compile_definitions(define_kernels_cuda PRIVATE __CUDA_NO_HALF_OPERATORS__ __CUDA_NO_BFLOAT16_OPERATORS__)
   # ptxas's register, spill and shared-memory report of every kernel for every architecture
   # (-Xptxas -v), kept beside each object by the launcher for scripts/checks/check-ptxas.sh --build,
   # so the ptxas check reads what the build compiled instead of compiling every kernel again.

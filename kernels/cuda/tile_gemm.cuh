@@ -15,6 +15,9 @@
 // stores to a row-major out cover runs of 16 consecutive columns. Every output is one thread's sum
 // in increasing k, so results do not depend on block order or thread schedule.
 //
+// 16-bit operands (Half, BFloat16) are widened as they are loaded: the staged slices, the sums and
+// the epilogue are in the compute type C = compute_t<T> (float), and the epilogue rounds once.
+//
 // Included by kernel files only, after common.cuh (it lives in the backend namespace).
 #pragma once
 
@@ -22,6 +25,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/float16.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -70,12 +74,12 @@ struct SliceLoader : Steps {
 
   // Reads the current slice into registers and advances to the next one. k_inside: how many of
   // the slice's kTileK k values lie inside the matrix.
-  template <typename T>
-  __device__ __forceinline__ void load(T (&regs)[kLoadsPerThread], const T* __restrict__ base, int k_inside) {
+  template <typename C, typename T>
+  __device__ __forceinline__ void load(C (&regs)[kLoadsPerThread], const T* __restrict__ base, int k_inside) {
 #pragma unroll
     for (int r = 0; r < kLoadsPerThread; ++r) {
       const bool inside = t + r * this->t_step < t_inside && kk + r * this->kk_step < k_inside;
-      regs[r] = inside ? base[offset + r * r_stride] : T(0);
+      regs[r] = inside ? load_value(base[offset + r * r_stride]) : C(0);
     }
     offset += slice_step;
   }
@@ -117,18 +121,18 @@ __device__ __forceinline__ void accumulate_slice(MicroTile<T>& acc, const SliceT
 // This thread's micro-tile of op(a) @ op(b) over the whole depth k, for the tile whose slices la
 // and lb (positioned at k = 0) load from a and b. Called by every thread of the block (it
 // contains barriers); k is block-uniform.
-template <typename T, typename ASteps, typename BSteps>
-__device__ __forceinline__ MicroTile<T> multiply_tile(std::int64_t k, const T* __restrict__ a,
+template <typename T, typename ASteps, typename BSteps, typename C = compute_t<T>>
+__device__ __forceinline__ MicroTile<C> multiply_tile(std::int64_t k, const T* __restrict__ a,
                                                       SliceLoader<ASteps> la, const T* __restrict__ b,
-                                                      SliceLoader<BSteps> lb, SliceTile<T>& a_tile,
-                                                      SliceTile<T>& b_tile, int tx, int ty) {
-  MicroTile<T> acc;
+                                                      SliceLoader<BSteps> lb, SliceTile<C>& a_tile,
+                                                      SliceTile<C>& b_tile, int tx, int ty) {
+  MicroTile<C> acc;
 #pragma unroll
   for (int i = 0; i < kMicro; ++i)
 #pragma unroll
-    for (int j = 0; j < kMicro; ++j) acc.sum[i][j] = T(0);
+    for (int j = 0; j < kMicro; ++j) acc.sum[i][j] = C(0);
 
-  T a_next[kLoadsPerThread], b_next[kLoadsPerThread];
+  C a_next[kLoadsPerThread], b_next[kLoadsPerThread];
   la.load(a_next, a, slice_depth(k, 0));
   lb.load(b_next, b, slice_depth(k, 0));
   for (std::int64_t k0 = 0; k0 < k; k0 += kTileK) {

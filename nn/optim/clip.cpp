@@ -110,6 +110,20 @@ double grad_norm(const std::vector<Tensor>& params, double norm_type) {
   return grad_norm(name_parameters(params), norm_type);
 }
 
+namespace {
+
+// Every gradient multiplied by factor, in place.
+void scale_gradients(const NamedParameters& params, double factor) {
+  for (const auto& np : params) {
+    Tensor g = np.second.grad();
+    if (!g.defined()) continue;
+    kernels::unary_into(UnaryOp::MulScalar, g, g, factor);
+    g.bump_version();
+  }
+}
+
+}  // namespace
+
 double clip_grad_norm(const NamedParameters& params, double max_norm, double norm_type, NonFinite on_nonfinite) {
   check_norm_type("clip_grad_norm", norm_type);
   if (!(max_norm >= 0) || std::isinf(max_norm))
@@ -125,14 +139,22 @@ double clip_grad_norm(const NamedParameters& params, double max_norm, double nor
   }
   // torch.nn.utils.clip_grad_norm_'s coefficient; the 1e-6 guards max_norm / 0.
   const double coef = max_norm / (total + 1e-6);
-  if (coef < 1) {
-    for (const auto& np : params) {
-      Tensor g = np.second.grad();
-      if (!g.defined()) continue;
-      kernels::unary_into(UnaryOp::MulScalar, g, g, coef);
-      g.bump_version();
-    }
-  }
+  if (coef < 1) scale_gradients(params, coef);
+  return total;
+}
+
+double unscale_clip_grad_norm(const NamedParameters& params, double loss_scale, double max_norm, double norm_type) {
+  check_norm_type("unscale_clip_grad_norm", norm_type);
+  if (!(loss_scale > 0) || !std::isfinite(loss_scale))
+    fail("unscale_clip_grad_norm", "loss_scale must be positive and finite (got {})", loss_scale);
+  if (!(max_norm >= 0) || std::isinf(max_norm))
+    fail("unscale_clip_grad_norm", "max_norm must be finite and >= 0 (got {})", max_norm);
+  NoGradGuard no_grad;
+  const double total = total_norm(params, norm_type) / loss_scale;
+  if (!std::isfinite(total)) return total;
+  const double clip = max_norm > 0 ? std::min(1.0, max_norm / (total + 1e-6)) : 1.0;
+  const double factor = clip / loss_scale;
+  if (factor != 1.0) scale_gradients(params, factor);
   return total;
 }
 

@@ -47,6 +47,14 @@ double clip_grad_norm(const R& params, double max_norm, double norm_type = 2.0, 
   return clip_grad_norm(to_named_parameters(params), max_norm, norm_type, on_nonfinite);
 }
 
+// Mixed precision's unscale and clip in one pass (train/precision.h): the gradients hold
+// loss_scale times the true gradient. Returns the true total norm (the scaled one / loss_scale)
+// and multiplies every gradient by min(1, max_norm / (true + 1e-6)) / loss_scale (max_norm 0: no
+// clipping, 1 / loss_scale alone). A non-finite total (an overflow) leaves the gradients as they
+// are and is returned, for the loop to skip the step.
+double unscale_clip_grad_norm(const NamedParameters& params, double loss_scale, double max_norm,
+                              double norm_type = 2.0);
+
 // The same two without waiting for the device: the total norm is returned as a 0-d float64 tensor
 // on the gradients' device (which must be one device; a CPU zero when no parameter has a gradient),
 // and clip_grad_norm_on_device computes and applies the scale there. A non-finite total leaves the

@@ -24,63 +24,11 @@
 using namespace define;
 using Catch::Contains;
 using define::test::read_all;
+using define::test::fresh_parallel_root;
+using define::test::reversed_in_capitals;
 namespace fs = std::filesystem;
 
 namespace {
-
-const char* kWords[] = {"ka", "lomi", "tor", "ein", "derun", "sch", "anve", "ru", "pel", "stogi", "nar", "quox"};
-
-std::string reversed_in_capitals(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> words;
-  for (std::string w; in >> w;) {
-    std::transform(w.begin(), w.end(), w.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    words.push_back(w);
-  }
-  std::string out;
-  for (auto it = words.rbegin(); it != words.rend(); ++it) {
-    if (!out.empty()) out += ' ';
-    out += *it;
-  }
-  return out;
-}
-
-// n source sentences of 2 to 5 words (a 64-bit LCG, deterministic in seed).
-std::vector<std::string> sentences(int n, std::uint64_t seed) {
-  std::uint64_t x = seed;
-  auto draw = [&](std::uint64_t k) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (x >> 33) % k;
-  };
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) {
-    std::string line;
-    for (std::uint64_t w = 0, words = 2 + draw(4); w < words; ++w) {
-      if (w > 0) line += ' ';
-      line += kWords[draw(12)];
-    }
-    out.push_back(line);
-  }
-  return out;
-}
-
-void write_split(const fs::path& dir, const std::string& split, int n, std::uint64_t seed) {
-  std::ofstream src(dir / (split + ".src")), tgt(dir / (split + ".tgt"));
-  for (const auto& s : sentences(n, seed)) {
-    src << s << '\n';
-    tgt << reversed_in_capitals(s) << '\n';
-  }
-}
-
-fs::path fresh_parallel_root(const std::string& name) {
-  const fs::path root = fs::temp_directory_path() / name;
-  fs::remove_all(root);
-  fs::create_directories(root / "data");
-  write_split(root / "data", "train", 400, 1);
-  write_split(root / "data", "val", 40, 2);
-  write_split(root / "data", "test", 40, 3);
-  return root;
-}
 
 std::string config_text(const fs::path& data, int max_steps, const std::string& extra_train = "") {
   return R"({"data": {"dir": ")" + data.string() + R"(", "source": "src", "target": "tgt", "max_tokens": 256,

@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "support/trained_run.h"
 #include "core/config.h"
+#include "kernels/copy.h"
 #include "nn/checkpoint.h"
 #include "nn/safetensors.h"
 #include "tools/command.h"
@@ -141,4 +143,51 @@ TEST_CASE("import: two names of one shared tensor must hold the same values", "[
   const std::string cache = (run.root / "dextra_cache.safetensors").string();
   CHECK_THAT(capture(cli::run_export_cache, {"--run", dir, "--out", cache}), Contains("41 x 16 table"));
   CHECK_THAT(capture(cli::run_eval, {"--run", dir, "--cache", cache, "--compare"}), Contains("cache vs unit"));
+}
+
+TEST_CASE("export --dtype float16 / bfloat16: half-size files, each value rounded once, imported back widened",
+          "[cli][commands][float16]") {
+  const TrainedRun& run = define_run();
+  const fs::path full = run.root / "full.safetensors";
+  capture(cli::run_export, {"--run", run.dir, "--out", full.string()});
+  const nn::SafetensorsContents f32 = nn::load_safetensors(full.string());
+  for (const auto& [flag, dtype, tag] : {std::tuple{"float16", DType::Float16, "\"F16\""},
+                                          std::tuple{"bfloat16", DType::BFloat16, "\"BF16\""}}) {
+    INFO(flag);
+    const fs::path half = run.root / (std::string(flag) + ".safetensors");
+    capture(cli::run_export, {"--run", run.dir, "--out", half.string(), "--dtype", flag});
+    CHECK_THAT(read_all(half), Contains(tag));
+    const nn::SafetensorsContents h = nn::load_safetensors(half.string());
+    // The tensors take half the bytes (this tiny model's file is mostly its metadata: config and vocabulary).
+    const auto tensor_bytes = [](const nn::SafetensorsContents& c) {
+      std::int64_t b = 0;
+      for (const auto& [name, t] : c.tensors) b += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+      return b;
+    };
+    CHECK(2 * tensor_bytes(h) == tensor_bytes(f32));
+    CHECK(fs::file_size(full) - fs::file_size(half) >= static_cast<std::uintmax_t>(tensor_bytes(h)));
+    REQUIRE(h.tensors.size() == f32.tensors.size());
+    for (std::size_t i = 0; i < h.tensors.size(); ++i) {
+      const auto& [name, t] = h.tensors[i];
+      INFO(name);
+      REQUIRE(f32.tensors[i].first == name);  // one order: the model's state dict
+      const Tensor& w = f32.tensors[i].second;
+      if (w.dtype() != DType::Float32) continue;
+      REQUIRE(t.dtype() == dtype);
+      // Each value is the float32 weight rounded once (core/float16.h, checked against F16C).
+      CHECK(same_bytes(t, kernels::cast(w, dtype)));
+    }
+    // Imported back: widened exactly into the float32 model.
+    const fs::path ckpt = run.root / (std::string(flag) + ".ckpt");
+    capture(cli::run_import, {"--run", run.dir, "--from", half.string(), "--out", ckpt.string(), "--force"});
+    const nn::Checkpoint imported = nn::load_checkpoint(ckpt.string());
+    for (const auto& [name, t] : h.tensors) {
+      INFO(name);
+      const Tensor* u = imported.model.find(name);
+      REQUIRE(u);
+      if (is_float16(t.dtype())) CHECK(same_bytes(*u, kernels::cast(t, DType::Float32)));
+    }
+  }
+  CHECK_THROWS_WITH(cli::run_export({"--run", run.dir, "--out", full.string(), "--dtype", "int8"}),
+                    Contains("--dtype must be float32, float16 or bfloat16, got 'int8'"));
 }

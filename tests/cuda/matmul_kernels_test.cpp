@@ -761,3 +761,69 @@ TEST_CASE("emulated cuBLAS: every matrix must be memory of the handle's device",
   CHECK(on_device1 == CUBLAS_STATUS_SUCCESS);
   CHECK(c1.values() == kProduct);
 }
+
+TEST_CASE("emulated cuBLAS: GemmEx reads 16-bit operands exactly, sums in float and rounds once",
+          "[cuda][matmul][cublas][float16][family:matmul]") {
+  const EmuCublasHandle handle;
+  // k = 3 products whose float sum is exact, then a result that needs rounding: 1 + 2^-11 + 2^-12
+  // is above float16's tie between 1 and 1 + 2^-10 and must round up (once, from the float sum).
+  const std::vector<__half> a = {__half(1.0f), __half(0x1p-11f), __half(0x1p-12f)};  // 1 x 3, lda 1
+  const std::vector<__half> b = {__half(1.0f), __half(1.0f), __half(1.0f)};           // 3 x 1, ldb 3
+  const EmuBuffer<__half> da(a, 0), db(b, 0), dc({__half(0.0f)}, 0);
+  const float one = 1, zero = 0;
+  REQUIRE(cublasGemmEx(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 3, &one, da.get(), CUDA_R_16F, 1, db.get(),
+                       CUDA_R_16F, 3, &zero, dc.get(), CUDA_R_16F, 1, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+  CHECK(__half_as_ushort(dc.values()[0]) == 0x3C01);
+  const long ex_calls = ::cuda_emu::cublas_calls().gemm_ex;
+  // bfloat16, strided batched, beta reads C in float: C_i = 2 A_i B + 0.5 C_i.
+  const EmuBuffer<__nv_bfloat16> ba({__nv_bfloat16(1.0f), __nv_bfloat16(2.0f), __nv_bfloat16(3.0f),
+                                     __nv_bfloat16(4.0f)}, 0);  // A_0 = [1 2], A_1 = [3 4] (1 x 2)
+  const EmuBuffer<__nv_bfloat16> bb({__nv_bfloat16(0.5f), __nv_bfloat16(0.25f)}, 0);
+  const EmuBuffer<__nv_bfloat16> bc({__nv_bfloat16(8.0f), __nv_bfloat16(-8.0f)}, 0);
+  const float two = 2, half = 0.5f;
+  REQUIRE(cublasGemmStridedBatchedEx(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 2, &two, ba.get(), CUDA_R_16BF, 1,
+                                     2, bb.get(), CUDA_R_16BF, 2, 0, &half, bc.get(), CUDA_R_16BF, 1, 1, 2,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+  CHECK(__bfloat162float(bc.values()[0]) == 2 * (0.5f + 0.5f) + 4.0f);
+  CHECK(__bfloat162float(bc.values()[1]) == 2 * (1.5f + 1.0f) - 4.0f);
+  CHECK(::cuda_emu::cublas_calls().gemm_ex == ex_calls + 1);
+  // What the emulator does not know to round is refused, naming the types.
+  CHECK(cublasGemmEx(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 3, &one, da.get(), CUDA_R_16F, 1, db.get(),
+                     CUDA_R_16F, 3, &zero, dc.get(), CUDA_R_32F, 1, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK_THAT(::cuda_emu::cublas_last_problem(), Catch::Contains("types A 2, B 2, C 0"));
+  CHECK(cublasGemmEx(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 3, &one, da.get(), CUDA_R_16F, 1, db.get(),
+                     CUDA_R_16F, 3, &zero, dc.get(), CUDA_R_16F, 1, CUBLAS_COMPUTE_16F,
+                     CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_NOT_SUPPORTED);
+}
+
+TEST_CASE("gemm kernels: 16-bit tensors through cublasGemmEx and through the tiled kernel agree with a float64 "
+          "product rounded once", "[cuda][matmul][float16][family:matmul]") {
+  REQUIRE(kernels::register_devices().emu);
+  for (const kernels::CudaGemm which : {kernels::CudaGemm::Cublas, kernels::CudaGemm::Tiled}) {
+    const kernels::CudaGemmGuard use(which);
+    for (const DType dt : {DType::Float16, DType::BFloat16}) {
+      INFO(kernels::cuda_gemm_name(which) << " " << dtype_name(dt));
+      Generator gen(5);
+      const Tensor a = kernels::cast(rand_uniform({2, 37, 70}, -1, 1, {}, gen), dt);
+      const Tensor b = kernels::cast(rand_uniform({2, 70, 19}, -1, 1, {}, gen), dt);
+      const Tensor got = kernels::matmul(copy_to_device(a, Device::emu()), copy_to_device(b, Device::emu()));
+      REQUIRE(got.dtype() == dt);
+      // Exact products of the 16-bit values, summed in double: the float sum differs from it by far
+      // less than half a 16-bit ulp, so the result is the double one rounded, or its neighbour.
+      const Tensor want = kernels::cast(kernels::matmul(kernels::cast(a, DType::Float64), kernels::cast(b, DType::Float64)), dt);
+      const std::vector<double> g = kernels::cast(copy_to_device(got, Device::cpu()), DType::Float64).to_vector<double>();
+      const std::vector<double> w = kernels::cast(want, DType::Float64).to_vector<double>();
+      const double eps = dt == DType::Float16 ? Half::epsilon : BFloat16::epsilon;
+      std::int64_t off_by_more_than_one_ulp = 0, exact = 0;
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        const double ulp = std::max(std::abs(w[i]), 0x1p-14) * eps;
+        if (std::abs(g[i] - w[i]) > 1.01 * ulp) ++off_by_more_than_one_ulp;
+        if (g[i] == w[i]) ++exact;
+      }
+      CHECK(off_by_more_than_one_ulp == 0);
+      CHECK(exact > static_cast<std::int64_t>(g.size() * 9 / 10));
+    }
+  }
+}

@@ -19,7 +19,7 @@ namespace {
 
 bool mode_enabled(const std::string& mode) {
   const char* env = std::getenv("DEFINE_TEST_MODES");
-  const std::string modes = env ? env : "cpu,grad,emu,cuda";
+  const std::string modes = env ? env : "cpu,grad,emu,emu-f16,emu-bf16,cuda,cuda-f16,cuda-bf16";
   std::stringstream ss(modes);
   for (std::string m; std::getline(ss, m, ',');)
     if (m == mode) return true;
@@ -99,8 +99,8 @@ Tensor upstream_for(const Tensor& out) {
   return rand_uniform(out.shape(), -1.0, 1.0, {out.dtype(), out.device()}, g);
 }
 
-RunResult run_once(const OpCase& c, Device device, bool with_backward) {
-  std::vector<Tensor> inputs = make_inputs(c, DType::Float32, device, with_backward);
+RunResult run_once(const OpCase& c, Device device, bool with_backward, DType float_dtype = DType::Float32) {
+  std::vector<Tensor> inputs = make_inputs(c, float_dtype, device, with_backward);
   Tensor out = c.forward(inputs);
   RunResult r;
   r.output = to_doubles(out);
@@ -125,15 +125,19 @@ void report(const OpCase& c, const std::string& mode, const std::string& what, c
   CHECK(cmp.max_share <= 1.0);
 }
 
-void compare_runs(const OpCase& c, const std::string& mode, const RunResult& got, const RunResult& ref) {
+void compare_runs(const OpCase& c, const std::string& mode, const RunResult& got, const RunResult& ref, double atol,
+                  double rtol) {
   REQUIRE(got.output.size() == ref.output.size());
-  report(c, mode, "output", compare(got.output, ref.output, c.atol, c.rtol, c.expect_nonfinite));
+  report(c, mode, "output", compare(got.output, ref.output, atol, rtol, c.expect_nonfinite));
   REQUIRE(got.grads.size() == ref.grads.size());
   for (std::size_t i = 0; i < got.grads.size(); ++i) {
     INFO(c.name << " [" << mode << "] gradient of input " << i << " present in one run only");
     REQUIRE(got.grads[i].size() == ref.grads[i].size());
-    if (!got.grads[i].empty()) report(c, mode, fmt::format("grad[{}]", i), compare(got.grads[i], ref.grads[i], c.atol, c.rtol));
+    if (!got.grads[i].empty()) report(c, mode, fmt::format("grad[{}]", i), compare(got.grads[i], ref.grads[i], atol, rtol));
   }
+}
+void compare_runs(const OpCase& c, const std::string& mode, const RunResult& got, const RunResult& ref) {
+  compare_runs(c, mode, got, ref, c.atol, c.rtol);
 }
 
 void run_cpu_mode(const OpCase& c) {
@@ -157,6 +161,19 @@ void run_device_mode(const OpCase& c, Device device, const std::string& mode) {
     ref = run_once(c, Device::cpu(), true);
   }
   compare_runs(c, mode, run_once(c, device, true), ref);
+}
+
+// The same with 16-bit float inputs: the device's kernels (computing in float, rounding each op's
+// 16-bit outputs once) against the reference's 16-bit semantics (exact upcast, float64, one
+// rounding per op), within c.ulps16 units of the format's epsilon, absolute and relative.
+void run_device_mode16(const OpCase& c, Device device, const std::string& mode, DType dtype) {
+  RunResult ref;
+  {
+    kernels::CpuBackendGuard g(kernels::Backend::Ref);
+    ref = run_once(c, Device::cpu(), true, dtype);
+  }
+  const double eps = dtype == DType::Float16 ? Half::epsilon : BFloat16::epsilon;
+  compare_runs(c, mode, run_once(c, device, true, dtype), ref, c.ulps16 * eps, c.ulps16 * eps);
 }
 
 void run_grad_mode(const OpCase& c) {
@@ -284,6 +301,12 @@ void run_op_cases(const std::vector<OpCase>& cases) {
       INFO("case " << c.name << " mode emu");
       run_device_mode(c, Device::emu(), "emu");
     }
+    for (const auto& [mode, dtype] : {std::pair{"emu-f16", DType::Float16}, std::pair{"emu-bf16", DType::BFloat16}}) {
+      if (!c.float16 || !mode_enabled(mode)) continue;
+      REQUIRE(devices.emu);
+      INFO("case " << c.name << " mode " << mode);
+      run_device_mode16(c, Device::emu(), mode, dtype);
+    }
     if (mode_enabled("cuda")) {
       if (devices.cuda_devices == 0) {
         if (!warned_cuda)
@@ -294,6 +317,11 @@ void run_op_cases(const std::vector<OpCase>& cases) {
         INFO("case " << c.name << " mode cuda");
         run_device_mode(c, Device::cuda(), "cuda");
       }
+    }
+    for (const auto& [mode, dtype] : {std::pair{"cuda-f16", DType::Float16}, std::pair{"cuda-bf16", DType::BFloat16}}) {
+      if (!c.float16 || !mode_enabled(mode) || devices.cuda_devices == 0) continue;
+      INFO("case " << c.name << " mode " << mode);
+      run_device_mode16(c, Device::cuda(), mode, dtype);
     }
   }
 }

@@ -5,7 +5,10 @@
 //   emu   float32: the CUDA kernels run on the CPU by the CUDA emulator (Device::emu()), forward
 //         and backward, against the reference path; always available
 //   cuda  the same on a GPU (Device::cuda()); reported as skipped without a GPU or nvcc build
-// DEFINE_TEST_MODES (comma list, default "cpu,grad,emu,cuda") selects modes. Every check prints the
+//   emu-f16, emu-bf16, cuda-f16, cuda-bf16   the emu and cuda modes with float16 / bfloat16
+//         inputs, against the reference backend's 16-bit semantics (exact upcast, float64 compute,
+//         one rounding of each op's 16-bit outputs), to ulps16 units of the format's epsilon
+// DEFINE_TEST_MODES (comma list, default all of them) selects modes. Every check prints the
 // max abs error and the share of the allowed error it used.
 #pragma once
 
@@ -44,6 +47,11 @@ struct OpCase {
   // result must hold the same non-finite values in the same places. Otherwise any non-finite
   // reference value fails the case: a NaN result never passes by matching a NaN reference.
   bool expect_nonfinite = false;
+  // The 16-bit modes: whether the case runs in them (false only where the case's inputs cannot
+  // be 16-bit, e.g. an op that is float32/float64-only by contract), and the tolerance in units
+  // of the format's epsilon (2^-10 for float16, 2^-7 for bfloat16).
+  bool float16 = true;
+  double ulps16 = 8;
 };
 
 // Runs the cases in every enabled mode. The calling test case must carry the tags [harness] and

@@ -2,9 +2,12 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,5 +83,64 @@ std::pair<int, std::string> run_command(const std::string& cmd) {
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+
+namespace {
+
+const char* kWords[] = {"ka", "lomi", "tor", "ein", "derun", "sch", "anve", "ru", "pel", "stogi", "nar", "quox"};
+
+// n source sentences of 2 to 5 words (a 64-bit LCG, deterministic in seed).
+std::vector<std::string> sentences(int n, std::uint64_t seed) {
+  std::uint64_t x = seed;
+  auto draw = [&](std::uint64_t k) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (x >> 33) % k;
+  };
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    std::string line;
+    for (std::uint64_t w = 0, words = 2 + draw(4); w < words; ++w) {
+      if (w > 0) line += ' ';
+      line += kWords[draw(12)];
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+void write_split(const std::filesystem::path& dir, const std::string& split, int n, std::uint64_t seed) {
+  std::ofstream src(dir / (split + ".src")), tgt(dir / (split + ".tgt"));
+  for (const auto& s : sentences(n, seed)) {
+    src << s << '\n';
+    tgt << reversed_in_capitals(s) << '\n';
+  }
+}
+
+}  // namespace
+
+std::string reversed_in_capitals(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) {
+    std::transform(w.begin(), w.end(), w.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    words.push_back(w);
+  }
+  std::string out;
+  for (auto it = words.rbegin(); it != words.rend(); ++it) {
+    if (!out.empty()) out += ' ';
+    out += *it;
+  }
+  return out;
+}
+
+std::filesystem::path fresh_parallel_root(const std::string& name) {
+  const std::filesystem::path root = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "data");
+  write_split(root / "data", "train", 400, 1);
+  write_split(root / "data", "val", 40, 2);
+  write_split(root / "data", "test", 40, 3);
+  return root;
+}
+
 
 }  // namespace define::test

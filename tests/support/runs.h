@@ -21,6 +21,13 @@ void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int
 // corpus in name / "data", written by write_tiny_corpus(seed, train_lines, eval_lines).
 std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, int train_lines, int eval_lines = 30);
 
+// A fresh scratch folder temp_directory_path() / name with a small generated parallel corpus in
+// name / "data" ({train,val,test}.{src,tgt}: 400 / 40 / 40 pairs of 2 to 5 words from a
+// 12-word vocabulary; the target is the source's words in reverse order, in capitals).
+std::filesystem::path fresh_parallel_root(const std::string& name);
+// The target of a source line in that corpus.
+std::string reversed_in_capitals(const std::string& line);
+
 // The lines of <run>/metrics.jsonl without the fields that depend on the clock or the process
 // (tokens/s, memory, seconds): what two runs of the same training must log identically.
 std::vector<std::string> logged_without_clock(const std::filesystem::path& run);

@@ -1,0 +1,51 @@
+// Device-side reading and writing of the 16-bit formats. Tensors hold define::Half / BFloat16
+// (core/float16.h: 2-byte words with CUDA's layout); a kernel reads an element as its compute type
+// (float for the 16-bit formats, T itself otherwise) and writes its result back with one rounding,
+// through the hardware conversions (__half2float, __float2half_rn, ...; the emulator's are
+// bit-exact copies, cuda_emu/emu_fp16.hpp). Arithmetic never happens on a 16-bit value itself:
+// nvcc compiles with __CUDA_NO_HALF_OPERATORS__, and the emulator's types have no operators.
+#pragma once
+
+#include <type_traits>
+
+#include "core/float16.h"
+#include "kernels/cuda/cuda_compat.cuh"
+
+namespace define::kernels::DEFINE_CUDA_NS {
+
+template <typename T>
+__device__ __forceinline__ compute_t<T> load_value(T v) {
+  if constexpr (std::is_same_v<T, Half>) return __half2float(__ushort_as_half(v.bits));
+  else if constexpr (std::is_same_v<T, BFloat16>) return __bfloat162float(__ushort_as_bfloat16(v.bits));
+  else return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T store_value(compute_t<T> v) {
+  if constexpr (std::is_same_v<T, Half>) return Half::from_bits(__half_as_ushort(__float2half_rn(v)));
+  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(v)));
+  else return v;
+}
+
+// Any dtype to any dtype, as a cast: a 16-bit result is rounded once from the source value (a
+// double directly, not through float).
+template <typename D, typename S>
+__device__ __forceinline__ D convert_value(S v) {
+  if constexpr (std::is_same_v<D, S>) {
+    return v;
+  } else if constexpr (is_float16_v<D>) {
+    if constexpr (is_float16_v<S> || std::is_same_v<S, float>) {
+      return store_value<D>(load_value(v));
+    } else {
+      const double d = static_cast<double>(v);
+      if constexpr (std::is_same_v<D, Half>) return Half::from_bits(__half_as_ushort(__double2half(d)));
+      else return BFloat16::from_bits(__bfloat16_as_ushort(__double2bfloat16(d)));
+    }
+  } else if constexpr (is_float16_v<S>) {
+    return static_cast<D>(load_value(v));
+  } else {
+    return static_cast<D>(v);
+  }
+}
+
+}  // namespace define::kernels::DEFINE_CUDA_NS
