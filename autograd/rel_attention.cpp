@@ -19,8 +19,8 @@
 
 namespace define {
 
-Tensor relative_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& r_in, const Tensor& u_in,
-                          const Tensor& w_in, const RelAttentionOptions& options) {
+Tensor relative_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& r_in,
+                          const Tensor& u_in, const Tensor& w_in, const RelAttentionOptions& options) {
   const Tensor q = autocast::gemm_input(q_in);
   const Tensor k = autocast::gemm_input(k_in);
   const Tensor v = autocast::gemm_input(v_in);

@@ -395,7 +395,9 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOp
                                          strideA, static_cast<const T*>(B), ldb, strideB, be, static_cast<T*>(C), ldc,
                                          strideC, batchCount);
   };
-  const cublasStatus_t status = Atype == CUDA_R_16F ? run(__half{}) : Atype == CUDA_R_16BF ? run(__nv_bfloat16{}) : run(float{});
+  const cublasStatus_t status = Atype == CUDA_R_16F    ? run(__half{})
+                                : Atype == CUDA_R_16BF ? run(__nv_bfloat16{})
+                                                       : run(float{});
   return cublas_detail::counted(status, cublas_detail::call_counters().gemm_ex);
 }
 inline cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/float16.h"
 #include "cuda_emu/emu_types.hpp"
@@ -29,7 +30,7 @@ struct bfloat16_raw {
 };
 
 struct alignas(2) half {
-  unsigned short __x = 0;
+  unsigned short __x;  // uninitialised by default, as CUDA's (the types stay trivial)
   half() = default;
   constexpr half(half_raw r) : __x(r.x) {}
   half(float f) : __x(define::Half(f).bits) {}
@@ -40,7 +41,7 @@ struct alignas(2) half {
 };
 
 struct alignas(2) bfloat16 {
-  unsigned short __x = 0;
+  unsigned short __x;  // uninitialised by default, as CUDA's (the types stay trivial)
   bfloat16() = default;
   constexpr bfloat16(bfloat16_raw r) : __x(r.x) {}
   bfloat16(float f) : __x(define::BFloat16(f).bits) {}
@@ -58,6 +59,8 @@ struct alignas(4) bfloat162 {
 };
 
 static_assert(sizeof(half) == 2 && sizeof(half2) == 4 && alignof(half2) == 4);
+static_assert(std::is_trivial_v<half> && std::is_trivial_v<half2> && std::is_trivial_v<bfloat16>,
+              "trivial, as CUDA's: shared memory and warp shuffles hold them");
 static_assert(sizeof(bfloat16) == 2 && sizeof(bfloat162) == 4 && alignof(bfloat162) == 4);
 
 }  // namespace cuda_emu

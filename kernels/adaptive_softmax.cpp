@@ -235,9 +235,9 @@ AdaptiveSoftmaxGrads adaptive_softmax_backward(const Tensor& head_in, const std:
   if (any_float16({head_in})) {
     const AdaptiveSoftmaxRows wide_saved{widen(saved.loss, head_in), widen(saved.head_lse, head_in),
                                          widen_all(saved.tail_lse, head_in)};
-    AdaptiveSoftmaxGrads g = adaptive_softmax_backward(widen(head_in, head_in), widen_all(tails_in, head_in), wide_saved,
-                                                       tail_rows_in, target_in, bounds, widen(grad_loss_in, head_in),
-                                                       widen(total_weight, head_in), ignore_index);
+    AdaptiveSoftmaxGrads g = adaptive_softmax_backward(
+        widen(head_in, head_in), widen_all(tails_in, head_in), wide_saved, tail_rows_in, target_in, bounds,
+        widen(grad_loss_in, head_in), widen(total_weight, head_in), ignore_index);
     return {narrow(g.grad_head, head_in.dtype()), narrow_all(g.grad_tails, head_in.dtype())};
   }
   check_adaptive_bounds(op, bounds);

@@ -149,7 +149,8 @@ Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
 Tensor max_backward(const Tensor& grad, const Tensor& indices, const Shape& input_shape, std::int64_t dim,
                     bool keepdim) {
   const char* op = "max backward";
-  if (any_float16({grad})) return narrow(max_backward(widen(grad, grad), indices, input_shape, dim, keepdim), grad.dtype());
+  if (any_float16({grad}))
+    return narrow(max_backward(widen(grad, grad), indices, input_shape, dim, keepdim), grad.dtype());
   check_floating(op, grad);
   check_same_device(op, {grad, indices});
   if (indices.dtype() != DType::Int64) fail(op, "indices must be int64, got {}", dtype_name(indices.dtype()));

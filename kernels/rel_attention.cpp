@@ -129,7 +129,8 @@ Tensor rel_attention_unshift(const Tensor& grad_scores) {
   const char* op = "rel_attention_unshift";
   check_scores(op, "grad_scores", grad_scores);
   // A data movement: 16-bit scores go through the same kernels (DEFINE_DISPATCH_ALL) or widened.
-  if (any_float16({grad_scores})) return narrow(rel_attention_unshift(widen(grad_scores, grad_scores)), grad_scores.dtype());
+  if (any_float16({grad_scores}))
+    return narrow(rel_attention_unshift(widen(grad_scores, grad_scores)), grad_scores.dtype());
   return unshift_rows(op, contiguous(grad_scores));
 }
 

@@ -18,7 +18,8 @@
 #   9. (mixed) mixed precision (train.precision, train/precision.h): the LSTM LM, Transformer-XL and the
 #      Multi30k Transformer for 200 steps each in fp32, fp16 and bf16 on the GPU, one table of tokens/s,
 #      peak tensor memory and the last logged loss per run (mixed.txt); the op harness in modes cuda-f16 and
-#      cuda-bf16 runs in step 1, the GemmEx rates in kernel_bench (step 5).
+#      cuda-bf16 runs in step 1, the GemmEx rates in kernel_bench (step 5); bench/peers/gemm_torch.py times
+#      the same 4096^3 GEMMs through PyTorch (fp32 with TF32 off, fp16, bf16).
 # STAGES picks them (default "tests train bench mixed nccl"; all: "tests sanitize train bench mixed translate
 # nccl").
 # Each step has its own time limit, so one that hangs costs only its own minutes, and writes its log
@@ -184,6 +185,7 @@ if [[ $stages == *" mixed "* ]]; then
     train "nmt_$p" 60 configs/multi30k-define.json 200 50 cuda --set train.precision="\"$p\"" \
       --set train.max_minutes=0
   done
+  step gemm_torch 60 python3 bench/peers/gemm_torch.py --n 4096
   python3 - "$OUT" <<'PY' | tee "$OUT/mixed.txt" | tee -a "$SUMMARY"
 import json, sys
 out = sys.argv[1]

@@ -17,8 +17,8 @@ namespace define::cli {
 
 int run_export(const std::vector<std::string>& args) {
   const char* op = "export";
-  const Options opts =
-      parse_options(op, args, {.required = {"run", "out"}, .repeated = {}, .optional = {"checkpoint", "dtype"}, .flags = {}});
+  const Options opts = parse_options(
+      op, args, {.required = {"run", "out"}, .repeated = {}, .optional = {"checkpoint", "dtype"}, .flags = {}});
   if (opts.help) {
     fmt::print(
         "usage: define export --run DIR [--checkpoint F] [--dtype T] --out model.safetensors\n"

@@ -115,7 +115,8 @@ std::size_t import_weights(const LoadedRun& run, const std::string& from, const 
     // A half-size export (define export --dtype float16 / bfloat16) widens exactly into the model's
     // float32 weights; nothing else changes type on the way in.
     const Tensor* m = model_state.find(name);
-    if (m && is_float16(t.dtype()) && is_floating(m->dtype()) && !is_float16(m->dtype())) t = kernels::cast(t, m->dtype());
+    if (m && is_float16(t.dtype()) && is_floating(m->dtype()) && !is_float16(m->dtype()))
+      t = kernels::cast(t, m->dtype());
     state.insert(name, std::move(t));
   }
   const std::vector<std::string> problems = mismatches(model_state, state);

@@ -7,7 +7,8 @@
 //       "weights/1", "config" (the run's resolved config.json, so the model can be rebuilt), "vocab"
 //       (one word per line, line i = id i), "source_checkpoint".
 //       `--dtype float16|bfloat16` writes the float tensors in 16 bits (half the size).
-//   import_weights  loads such a file (16-bit tensors widen exactly into the float32 model) (e.g. weights changed in Python) into the run's model and
+//   import_weights  loads such a file (16-bit tensors widen exactly into the float32 model) (e.g. weights changed in
+//   Python) into the run's model and
 //       writes a checkpoint that eval / generate / export-cache read with --checkpoint. Strict: every
 //       missing, unexpected, mis-shaped or mis-typed tensor is listed by name, a vocabulary in the
 //       metadata must equal the run's, and two names of one shared tensor (e.g. input.map.weight and

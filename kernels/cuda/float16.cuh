@@ -23,7 +23,8 @@ __device__ __forceinline__ compute_t<T> load_value(T v) {
 template <typename T>
 __device__ __forceinline__ T store_value(compute_t<T> v) {
   if constexpr (std::is_same_v<T, Half>) return Half::from_bits(__half_as_ushort(__float2half_rn(v)));
-  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(v)));
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(v)));
   else return v;
 }
 

@@ -463,7 +463,8 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_
 }  // namespace
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, double alpha, double beta) {
-  DEFINE_DISPATCH_FLOATING(out.dtype(), "gemm", [&] { gemm_typed<scalar_t>(a, b, out, trans_a, trans_b, alpha, beta); });
+  DEFINE_DISPATCH_FLOATING(out.dtype(), "gemm",
+                           [&] { gemm_typed<scalar_t>(a, b, out, trans_a, trans_b, alpha, beta); });
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

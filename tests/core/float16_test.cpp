@@ -67,7 +67,8 @@ TEST_CASE("bfloat16: float32 values round as the add-and-truncate formula gives"
   for (std::uint64_t b = 0; b <= 0xFFFFFFFFull; b += 89) {
     const float f = std::bit_cast<float>(static_cast<std::uint32_t>(b));
     if (BFloat16(f).bits != bf16_by_formula(f)) ++mismatches;
-    if (!std::isnan(f) && static_cast<float>(BFloat16(f)) != std::bit_cast<float>(std::uint32_t{BFloat16(f).bits} << 16))
+    if (!std::isnan(f) &&
+        static_cast<float>(BFloat16(f)) != std::bit_cast<float>(std::uint32_t{BFloat16(f).bits} << 16))
       ++mismatches;
   }
   CHECK(mismatches == 0);

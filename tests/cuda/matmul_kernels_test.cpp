@@ -812,8 +812,10 @@ TEST_CASE("gemm kernels: 16-bit tensors through cublasGemmEx and through the til
       REQUIRE(got.dtype() == dt);
       // Exact products of the 16-bit values, summed in double: the float sum differs from it by far
       // less than half a 16-bit ulp, so the result is the double one rounded, or its neighbour.
-      const Tensor want = kernels::cast(kernels::matmul(kernels::cast(a, DType::Float64), kernels::cast(b, DType::Float64)), dt);
-      const std::vector<double> g = kernels::cast(copy_to_device(got, Device::cpu()), DType::Float64).to_vector<double>();
+      const Tensor want =
+          kernels::cast(kernels::matmul(kernels::cast(a, DType::Float64), kernels::cast(b, DType::Float64)), dt);
+      const std::vector<double> g =
+          kernels::cast(copy_to_device(got, Device::cpu()), DType::Float64).to_vector<double>();
       const std::vector<double> w = kernels::cast(want, DType::Float64).to_vector<double>();
       const double eps = dt == DType::Float16 ? Half::epsilon : BFloat16::epsilon;
       std::int64_t off_by_more_than_one_ulp = 0, exact = 0;

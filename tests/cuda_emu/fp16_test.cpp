@@ -87,6 +87,7 @@ TEST_CASE("emulator fp16: 16-bit values and pairs through warp shuffles", "[emu]
     CHECK(__low2float(x[i]) == static_cast<float>(i ^ 1));
     CHECK(__high2float(x[i]) == static_cast<float>(-(i ^ 1)) * 0.5f);
     CHECK(__half2float(r[i]) == static_cast<float>((i + 3) % 32));
-    CHECK(__bfloat162float(d[i]) == static_cast<float>(i + 2 < 32 ? i + 2 : i) + 0.5f);  // down: the top lanes keep theirs
+    CHECK(__bfloat162float(d[i]) ==
+          static_cast<float>(i + 2 < 32 ? i + 2 : i) + 0.5f);  // down: the top lanes keep theirs
   }
 }

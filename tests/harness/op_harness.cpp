@@ -133,7 +133,8 @@ void compare_runs(const OpCase& c, const std::string& mode, const RunResult& got
   for (std::size_t i = 0; i < got.grads.size(); ++i) {
     INFO(c.name << " [" << mode << "] gradient of input " << i << " present in one run only");
     REQUIRE(got.grads[i].size() == ref.grads[i].size());
-    if (!got.grads[i].empty()) report(c, mode, fmt::format("grad[{}]", i), compare(got.grads[i], ref.grads[i], atol, rtol));
+    if (!got.grads[i].empty())
+      report(c, mode, fmt::format("grad[{}]", i), compare(got.grads[i], ref.grads[i], atol, rtol));
   }
 }
 void compare_runs(const OpCase& c, const std::string& mode, const RunResult& got, const RunResult& ref) {

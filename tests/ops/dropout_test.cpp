@@ -153,6 +153,6 @@ TEST_CASE("dropout: bad input raises named errors", "[dropout][family:dropout]")
   REQUIRE_THROWS_WITH(dropout(x, 1.5), Contains("dropout: probability 1.5 is outside [0, 1]"));
   REQUIRE_THROWS_WITH(dropout(x, std::nan("")), Contains("dropout: probability nan is outside [0, 1]"));
   REQUIRE_THROWS_WITH(dropout(ones({3}, {.dtype = DType::Int64}), 0.5),
-                      Contains("dropout: expected a floating-point tensor (float32, float64, float16 or bfloat16), got int64"));
+                      Contains("dropout: expected a floating-point tensor"));
   REQUIRE_THROWS_WITH(kernels::dropout_apply(x, 1.0, 0, 0), Contains("dropout: probability 1 is outside [0, 1)"));
 }

@@ -216,7 +216,7 @@ TEST_CASE("embedding: bad input", "[ops][embedding][errors][family:embedding]") 
   REQUIRE_THROWS_WITH(embedding(zeros({10}), from_vector<std::int64_t>({1})),
                       Catch::Contains("embedding: weight must be 2-d [rows, dim], got [10]"));
   REQUIRE_THROWS_WITH(embedding(zeros({10, 4}, {.dtype = DType::Int64}), from_vector<std::int64_t>({1})),
-                      Catch::Contains("embedding: expected a floating-point tensor (float32, float64, float16 or bfloat16), got int64"));
+                      Catch::Contains("embedding: expected a floating-point tensor"));
   REQUIRE_THROWS_WITH(embedding(w, from_vector<std::int64_t>({1}), 10),
                       Catch::Contains("embedding: padding_idx 10 out of range for 10 rows"));
   REQUIRE_THROWS_WITH(embedding(Tensor(), from_vector<std::int64_t>({1})),

@@ -239,7 +239,7 @@ TEST_CASE("grouped_linear: bad input raises named errors", "[grouped_linear][fam
                       Contains("grouped_linear: dtypes float32 and float64 do not match"));
   const TensorOptions int32{.dtype = DType::Int32};
   REQUIRE_THROWS_WITH(grouped_linear(zeros({2, 28}, int32), zeros({4, 7, 5}, int32)),
-                      Contains("grouped_linear: expected a floating-point tensor (float32, float64, float16 or bfloat16), got int32"));
+                      Contains("grouped_linear: expected a floating-point tensor"));
   REQUIRE_THROWS_WITH(grouped_linear(scalar_tensor(1.0), w),
                       Contains("grouped_linear: expected an input with at least 1 dim"));
   REQUIRE_THROWS_WITH(grouped_linear(zeros({2, 28}), zeros({4, 7, 5}, {.device = Device::emu()})),

@@ -154,7 +154,7 @@ TEST_CASE("layer_norm: bad input raises named errors", "[layer_norm][family:laye
   REQUIRE_THROWS_WITH(layer_norm(x, zeros({5}, {.dtype = DType::Float64}), Tensor()),
                       Contains("layer_norm: dtypes float32 and float64 do not match"));
   REQUIRE_THROWS_WITH(layer_norm(zeros({3, 5}, {.dtype = DType::Int32}), Tensor(), Tensor()),
-                      Contains("layer_norm: expected a floating-point tensor (float32, float64, float16 or bfloat16), got int32"));
+                      Contains("layer_norm: expected a floating-point tensor"));
   REQUIRE_THROWS_WITH(layer_norm(scalar_tensor(1.0), Tensor(), Tensor()),
                       Contains("layer_norm: expected a tensor with at least 1 dim"));
   REQUIRE_THROWS_WITH(layer_norm(x, Tensor(), Tensor(), -1.0), Contains("layer_norm: eps must be finite and >= 0"));

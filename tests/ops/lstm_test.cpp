@@ -173,7 +173,7 @@ TEST_CASE("lstm_layer: named errors", "[lstm][family:lstm]") {
   REQUIRE_THROWS_WITH(lstm_layer(x, h, h, w_ih, zeros({20, 5}, {.dtype = DType::Float64})),
                       Contains("lstm_layer: dtypes"));
   REQUIRE_THROWS_WITH(lstm_layer(zeros({3, 2, 4}, {.dtype = DType::Int64}), h, h, w_ih, w_hh),
-                      Contains("lstm_layer: expected a floating-point tensor (float32, float64, float16 or bfloat16), got int64"));
+                      Contains("lstm_layer: expected a floating-point tensor"));
   REQUIRE_THROWS_WITH(lstm_layer(x, zeros({2, 0}), zeros({2, 0}), zeros({0, 4}), zeros({0, 0})),
                       Contains("hidden size must be at least 1"));
 }

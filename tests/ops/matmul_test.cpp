@@ -235,7 +235,7 @@ TEST_CASE("matmul: bad input", "[ops][matmul][errors][family:matmul]") {
   REQUIRE_THROWS_WITH(matmul(a23, zeros({3, 2}, {.dtype = DType::Float64})),
                       Catch::Contains("matmul: dtypes float32 and float64 do not match"));
   REQUIRE_THROWS_WITH(matmul(zeros({2, 3}, {.dtype = DType::Int64}), zeros({3, 2}, {.dtype = DType::Int64})),
-                      Catch::Contains("matmul: expected a floating-point tensor (float32, float64, float16 or bfloat16), got int64"));
+                      Catch::Contains("matmul: expected a floating-point tensor"));
   REQUIRE_THROWS_WITH(matmul(Tensor(), a23), Catch::Contains("matmul: got an undefined tensor"));
 
   REQUIRE_THROWS_WITH(bmm(a23, a23), Catch::Contains("bmm: expected 3-d tensors"));

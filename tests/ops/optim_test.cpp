@@ -59,12 +59,13 @@ TEST_CASE("ops: adam_update", "[ops][harness][optim][family:optim]") {
   // The update is about step_size = 3.7e-3 in size on p of order 1: tolerances well below it.
   const double atol = 1e-6, rtol = 1e-6;
   // Float32 / float64 only: mixed precision keeps float32 master weights, and 16-bit parameters are
-  // refused (checked in "optim kernels: adam_update refuses ..."), so the 16-bit harness modes do not apply.
+  // refused (the argument-error test below checks it), so the 16-bit harness modes do not apply.
   define::test::run_op_cases({
       {.name = "adam/37", .inputs = adam_inputs({37}), .forward = [](V x) { return adam_outputs(x, step3()); },
        .atol = atol, .rtol = rtol, .gradcheck = false, .float16 = false},
       {.name = "adam/l2", .inputs = adam_inputs({4, 5}),
-       .forward = [](V x) { return adam_outputs(x, step3(0.01)); }, .atol = atol, .rtol = rtol, .gradcheck = false, .float16 = false},
+       .forward = [](V x) { return adam_outputs(x, step3(0.01)); }, .atol = atol, .rtol = rtol,
+       .gradcheck = false, .float16 = false},
       {.name = "adam/decoupled_decay", .inputs = adam_inputs({4, 5}),
        .forward = [](V x) { return adam_outputs(x, step3(0, 1 - 1e-3 * 0.1)); }, .atol = atol, .rtol = rtol,
        .gradcheck = false, .float16 = false},
@@ -72,10 +73,12 @@ TEST_CASE("ops: adam_update", "[ops][harness][optim][family:optim]") {
        .forward = [](V x) { return adam_outputs(x, step3(0.01, 0.999)); }, .atol = atol, .rtol = rtol,
        .gradcheck = false, .float16 = false},
       {.name = "adam/non_contiguous_gradient", .inputs = adam_inputs({6, 5}, true),
-       .forward = [](V x) { return adam_outputs(x, step3()); }, .atol = atol, .rtol = rtol, .gradcheck = false, .float16 = false},
+       .forward = [](V x) { return adam_outputs(x, step3()); }, .atol = atol, .rtol = rtol,
+       .gradcheck = false, .float16 = false},
       // Above the CPU path's parallel grain and several of the CUDA kernel's grid-stride rounds.
       {.name = "adam/threads", .inputs = adam_inputs({301, 131}),
-       .forward = [](V x) { return adam_outputs(x, step3()); }, .atol = atol, .rtol = rtol, .gradcheck = false, .float16 = false},
+       .forward = [](V x) { return adam_outputs(x, step3()); }, .atol = atol, .rtol = rtol,
+       .gradcheck = false, .float16 = false},
   });
 }
 

@@ -305,7 +305,7 @@ TEST_CASE("softmax family: bad input raises named errors", "[softmax][family:sof
   REQUIRE_THROWS_WITH(softmax(x, -3), Contains("softmax: dim -3 out of range"));
   REQUIRE_THROWS_WITH(log_softmax(x, 2), Contains("log_softmax: dim 2 out of range"));
   Tensor ints = zeros({2, 3}, {.dtype = DType::Int64});
-  REQUIRE_THROWS_WITH(softmax(ints, 1), Contains("softmax: expected a floating-point tensor (float32, float64, float16 or bfloat16), got int64"));
+  REQUIRE_THROWS_WITH(softmax(ints, 1), Contains("softmax: expected a floating-point tensor"));
   REQUIRE_THROWS_WITH(log_softmax(ints, 1), Contains("log_softmax: expected a floating-point tensor"));
 
   Tensor logits = zeros({4, 10});
@@ -322,7 +322,7 @@ TEST_CASE("softmax family: bad input raises named errors", "[softmax][family:sof
   REQUIRE_THROWS_WITH(cross_entropy(logits, zeros({4, 1}, {.dtype = DType::Int64})),
                       Contains("cross_entropy: target of shape [4,1] does not match"));
   REQUIRE_THROWS_WITH(cross_entropy(zeros({4, 10}, {.dtype = DType::Int64}), target),
-                      Contains("cross_entropy: expected a floating-point tensor (float32, float64, float16 or bfloat16), got int64"));
+                      Contains("cross_entropy: expected a floating-point tensor"));
   REQUIRE_THROWS_WITH(cross_entropy(logits, zeros({4}, {.dtype = DType::Int64}), -100, 1.5),
                       Contains("cross_entropy: label_smoothing 1.5 is outside [0, 1]"));
   REQUIRE_THROWS_WITH(cross_entropy(logits, zeros({4}, {.dtype = DType::Int64}), -100, -0.1),

@@ -214,15 +214,17 @@ TEST_CASE("precision: fp16 and bf16 training tracks fp32 for the DeFINE LSTM LM,
     const bool nmt = std::string(model) == "transformer_nmt";
     std::vector<double> losses[3];
     for (int p = 0; p < 3; ++p) {
-      const std::string text = nmt ? nmt_config(parallel / "data", precisions[p])
-                                   : lm_config(root / "data", model, precisions[p], 100, R"(, "loss_scale_init": 1024)");
+      const std::string text =
+          nmt ? nmt_config(parallel / "data", precisions[p])
+              : lm_config(root / "data", model, precisions[p], 100, R"(, "loss_scale_init": 1024)");
       losses[p] = track_run(root / fmt::format("run_{}", precisions[p]), text, nmt);
     }
     INFO("model " << model);
     for (int p = 0; p < 3; ++p) {
       std::string line;
       for (double l : losses[p]) line += fmt::format(" {:.4f}", l);
-      fmt::print("{} {} windows:{}\n", nmt ? "transformer_nmt" : std::string(model).substr(10, 14), precisions[p], line);
+      fmt::print("{} {} windows:{}\n", nmt ? "transformer_nmt" : std::string(model).substr(10, 14), precisions[p],
+                 line);
     }
     REQUIRE(losses[0].size() == 10);
     for (int p = 1; p < 3; ++p) {
@@ -247,7 +249,9 @@ TEST_CASE("precision: a planted overflow skips exactly its step and halves the s
   const EmuArch turing(75);
   // A scale of 1024 overflows nothing here on its own (tracking test above): only the planted ones.
   const std::string extra = R"(, "loss_scale_init": 1024, "loss_scale_window": 8, "checkpoint_interval": 10)";
-  const auto cfg = [&](int steps) { return Config::from_text(lm_config(root / "data", kLstm, "fp16", steps, extra), "<t>"); };
+  const auto cfg = [&](int steps) {
+    return Config::from_text(lm_config(root / "data", kLstm, "fp16", steps, extra), "<t>");
+  };
   std::vector<std::int64_t> planted_at;
   const auto plant = [&](std::int64_t step, const optim::NamedParameters& params) {
     // Step 5 overflows once (the retry of step 5 is clean); step 14 too.
