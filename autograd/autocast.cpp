@@ -32,7 +32,10 @@ DType wider(DType a, DType b) {
 std::optional<DType> lower_dtype() { return g_lower; }
 
 Scope::Scope(std::optional<DType> dtype) : previous_(g_lower) { g_lower = dtype; }
-Scope::~Scope() { g_lower = previous_; }
+Scope::~Scope() {
+  g_lower = previous_;
+  if (!g_lower) g_cache.clear();  // leaving mixed precision: no 16-bit weight copy outlives it
+}
 
 Tensor gemm_input(const Tensor& t) {
   if (!g_lower || !t.defined() || !is_floating(t.dtype()) || t.dtype() == *g_lower) return t;

@@ -32,7 +32,8 @@ namespace define::autocast {
 std::optional<DType> lower_dtype();
 
 // Opens a mixed-precision region with the given 16-bit dtype (nullopt: an fp32 region, e.g. an
-// evaluation inside a training step). Nests; the previous state comes back at destruction.
+// evaluation inside a training step). Nests; the previous state comes back at destruction, and
+// leaving the outermost region drops the cached weight casts.
 class Scope {
  public:
   explicit Scope(std::optional<DType> dtype);

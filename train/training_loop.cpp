@@ -784,8 +784,8 @@ bool TrainingRun::train_step() {
     const std::string what =
         !std::isfinite(batch->loss)
             ? fmt::format("the loss itself was {} (a forward op's output overflowed float16)", batch->loss)
-            : fmt::format("the first non-finite gradient was '{}'",
-                          who.empty() ? "(none: the norm's sum overflowed)" : who);
+        : who.empty() ? std::string("every gradient is finite but the sum of their squares overflowed")
+                      : fmt::format("the first non-finite gradient was '{}'", who);
     scaler_->overflow(p_.epoch, p_.step + 1, what);
     if (writer_)
       run_.log_metrics("overflow", {{"epoch", static_cast<double>(p_.epoch)}, {"step", static_cast<double>(p_.step)},
