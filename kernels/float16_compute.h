@@ -8,10 +8,10 @@
 // Where a backend has its own 16-bit kernel the entry point calls it directly: on the GPUs and the
 // emulator the elementwise family, copies and casts, GEMMs (cublasGemmEx with float accumulation,
 // or the tiled kernel widening as it loads), dropout, the index family (gather, index_select,
-// scatter_add, index_add, concat) and split-mix / channel shuffle, and scaled dot-product
-// attention's GEMMs (its row kernel widened alone); on the CPU paths copies, the index family and
-// split-mix, and on the reference the elementwise family too. Every other op (layer norm, softmax
-// and the losses, relative attention, the LSTM layer, grouped linear, the adaptive softmax,
+// scatter_add, index_add, concat), split-mix / channel shuffle, grouped linear, and scaled
+// dot-product attention's GEMMs (its row kernel widened alone); on the CPU paths copies, the index
+// family and split-mix, and on the reference the elementwise family too. Every other op (layer
+// norm, softmax and the losses, relative attention, the LSTM layer, the adaptive softmax,
 // embedding, reductions) goes through the widening here: correct
 // to the format, at the cost of a cast kernel on each side. The op harness checks both kinds
 // against the reference in modes emu-f16 and emu-bf16 (tests/harness/op_harness.h).

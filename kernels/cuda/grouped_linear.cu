@@ -42,6 +42,7 @@
 #include "kernels/cuda/matmul_config.h"
 #include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/tile_gemm.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -60,11 +61,13 @@ constexpr std::int64_t kMinSplitDepth = 256;
 // t x depth k" (t: a row of op(a), a column of op(b)); the matrix of group i starts at
 // i * group_stride, and element (t, k) lies at t * ld + k when the operand is depth-contiguous
 // (template flag), at k * ld + t otherwise. out_i is row-major: (r, j) at i * c_group + r * c_ld + j.
-template <typename T>
+// T is the operands' type, O the output's: T itself, or the compute type for a split GEMM's
+// partials (float for 16-bit operands, so the chunks add up before the one rounding).
+template <typename T, typename O = T>
 struct GroupedGemmArgs {
   const T* a = nullptr;
   const T* b = nullptr;
-  T* c = nullptr;
+  O* c = nullptr;
   const T* bias = nullptr;  // bias_i[j] at i * bias_group + j; null: none
   std::int64_t m = 0, n = 0, k = 0, groups = 0;
   std::int64_t a_group = 0, a_ld = 0;
@@ -107,29 +110,29 @@ __device__ __forceinline__ ContiguousSliceLoader<kDepthContiguous> make_slice_lo
 // One 64x64 tile of out_group (or, split, of chunk `chunk`'s partial out_group) at (row0, col0)
 // (thread layout: tile_gemm.cuh), plus the bias. Called by every thread of the block (it contains
 // barriers).
-template <typename T, bool kADepthContiguous, bool kBDepthContiguous>
-__device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T>& p, std::int64_t group, std::int64_t chunk,
-                                                  std::int64_t row0, std::int64_t col0, SliceTile<T>& a_tile,
-                                                  SliceTile<T>& b_tile) {
+template <typename T, typename O, bool kADepthContiguous, bool kBDepthContiguous, typename C = compute_t<T>>
+__device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T, O>& p, std::int64_t group,
+                                                  std::int64_t chunk, std::int64_t row0, std::int64_t col0,
+                                                  SliceTile<C>& a_tile, SliceTile<C>& b_tile) {
   const int tx = static_cast<int>(threadIdx.x) % kThreadsPerDim;
   const int ty = static_cast<int>(threadIdx.x) / kThreadsPerDim;
   const std::int64_t depth = p.splits == 1 ? p.k : std::min(p.k_chunk, p.k - chunk * p.k_chunk);
   const T* a = p.a + group * p.a_group + chunk * p.a_split;
   const T* b = p.b + group * p.b_group + chunk * p.b_split;
-  const MicroTile<T> acc =
+  const MicroTile<C> acc =
       multiply_tile(depth, a, make_slice_loader<kADepthContiguous>(p.m, row0, p.a_ld), b,
                     make_slice_loader<kBDepthContiguous>(p.n, col0, p.b_ld), a_tile, b_tile, tx, ty);
 
-  T* c = p.c + group * p.c_group + chunk * p.c_split;
+  O* c = p.c + group * p.c_group + chunk * p.c_split;
   const T* bias = p.bias ? p.bias + group * p.bias_group : nullptr;
 #pragma unroll
   for (int j = 0; j < kMicro; ++j) {
     const std::int64_t col = col0 + tx + j * kThreadsPerDim;
-    const T bias_j = bias && col < p.n ? bias[col] : T(0);
+    const C bias_j = bias && col < p.n ? load_value(bias[col]) : C(0);
 #pragma unroll
     for (int i = 0; i < kMicro; ++i) {
       const std::int64_t row = row0 + ty + i * kThreadsPerDim;
-      if (row < p.m && col < p.n) c[row * p.c_ld + col] = acc.sum[i][j] + bias_j;
+      if (row < p.m && col < p.n) c[row * p.c_ld + col] = store_value<O>(acc.sum[i][j] + bias_j);
     }
   }
 }
@@ -137,35 +140,36 @@ __device__ __forceinline__ void grouped_gemm_tile(const GroupedGemmArgs<T>& p, s
 // Grid: x = row tiles, y = column tiles, z = groups x chunks (chunk fastest); y and z loop past
 // the grid limit. The loops are block-uniform, so the barriers inside the tile are too. At least 2
 // blocks per SM caps the registers at 128 (the same bound as kernels/cuda/matmul.cu's tiled kernel).
-template <typename T, bool kADepthContiguous, bool kBDepthContiguous>
-__global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GroupedGemmArgs<T> p) {
+template <typename T, typename O, bool kADepthContiguous, bool kBDepthContiguous>
+__global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GroupedGemmArgs<T, O> p) {
   EMU_CHECK_LAUNCH_BOUNDS(kGemmThreads, 2);
-  EMU_STATIC_SHARED(a_tile, SliceTile<T>);
-  EMU_STATIC_SHARED(b_tile, SliceTile<T>);
+  EMU_STATIC_SHARED(a_tile, SliceTile<compute_t<T>>);
+  EMU_STATIC_SHARED(b_tile, SliceTile<compute_t<T>>);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
   for (std::int64_t z = blockIdx.z; z < p.groups * p.splits; z += gridDim.z)
     for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.y) * kTile; col0 < p.n;
          col0 += static_cast<std::int64_t>(gridDim.y) * kTile)
-      grouped_gemm_tile<T, kADepthContiguous, kBDepthContiguous>(p, z / p.splits, z % p.splits, row0, col0, a_tile,
-                                                                 b_tile);
+      grouped_gemm_tile<T, O, kADepthContiguous, kBDepthContiguous>(p, z / p.splits, z % p.splits, row0, col0,
+                                                                    a_tile, b_tile);
 }
 
 // out[e] = partial[0][e] + partial[1][e] + ... + partial[splits - 1][e], in chunk order: the split
-// GEMM's partial outputs, `n` elements each, combined the same way whatever the schedule.
+// GEMM's partial outputs (in the compute type), `n` elements each, combined the same way whatever
+// the schedule, rounded once to T.
 template <typename T>
-__global__ void sum_chunks_kernel(const T* __restrict__ partial, T* __restrict__ out, std::int64_t n,
+__global__ void sum_chunks_kernel(const compute_t<T>* __restrict__ partial, T* __restrict__ out, std::int64_t n,
                                   std::int64_t splits) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step) {
-    T sum = partial[e];
+    compute_t<T> sum = partial[e];
     for (std::int64_t s = 1; s < splits; ++s) sum += partial[s * n + e];
-    out[e] = sum;
+    out[e] = store_value<T>(sum);
   }
 }
 
-template <typename T, bool kADepthContiguous, bool kBDepthContiguous>
-void launch_grouped_gemm(const char* op, const GroupedGemmArgs<T>& p) {
-  launch_checked(op, grouped_gemm_kernel<T, kADepthContiguous, kBDepthContiguous>,
+template <typename T, typename O, bool kADepthContiguous, bool kBDepthContiguous>
+void launch_grouped_gemm(const char* op, const GroupedGemmArgs<T, O>& p) {
+  launch_checked(op, grouped_gemm_kernel<T, O, kADepthContiguous, kBDepthContiguous>,
                  tile_grid(p.m, p.n, p.groups * p.splits), dim3(kGemmThreads), 0, p);
 }
 
@@ -208,7 +212,7 @@ void forward_tiled(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   p.c_group = s.k_out;
   p.c_ld = s.groups * s.k_out;
   p.bias_group = s.k_out;
-  launch_grouped_gemm<T, true, false>("grouped_linear", p);
+  launch_grouped_gemm<T, T, true, false>("grouped_linear", p);
 }
 
 // dx_i = dy_i @ w_i^T. dy_i: (row, j) at row * g*k_out + j (depth-contiguous); w_i^T as op(b):
@@ -229,7 +233,7 @@ void dx_tiled(const Sizes& s, const Tensor& dy, const Tensor& weight, const Tens
   p.b_ld = s.k_out;
   p.c_group = s.k_in;
   p.c_ld = s.groups * s.k_in;
-  launch_grouped_gemm<T, true, true>("grouped_linear_backward", p);
+  launch_grouped_gemm<T, T, true, true>("grouped_linear_backward", p);
 }
 
 // dw_i = x_i^T @ dy_i, the depth being the T rows. x_i^T as op(a): (c, depth row) at
@@ -253,25 +257,42 @@ void dweight_tiled(const Sizes& s, const Tensor& x, const Tensor& dy, const Tens
   p.c_ld = s.k_out;
   const std::int64_t splits = depth_splits(p.m, p.n, p.groups, p.k);
   if (splits == 1) {
-    launch_grouped_gemm<T, false, false>("grouped_linear_backward", p);
+    launch_grouped_gemm<T, T, false, false>("grouped_linear_backward", p);
     return;
   }
   // Chunks of whole slices; rounding the chunk up can leave fewer chunks than asked, never an empty one.
-  p.k_chunk = ceil_div(ceil_div(p.k, splits), kTileK) * kTileK;
-  p.splits = ceil_div(p.k, p.k_chunk);
-  p.a_split = p.k_chunk * p.a_ld;
-  p.b_split = p.k_chunk * p.b_ld;
-  p.c_split = dweight.numel();
-  const Tensor partial = empty({p.splits * p.c_split}, {dweight.dtype(), dweight.device()});
-  p.c = partial.data<T>();
-  launch_grouped_gemm<T, false, false>("grouped_linear_backward", p);
-  launch_checked("grouped_linear_backward", sum_chunks_kernel<T>, grid_for(p.c_split), kBlockSize, 0,
-                 static_cast<const T*>(partial.data<T>()), dweight.data<T>(), p.c_split, p.splits);
+  using C = compute_t<T>;
+  GroupedGemmArgs<T, C> q;
+  q.a = p.a;
+  q.b = p.b;
+  q.m = p.m;
+  q.n = p.n;
+  q.k = p.k;
+  q.groups = p.groups;
+  q.a_group = p.a_group;
+  q.a_ld = p.a_ld;
+  q.b_group = p.b_group;
+  q.b_ld = p.b_ld;
+  q.c_group = p.c_group;
+  q.c_ld = p.c_ld;
+  q.k_chunk = ceil_div(ceil_div(q.k, splits), kTileK) * kTileK;
+  q.splits = ceil_div(q.k, q.k_chunk);
+  q.a_split = q.k_chunk * q.a_ld;
+  q.b_split = q.k_chunk * q.b_ld;
+  q.c_split = dweight.numel();
+  const Tensor partial = empty({q.splits * q.c_split}, {dtype_of_v<C>, dweight.device()});
+  q.c = partial.data<C>();
+  launch_grouped_gemm<T, C, false, false>("grouped_linear_backward", q);
+  launch_checked("grouped_linear_backward", sum_chunks_kernel<T>, grid_for(q.c_split), kBlockSize, 0,
+                 static_cast<const C*>(partial.data<C>()), dweight.data<T>(), q.c_split, q.splits);
 }
 
-// dbias[i, j] = column i*k_out + j of dy summed over rows ([g, k_out] is dy's column order).
+// dbias[i, j] = column i*k_out + j of dy summed over rows ([g, k_out] is dy's column order). A
+// 16-bit dy goes through the entry point's column sum (summed in float, rounded once).
 void dbias_columns(const Sizes& s, const Tensor& dy, const Tensor& dbias) {
-  column_sum(dy, dbias.as_strided({s.groups * s.k_out}, {1}, dbias.offset()));
+  const Tensor flat = dbias.as_strided({s.groups * s.k_out}, {1}, dbias.offset());
+  if (is_float16(dy.dtype())) ::define::kernels::copy_into(flat, ::define::kernels::column_sum(dy));
+  else column_sum(dy, flat);
 }
 
 // cuBLAS through kernels::gemm (kernels/cuda/matmul.cu), on group views that need no copy: a
@@ -315,13 +336,13 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
 }  // namespace
 
 void grouped_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
-  DEFINE_DISPATCH_FLOAT(x.dtype(), "grouped_linear", [&] { forward_typed<scalar_t>(x, weight, bias, y); });
+  DEFINE_DISPATCH_FLOATING(x.dtype(), "grouped_linear", [&] { forward_typed<scalar_t>(x, weight, bias, y); });
 }
 
 void grouped_linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& dx,
                              const Tensor& dweight, const Tensor& dbias) {
-  DEFINE_DISPATCH_FLOAT(dy.dtype(), "grouped_linear_backward",
-                        [&] { backward_typed<scalar_t>(dy, x, weight, dx, dweight, dbias); });
+  DEFINE_DISPATCH_FLOATING(dy.dtype(), "grouped_linear_backward",
+                           [&] { backward_typed<scalar_t>(dy, x, weight, dx, dweight, dbias); });
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

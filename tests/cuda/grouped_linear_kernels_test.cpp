@@ -121,6 +121,19 @@ TEST_CASE("cuda grouped_linear: dweight split over the rows matches the referenc
   SECTION("bit-identical under every thread schedule") {
     (void)identical_under_schedules(on_emu(make_problem(1000, 2, 20, 24, DType::Float32, 14)));
   }
+  SECTION("float16 and bfloat16: the chunks' partials add up in float, rounded once") {
+    // The reference widens, sums 1,000 products in float64 and rounds once; the kernel sums each
+    // chunk in float, adds the float partials and rounds once: within 2 ulps of the format.
+    for (const DType dt : {DType::Float16, DType::BFloat16}) {
+      INFO(dtype_name(dt));
+      const Problem p = make_problem(1000, 2, 20, 24, dt, 15);
+      const double eps = dt == DType::Float16 ? Half::epsilon : BFloat16::epsilon;
+      const Results got = run(on_emu(p)), want = run(p);
+      REQUIRE(got.dweight.dtype() == dt);
+      check_all_close(got, want, 2 * eps, 2 * eps);
+      (void)identical_under_schedules(on_emu(p));
+    }
+  }
 }
 
 TEST_CASE("cuda grouped_linear: results are bit-identical under every thread schedule",
