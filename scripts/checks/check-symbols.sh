@@ -45,10 +45,10 @@ defined "${nvcc_objs[@]}" > "$tmp/nvcc"
 defined "${live_host[@]}" > "$tmp/host"
 comm -12 "$tmp/nvcc" "$tmp/host" > "$tmp/shared"
 
-# By-design shared definitions, by demangled name (after an optional return type): the C++ library,
-# fmt, define's core headers, and the device-memory interface the caching allocator (plain C++,
+# By-design shared definitions, by demangled name (after an optional return type, which may name a
+# define type such as define::BFloat16*): the C++ library, fmt, define's core headers, and the device-memory interface the caching allocator (plain C++,
 # kernels/cuda/caching_allocator.h) declares for both builds.
-allowed='^((typeinfo|typeinfo name|vtable|guard variable) for )?([a-z_ :*&<>,]+ )?(std::|fmt::|__gnu_cxx::|define::(fail|Error|Tensor|Device|DeviceInterface|Shape|Storage|DType|dtype_name|dtype_size|shape_str|kernels::TensorIterator|cuda::RawDeviceMemory)\b)'
+allowed='^((typeinfo|typeinfo name|vtable|guard variable) for )?([A-Za-z0-9_ :*&<>,]+ )?(std::|fmt::|__gnu_cxx::|define::(fail|Error|Tensor|Device|DeviceInterface|Shape|Storage|DType|dtype_name|dtype_size|shape_str|kernels::TensorIterator|cuda::RawDeviceMemory)\b)'
 # DW.ref.<symbol>: the exception tables' hidden COMDAT pointer to the personality routine or to the
 # typeinfo of a caught standard exception (catch (const std::exception&)): identical in every object.
 c++filt < "$tmp/shared" | grep -Ev '^DW\.ref\.(__gxx_personality|_ZTISt|_ZTINSt)' | grep -Ev "$allowed" > "$tmp/bad" || true
