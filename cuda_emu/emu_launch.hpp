@@ -276,6 +276,12 @@ std::string foreign_pointer_argument(const Tuple& params) {
   return out;
 }
 
+// Launches run so far in this process (all devices), for tests that count an op's kernels.
+inline std::atomic<std::uint64_t>& launch_counter() {
+  static std::atomic<std::uint64_t> n{0};
+  return n;
+}
+
 inline void run_launch(LaunchJob& job) {
   if (tls_runner) {
     throw std::logic_error("launch() inside a kernel: dynamic parallelism is not supported by the emulator");
@@ -285,6 +291,7 @@ inline void run_launch(LaunchJob& job) {
     set_last_error(cudaErrorInvalidConfiguration);
     throw kernel_error(bad, uint3{0, 0, 0}, -1);
   }
+  launch_counter().fetch_add(1, std::memory_order_relaxed);
   Pool::Failure failure;
   Pool::instance().run(job, failure);
   if (failure.failed) {

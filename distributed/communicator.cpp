@@ -58,8 +58,9 @@ int env_int(const char* name, int fallback) {
 void check_collective_tensor(const Tensor& t, const char* what) {
   if (!t.defined()) fail(kOp, "{}: the tensor is undefined", what);
   if (!t.is_contiguous()) fail(kOp, "{}: the tensor must be contiguous (shape {})", what, shape_str(t.shape()));
-  if (t.dtype() != DType::Float32 && t.dtype() != DType::Float64 && t.dtype() != DType::Int64)
-    fail(kOp, "{}: dtype {} is not supported (float32, float64 or int64)", what, dtype_name(t.dtype()));
+  if (!is_floating(t.dtype()) && t.dtype() != DType::Int64)
+    fail(kOp, "{}: dtype {} is not supported (float32, float64, float16, bfloat16 or int64)", what,
+         dtype_name(t.dtype()));
 }
 
 void Communicator::all_reduce_average(Tensor& t) {

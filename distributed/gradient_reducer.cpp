@@ -29,8 +29,11 @@ Tensor slice_as(const Tensor& flat, std::int64_t offset, const Tensor& like) {
 
 }  // namespace
 
-GradientReducer::GradientReducer(Communicator& comm, const optim::NamedParameters& params, std::size_t bucket_bytes)
+GradientReducer::GradientReducer(Communicator& comm, const optim::NamedParameters& params, std::size_t bucket_bytes,
+                                 std::optional<DType> reduce_dtype)
     : comm_(comm) {
+  if (reduce_dtype && !is_floating(*reduce_dtype))
+    fail(kOp, "gradients cannot be all-reduced in {}: give a floating-point dtype", dtype_name(*reduce_dtype));
   for (const auto& p : params)
     if (p.second.requires_grad()) params_.push_back(p);
   if (params_.empty()) fail(kOp, "the model has no trainable parameters to reduce");
@@ -60,7 +63,8 @@ GradientReducer::GradientReducer(Communicator& comm, const optim::NamedParameter
       bucket_of_[i] = buckets_.size();
     }
     b.members = std::move(current);
-    b.flat = empty({n}, {.dtype = params_[b.members[0]].second.dtype(), .device = device});
+    const DType own = params_[b.members[0]].second.dtype();
+    b.flat = empty({n}, {.dtype = reduce_dtype && is_floating(own) ? *reduce_dtype : own, .device = device});
     buckets_.push_back(std::move(b));
     current.clear();
     bytes = 0;
@@ -202,7 +206,7 @@ void GradientReducer::finish() {
       } else if (g.defined()) {
         kernels::copy_into(g, sum);
       } else {
-        p.set_grad(clone(sum));
+        p.set_grad(sum.dtype() == p.dtype() ? clone(sum) : kernels::cast(sum, p.dtype()));
       }
     }
 }

@@ -13,11 +13,18 @@
 // batch B/N take the same step as one process with batch B, also when ranks' token counts differ
 // (translation batches). A parameter that no rank used keeps an undefined gradient, as it would
 // in one process.
+//
+// `reduce_dtype` (train.allreduce_dtype) may name a 16-bit format for the float buckets: each
+// rank's weighted gradients are rounded once into it, summed in it (each addition rounds once,
+// as NCCL's 16-bit sums do) and widened back into the float32 gradients, halving the bytes each
+// step moves. float16 needs the fp16 loss scale to keep small gradients above its smallest
+// normal (6e-5); bfloat16 has float32's range with 8 bits of precision.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -31,7 +38,8 @@ class GradientReducer final : public LeafGradientObserver {
  public:
   // `params`: every trainable parameter, all on one device. Checks that every rank lays out the
   // same buckets (same parameters, shapes and dtypes), naming the first difference.
-  GradientReducer(Communicator& comm, const optim::NamedParameters& params, std::size_t bucket_bytes);
+  GradientReducer(Communicator& comm, const optim::NamedParameters& params, std::size_t bucket_bytes,
+                  std::optional<DType> reduce_dtype = std::nullopt);
   ~GradientReducer() override;
 
   // A new step: `local_tokens` of this rank; sums the token count over ranks (one small
@@ -47,6 +55,8 @@ class GradientReducer final : public LeafGradientObserver {
   void finish();
 
   std::size_t num_buckets() const { return buckets_.size(); }
+  // The dtype bucket i is all-reduced in.
+  DType bucket_dtype(std::size_t i) const { return buckets_.at(i).flat.dtype(); }
   // Time spent inside finish() waiting for reductions (not hidden behind backward) and the time
   // from the first reduction's start to finish()'s end, summed over steps since the last reset.
   struct Timing {

@@ -42,23 +42,11 @@ Tensor canonical_padding(const Tensor& pad, Device device) {
   return contiguous(m);
 }
 
-bool on_gpu(const Tensor& t) {
-  const Backend b = backend_for(t);
-  return b == Backend::Cuda || b == Backend::Emu;
-}
-
 // Runs the forward row kernel on contiguous scores, writing P into `probs` (which may be the
-// scores themselves) and D into a fresh tensor when dropout is on.
+// scores themselves) and D into a fresh tensor when dropout is on. 16-bit scores reach it on the
+// GPUs only, whose kernel reads and writes them directly (the CPU paths widen the whole op).
 AttentionProbs softmax_rows(const char* op, const Tensor& scores, const Tensor& probs, const AttentionMasking& m) {
   (void)op;  // only the no-GPU build's CUDA arm reads it (to name the op in its error)
-  if (any_float16({scores})) {
-    // The row kernel runs widened (kernels/float16_compute.h); P (and D) are rounded once into
-    // the 16-bit buffers, so the GEMMs around it stay 16-bit.
-    const AttentionProbs w =
-        softmax_rows(op, widen(scores, scores), empty(scores.shape(), {float16_compute_dtype(scores), scores.device()}), m);
-    copy_into(probs, w.probs);
-    return {probs, m.dropout > 0.0 ? narrow(w.dropped, scores.dtype()) : probs};
-  }
   AttentionProbs r{probs, probs};
   if (m.dropout > 0.0) r.dropped = empty(scores.shape(), {scores.dtype(), scores.device()});
   if (scores.numel() == 0) return r;
@@ -73,14 +61,6 @@ AttentionProbs softmax_rows(const char* op, const Tensor& scores, const Tensor& 
 AttentionSoftmaxGrad softmax_rows_backward(const char* op, const Tensor& probs, const Tensor& grad_dropped,
                                            const Tensor& grad_scores, const AttentionMasking& m, double scale) {
   (void)op;  // as above
-  if (any_float16({probs, grad_dropped})) {
-    // Widened as above; grad_scores may be grad_dropped itself, which has been read by then.
-    const AttentionSoftmaxGrad w =
-        softmax_rows_backward(op, widen(probs, probs), widen(grad_dropped, probs),
-                              empty(probs.shape(), {float16_compute_dtype(probs), probs.device()}), m, scale);
-    copy_into(grad_scores, w.grad_scores);
-    return {grad_scores, m.dropout > 0.0 ? narrow(w.dropped, probs.dtype()) : probs};
-  }
   AttentionSoftmaxGrad r{grad_scores, probs};
   if (m.dropout > 0.0) r.dropped = empty(probs.shape(), {probs.dtype(), probs.device()});
   if (probs.numel() == 0) return r;
@@ -114,7 +94,7 @@ void check_scale(const char* op, double scale) {
 
 AttentionProbs attention_softmax(const Tensor& scores_in, const AttentionMasking& masking) {
   const char* op = "attention_softmax";
-  if (any_float16({scores_in})) {
+  if (any_float16({scores_in}) && !has_float16_kernels(scores_in)) {
     AttentionProbs r = attention_softmax(widen(scores_in, scores_in), masking);
     return {narrow(r.probs, scores_in.dtype()), narrow(r.dropped, scores_in.dtype())};
   }
@@ -127,7 +107,7 @@ AttentionProbs attention_softmax(const Tensor& scores_in, const AttentionMasking
 AttentionSoftmaxGrad attention_softmax_backward(const Tensor& probs_in, const Tensor& grad_dropped_in,
                                                 const AttentionMasking& masking, double scale) {
   const char* op = "attention_softmax_backward";
-  if (any_float16({probs_in, grad_dropped_in})) {
+  if (any_float16({probs_in, grad_dropped_in}) && !has_float16_kernels(probs_in)) {
     AttentionSoftmaxGrad r =
         attention_softmax_backward(widen(probs_in, probs_in), widen(grad_dropped_in, probs_in), masking, scale);
     return {narrow(r.grad_scores, probs_in.dtype()), narrow(r.dropped, probs_in.dtype())};
@@ -147,9 +127,10 @@ AttentionSoftmaxGrad attention_softmax_backward(const Tensor& probs_in, const Te
 AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasking& masking,
                                   double scale, bool keep_probs) {
   const char* op = "attention";
-  // The GPUs run the two GEMMs in 16 bits (float accumulation) and widen the row kernel only; the
-  // CPU paths widen the whole op. Either way the probabilities kept for backward are 16-bit.
-  if (any_float16({q, k, v}) && !on_gpu(q)) {
+  // The GPUs run the whole op in 16 bits: the GEMMs accumulate in float, the row kernel computes
+  // in float. The CPU paths widen the whole op. Either way the probabilities kept for backward
+  // are 16-bit.
+  if (any_float16({q, k, v}) && !has_float16_kernels(q)) {
     AttentionOutput r = attention_forward(widen(q, q), widen(k, q), widen(v, q), masking, scale, keep_probs);
     return {narrow(r.out, q.dtype()), narrow(r.probs, q.dtype())};
   }
@@ -170,7 +151,7 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const
                                   const Tensor& probs, const AttentionMasking& masking, double scale, bool need_q,
                                   bool need_k, bool need_v) {
   const char* op = "attention_backward";
-  if (any_float16({grad_out, q, k, v, probs}) && !on_gpu(q)) {
+  if (any_float16({grad_out, q, k, v, probs}) && !has_float16_kernels(q)) {
     AttentionGrads r = attention_backward(widen(grad_out, q), widen(q, q), widen(k, q), widen(v, q), widen(probs, q),
                                           masking, scale, need_q, need_k, need_v);
     return {narrow(r.grad_q, q.dtype()), narrow(r.grad_k, k.dtype()), narrow(r.grad_v, v.dtype())};

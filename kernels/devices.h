@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace define::kernels {
@@ -50,6 +51,10 @@ class EmuScheduleGuard {
 // device `device` (emu:<device>): what lets the out-of-memory path run in tests.
 void set_emu_memory_capacity(std::size_t bytes);
 std::size_t emu_memory_in_use(int device = 0);
+
+// Kernel launches the emulated devices have run in this process: lets a test count the kernels
+// an op takes (a 16-bit op with its own kernel launches no casts around it).
+std::uint64_t emu_kernel_launches();
 
 // Sets a capacity for the guard's lifetime (tests).
 class EmuMemoryCapacityGuard {

@@ -14,8 +14,7 @@ Tensor dropout_apply(const Tensor& x_in, double p, std::uint64_t seed, std::uint
   const char* op = "dropout";
   // The GPUs have a 16-bit kernel; the CPU paths widen. The mask depends on (seed, offset, element)
   // only, so the widened input drops the same elements.
-  const Backend backend = backend_for(x_in);
-  if (any_float16({x_in}) && (backend == Backend::Cpu || backend == Backend::Ref))
+  if (any_float16({x_in}) && !has_float16_kernels(x_in))
     return narrow(dropout_apply(widen(x_in, x_in), p, seed, offset), x_in.dtype());
   check_floating(op, x_in);
   if (!(p >= 0.0 && p < 1.0)) fail(op, "probability {} is outside [0, 1) for the masking kernel", p);

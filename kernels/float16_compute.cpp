@@ -11,6 +11,11 @@ bool any_float16(std::initializer_list<Tensor> ts) {
   return false;
 }
 
+bool has_float16_kernels(const Tensor& t) {
+  const Backend b = backend_for(t);
+  return b == Backend::Cuda || b == Backend::Emu;
+}
+
 DType float16_compute_dtype(const Tensor& like) {
   return backend_for(like) == Backend::Ref ? DType::Float64 : DType::Float32;
 }

@@ -25,6 +25,8 @@ namespace define::kernels {
 
 // Whether any defined tensor of ts is float16 or bfloat16.
 bool any_float16(std::initializer_list<Tensor> ts);
+// Whether t's backend has the GPUs' 16-bit kernels (CUDA and the emulator); the CPU paths widen.
+bool has_float16_kernels(const Tensor& t);
 // The dtype an op without a 16-bit kernel computes in on like's backend.
 DType float16_compute_dtype(const Tensor& like);
 // t in that compute dtype when it is a floating tensor (undefined and integer tensors pass).

@@ -40,12 +40,6 @@ void check_input_width(const char* op, const Tensor& x, const Tensor& weight, co
 
 std::int64_t leading_rows(const Tensor& t) { return numel_of(Shape(t.shape().begin(), t.shape().end() - 1)); }
 
-// t's elements as a contiguous [rows, cols] tensor (a view when t is already contiguous).
-bool on_gpu(const Tensor& t) {
-  const Backend b = backend_for(t);
-  return b == Backend::Cuda || b == Backend::Emu;
-}
-
 // Whether the defined tensors of ts share one dtype.
 bool same_dtypes(std::initializer_list<Tensor> ts) {
   const Tensor* first = nullptr;
@@ -74,7 +68,7 @@ Tensor grouped_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor&
   if (!x_in.defined()) fail(op, "input must be defined");
   // The GPUs have a 16-bit kernel (operands of one dtype, as autocast gives them); the CPU paths
   // and mixed dtypes widen.
-  if (any_float16({x_in, weight_in, bias_in}) && !(on_gpu(x_in) && same_dtypes({x_in, weight_in, bias_in})))
+  if (any_float16({x_in, weight_in, bias_in}) && !(has_float16_kernels(x_in) && same_dtypes({x_in, weight_in, bias_in})))
     return narrow(grouped_linear(widen(x_in, x_in), widen(weight_in, x_in), widen(bias_in, x_in)), x_in.dtype());
   check_floating(op, x_in);
   check_same_device(op, {x_in, weight_in, bias_in});
@@ -101,7 +95,7 @@ GroupedLinearGrads grouped_linear_backward(const Tensor& dy_in, const Tensor& x_
                                            bool need_dx, bool need_dweight, bool need_dbias) {
   const char* op = "grouped_linear_backward";
   if (!dy_in.defined()) fail(op, "gradient must be defined");
-  if (any_float16({dy_in, x_in, weight_in}) && !(on_gpu(dy_in) && same_dtypes({dy_in, x_in, weight_in}))) {
+  if (any_float16({dy_in, x_in, weight_in}) && !(has_float16_kernels(dy_in) && same_dtypes({dy_in, x_in, weight_in}))) {
     GroupedLinearGrads r = grouped_linear_backward(widen(dy_in, dy_in), widen(x_in, dy_in), widen(weight_in, dy_in),
                                                    need_dx, need_dweight, need_dbias);
     const DType x_dtype = x_in.defined() ? x_in.dtype() : dy_in.dtype();

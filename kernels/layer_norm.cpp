@@ -16,7 +16,7 @@ namespace {
 void check_affine(const char* op, const char* what, const Tensor& p, const Tensor& x) {
   if (!p.defined()) return;
   check_same_device(op, {x, p});
-  check_same_dtype(op, {x, p});
+  if (!(is_float16(x.dtype()) && p.dtype() == DType::Float32)) check_same_dtype(op, {x, p});
   const std::int64_t d = x.shape().back();
   if (p.shape() != Shape{d})
     fail(op, "{} of shape {} does not match the normalized size {} (input {})", what, shape_str(p.shape()), d,
@@ -27,11 +27,25 @@ Shape row_shape(const Shape& x) { return Shape(x.begin(), x.end() - 1); }
 
 Tensor maybe_contiguous(const Tensor& t) { return t.defined() ? contiguous(t) : t; }
 
+// The GPUs' kernels take 16-bit activations with parameters in the same dtype or float32 (the
+// master weights); anything else with a 16-bit tensor in it is widened.
+bool native_float16(const Tensor& x, std::initializer_list<Tensor> params) {
+  if (!has_float16_kernels(x) || !is_float16(x.dtype())) return false;
+  const Tensor* first = nullptr;
+  for (const Tensor& p : params) {
+    if (!p.defined()) continue;
+    if (p.dtype() != x.dtype() && p.dtype() != DType::Float32) return false;
+    if (first && p.dtype() != first->dtype()) return false;
+    first = &p;
+  }
+  return true;
+}
+
 }  // namespace
 
 LayerNormOutputs layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "layer_norm";
-  if (any_float16({x_in, weight, bias})) {
+  if (any_float16({x_in, weight, bias}) && !native_float16(x_in, {weight, bias})) {
     // Statistics in float (mean and rstd stay float32), y in x's dtype.
     LayerNormOutputs r = layer_norm(widen(x_in, x_in), widen(weight, x_in), widen(bias, x_in), eps);
     return {narrow(r.y, x_in.dtype()), narrow(r.mean, DType::Float32), narrow(r.rstd, DType::Float32)};
@@ -43,7 +57,8 @@ LayerNormOutputs layer_norm(const Tensor& x_in, const Tensor& weight, const Tens
   if (!(eps >= 0.0) || !std::isfinite(eps)) fail(op, "eps must be finite and >= 0, got {}", eps);
   Tensor x = contiguous(x_in);
   const TensorOptions opt{x.dtype(), x.device()};
-  LayerNormOutputs out{empty(x.shape(), opt), zeros(row_shape(x.shape()), opt), zeros(row_shape(x.shape()), opt)};
+  const TensorOptions stats{statistics_dtype(x.dtype()), x.device()};  // float32 for 16-bit x
+  LayerNormOutputs out{empty(x.shape(), opt), zeros(row_shape(x.shape()), stats), zeros(row_shape(x.shape()), stats)};
   if (x.numel() > 0)
     DEFINE_BACKEND_CALL(op, x, layer_norm, x, maybe_contiguous(weight), maybe_contiguous(bias), out.y, out.mean,
                         out.rstd, eps);
@@ -53,7 +68,9 @@ LayerNormOutputs layer_norm(const Tensor& x_in, const Tensor& weight, const Tens
 LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias) {
   const char* op = "layer_norm_backward";
-  if (any_float16({dy_in, x_in, weight})) {
+  if (any_float16({dy_in, x_in, weight}) &&
+      !(native_float16(x_in, {weight}) && dy_in.dtype() == x_in.dtype() && mean.dtype() == DType::Float32 &&
+        rstd.dtype() == DType::Float32)) {
     // dx in x's dtype; the parameter gradients in the parameters' dtype (float32 master weights).
     LayerNormGrads r = layer_norm_backward(widen(dy_in, x_in), widen(x_in, x_in), widen(weight, x_in),
                                            widen(mean, x_in), widen(rstd, x_in), need_dx, need_dweight, need_dbias);
@@ -62,7 +79,11 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
   }
   check_floating(op, x_in);
   check_same_device(op, {dy_in, x_in, mean, rstd});
-  check_same_dtype(op, {dy_in, x_in, mean, rstd});
+  check_same_dtype(op, {dy_in, x_in});
+  check_same_dtype(op, {mean, rstd});
+  if (mean.dtype() != statistics_dtype(x_in.dtype()))
+    fail(op, "saved statistics of dtype {} do not match input of dtype {} (expected {})", dtype_name(mean.dtype()),
+         dtype_name(x_in.dtype()), dtype_name(statistics_dtype(x_in.dtype())));
   if (x_in.dim() == 0) fail(op, "expected a tensor with at least 1 dim, got a 0-d tensor");
   if (dy_in.shape() != x_in.shape())
     fail(op, "gradient of shape {} does not match input of shape {}", shape_str(dy_in.shape()), shape_str(x_in.shape()));
@@ -72,11 +93,12 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
   Tensor x = contiguous(x_in), dy = contiguous(dy_in);
   const TensorOptions opt{x.dtype(), x.device()};
   const Shape param{x.shape().back()};
+  const TensorOptions param_opt{weight.defined() ? weight.dtype() : x.dtype(), x.device()};
   LayerNormGrads g;
   if (need_dx) g.dx = empty(x.shape(), opt);
   // Zero-filled: with no rows the parameter gradients are empty sums.
-  if (need_dweight) g.dweight = zeros(param, opt);
-  if (need_dbias) g.dbias = zeros(param, opt);
+  if (need_dweight) g.dweight = zeros(param, param_opt);
+  if (need_dbias) g.dbias = zeros(param, param_opt);
   if (x.numel() > 0 && (need_dx || need_dweight || need_dbias))
     DEFINE_BACKEND_CALL(op, x, layer_norm_backward, dy, x, maybe_contiguous(weight), contiguous(mean),
                         contiguous(rstd), g.dx, g.dweight, g.dbias);

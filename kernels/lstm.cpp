@@ -3,6 +3,11 @@
 // call for the recurrence in between (all T steps in one call, so a backend can keep state across
 // steps: the CPU path packs w_hh once per call). Backends see contiguous buffers: gates
 // [T, B, 4H], hs and cs [T+1, B, H], w_hh [4H, H], biases [4H] or undefined, dy [T, B, H].
+//
+// Mixed precision: on the GPUs a 16-bit layer (x, h0, weights and biases in one 16-bit dtype, as
+// autocast gives it) runs natively, its GEMMs in 16 bits with float accumulation and its cell in
+// float, with the cell state (cs, c_n, dc) in c0's dtype: float32 under autocast. Anything else
+// with a 16-bit tensor in it, and every 16-bit layer on the CPU paths, is widened.
 #include "kernels/lstm.h"
 
 #include "core/factory.h"
@@ -64,7 +69,8 @@ LstmShape check_forward_args(const Tensor& x, const Tensor& h0, const Tensor& c0
     if (!required[k]->defined()) fail(kOp, "{} is an undefined tensor", names[k]);
   check_floating(kOp, x);
   check_same_device(kOp, {x, h0, c0, w_ih, w_hh, b_ih, b_hh});
-  check_same_dtype(kOp, {x, h0, c0, w_ih, w_hh, b_ih, b_hh});
+  check_same_dtype(kOp, {x, h0, w_ih, w_hh, b_ih, b_hh});
+  if (!(is_float16(x.dtype()) && c0.dtype() == DType::Float32)) check_same_dtype(kOp, {x, c0});
   if (x.dim() != 3) fail(kOp, "x must be 3-d [T, B, input_size] (time-major), got {}", shape_str(x.shape()));
   if (h0.dim() != 2) fail(kOp, "h0 must be 2-d [B, hidden_size], got {}", shape_str(h0.shape()));
   LstmShape s{x.shape()[0], x.shape()[1], x.shape()[2], h0.shape()[1]};
@@ -88,11 +94,27 @@ Tensor fresh_copy_or_zeros(const Tensor& t, const Shape& shape, TensorOptions op
   return out;
 }
 
+// Whether the GPUs' 16-bit kernels take these tensors as they are: `same` all in x's 16-bit dtype
+// (undefined ones pass), `state` in that dtype or float32.
+bool native_float16(const Tensor& x, std::initializer_list<Tensor> same, std::initializer_list<Tensor> state) {
+  if (!has_float16_kernels(x) || !is_float16(x.dtype())) return false;
+  for (const Tensor& t : same)
+    if (t.defined() && t.dtype() != x.dtype()) return false;
+  const Tensor* first = nullptr;
+  for (const Tensor& t : state) {
+    if (!t.defined()) continue;
+    if ((t.dtype() != x.dtype() && t.dtype() != DType::Float32) || (first && t.dtype() != first->dtype()))
+      return false;
+    first = &t;
+  }
+  return true;
+}
+
 }  // namespace
 
 LstmForward lstm_forward(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
                          const Tensor& b_ih, const Tensor& b_hh) {
-  if (any_float16({x, h0, c0, w_ih, w_hh, b_ih, b_hh})) {
+  if (any_float16({x, h0, c0, w_ih, w_hh, b_ih, b_hh}) && !native_float16(x, {h0, w_ih, w_hh, b_ih, b_hh}, {c0})) {
     // Widened; each result comes back in its input's dtype (y, hs and gates in x's, h_n in h0's,
     // c_n and cs in c0's: a float32 c0 keeps the cell state in float).
     const LstmForward w = lstm_forward(widen(x, x), widen(h0, x), widen(c0, x), widen(w_ih, x), widen(w_hh, x),
@@ -108,9 +130,10 @@ LstmForward lstm_forward(const Tensor& x, const Tensor& h0, const Tensor& c0, co
   }
   const LstmShape s = check_forward_args(x, h0, c0, w_ih, w_hh, b_ih, b_hh);
   const TensorOptions opt{x.dtype(), x.device()};
+  const TensorOptions state_opt{c0.dtype(), x.device()};
   LstmForward f;
   f.hs = empty({s.T + 1, s.B, s.H}, opt);
-  f.cs = empty({s.T + 1, s.B, s.H}, opt);
+  f.cs = empty({s.T + 1, s.B, s.H}, state_opt);
   f.gates = empty({s.T, s.B, 4 * s.H}, opt);
   copy_into(step_of(f.hs, 0), h0);
   copy_into(step_of(f.cs, 0), c0);
@@ -122,7 +145,7 @@ LstmForward lstm_forward(const Tensor& x, const Tensor& h0, const Tensor& c0, co
   }
   f.y = f.hs.as_strided({s.T, s.B, s.H}, {s.B * s.H, s.H, 1}, f.hs.offset() + s.B * s.H);
   f.h_n = fresh_copy_or_zeros(step_of(f.hs, s.T), {s.B, s.H}, opt);
-  f.c_n = fresh_copy_or_zeros(step_of(f.cs, s.T), {s.B, s.H}, opt);
+  f.c_n = fresh_copy_or_zeros(step_of(f.cs, s.T), {s.B, s.H}, state_opt);
   return f;
 }
 
@@ -131,7 +154,8 @@ LstmGrads lstm_backward(const Tensor& dy, const Tensor& dh_n, const Tensor& dc_n
   const char* op = "lstm_layer_backward";
   if (!dy.defined() || !w_hh.defined() || !f.hs.defined() || !f.cs.defined() || !f.gates.defined())
     fail(op, "dy, w_hh and the forward's saved buffers must be defined");
-  if (any_float16({dy, dh_n, dc_n, x, w_ih, w_hh, f.hs, f.cs, f.gates})) {
+  if (any_float16({dy, dh_n, dc_n, x, w_ih, w_hh, f.hs, f.cs, f.gates}) &&
+      !native_float16(dy, {dh_n, x, w_ih, w_hh, f.hs, f.gates}, {f.cs, dc_n})) {
     const Tensor& like = f.hs;
     LstmForward wf;
     wf.hs = widen(f.hs, like);
@@ -152,7 +176,9 @@ LstmGrads lstm_backward(const Tensor& dy, const Tensor& dh_n, const Tensor& dc_n
   if ((needs.x && !w_ih.defined()) || (needs.w_ih && !x.defined()))
     fail(op, "dx needs w_ih and dw_ih needs x; got an undefined tensor");
   check_same_device(op, {dy, dh_n, dc_n, x, w_ih, w_hh, f.hs});
-  check_same_dtype(op, {dy, dh_n, dc_n, x, w_ih, w_hh, f.hs});
+  check_same_dtype(op, {dy, dh_n, x, w_ih, w_hh, f.hs, f.gates});
+  check_same_dtype(op, {f.cs, dc_n});
+  if (!(is_float16(dy.dtype()) && f.cs.dtype() == DType::Float32)) check_same_dtype(op, {dy, f.cs});
   const std::int64_t T = f.gates.shape()[0], B = f.gates.shape()[1], H = f.hs.shape()[2];
   if (dy.shape() != Shape{T, B, H})
     fail(op, "dy {} does not match the output [{},{},{}]", shape_str(dy.shape()), T, B, H);
@@ -165,7 +191,7 @@ LstmGrads lstm_backward(const Tensor& dy, const Tensor& dh_n, const Tensor& dc_n
   // dh holds dL/dh_t from the later steps (dh_n at first), dc holds dL/dc_t: both are updated in
   // place step by step and end as dL/dh_0 and dL/dc_0.
   Tensor dh = fresh_copy_or_zeros(dh_n, {B, H}, opt);
-  Tensor dc = fresh_copy_or_zeros(dc_n, {B, H}, opt);
+  Tensor dc = fresh_copy_or_zeros(dc_n, {B, H}, {f.cs.dtype(), dy.device()});  // in the cell state's dtype
   const Tensor dgates = empty({T, B, 4 * H}, opt);
   if (T > 0 && B > 0)
     DEFINE_BACKEND_CALL(op, dy, lstm_backward_steps, contiguous(dy), contiguous(w_hh), f.hs, f.cs, f.gates, dh, dc,

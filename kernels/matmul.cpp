@@ -75,8 +75,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, boo
           double beta) {
   check_gemm_args(a, b, out, trans_a, trans_b);
   if (out.numel() == 0) return;
-  const Backend backend = backend_for(out);
-  if (any_float16({out}) && (backend == Backend::Cpu || backend == Backend::Ref)) {
+  if (any_float16({out}) && !has_float16_kernels(out)) {
     // The CPU paths have no 16-bit GEMM: widened operands, one rounding of the result. (The GPUs
     // run cublasGemmEx or the tiled kernel on the 16-bit operands directly.)
     const Tensor c = beta == 0.0 ? empty(out.shape(), {float16_compute_dtype(out), out.device()}) : widen(out, out);
@@ -99,7 +98,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 }
 
 Tensor column_sum(const Tensor& x) {
-  if (any_float16({x})) return narrow(column_sum(widen(x, x)), x.dtype());
+  if (any_float16({x}) && !has_float16_kernels(x)) return narrow(column_sum(widen(x, x)), x.dtype());
   check_floating("column_sum", x);
   check_dim("column_sum", x, 2);
   Tensor out = empty({x.shape()[1]}, {x.dtype(), x.device()});

@@ -33,8 +33,8 @@ Tensor view_as_shape(const Tensor& t, const Shape& shape) {
 
 Tensor sum_impl(const char* op, const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,
                 bool average) {
-  // 16-bit inputs sum in float and round the result once.
-  if (any_float16({x})) return narrow(sum_impl(op, widen(x, x), dims, keepdim, average), x.dtype());
+  // 16-bit inputs sum in float and round the result once (the GPUs' kernels read them directly).
+  if (any_float16({x}) && !has_float16_kernels(x)) return narrow(sum_impl(op, widen(x, x), dims, keepdim, average), x.dtype());
   check_floating(op, x);
   const std::vector<bool> mask = reduced_dims(op, x, dims);
   Shape keep_shape = x.shape(), out_shape;
@@ -70,7 +70,7 @@ void max_shapes(const Tensor& x, int d, Shape& keep_shape, Shape& out_shape) {
 
 std::pair<Tensor, Tensor> max_impl(const char* op, const Tensor& x, std::int64_t dim, bool keepdim,
                                    bool want_values) {
-  if (any_float16({x})) {
+  if (any_float16({x}) && !has_float16_kernels(x)) {
     auto r = max_impl(op, widen(x, x), dim, keepdim, want_values);
     return {narrow(r.first, x.dtype()), r.second};
   }
@@ -99,9 +99,10 @@ Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim
 
 Tensor sum_of_squares(const Tensor& x) {
   const char* op = "sum_of_squares";
-  if (any_float16({x})) return narrow(sum_of_squares(widen(x, x)), DType::Float32);  // a statistic: float32
+  // A statistic: float32 for 16-bit x (the GPUs' kernel reads x directly).
+  if (any_float16({x}) && !has_float16_kernels(x)) return narrow(sum_of_squares(widen(x, x)), DType::Float32);
   check_floating(op, x);
-  Tensor out = empty(Shape(static_cast<std::size_t>(x.dim()), 1), {x.dtype(), x.device()});
+  Tensor out = empty(Shape(static_cast<std::size_t>(x.dim()), 1), {statistics_dtype(x.dtype()), x.device()});
   if (x.numel() == 0) fill(out, 0.0);
   else DEFINE_BACKEND_CALL(op, x, sum_of_squares, x, out);
   return view_as_shape(out, {});
@@ -149,7 +150,7 @@ Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
 Tensor max_backward(const Tensor& grad, const Tensor& indices, const Shape& input_shape, std::int64_t dim,
                     bool keepdim) {
   const char* op = "max backward";
-  if (any_float16({grad}))
+  if (any_float16({grad}) && !has_float16_kernels(grad))
     return narrow(max_backward(widen(grad, grad), indices, input_shape, dim, keepdim), grad.dtype());
   check_floating(op, grad);
   check_same_device(op, {grad, indices});

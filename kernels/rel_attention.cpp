@@ -110,7 +110,7 @@ Tensor unshift_rows(const char* op, const Tensor& grad_scores) {
 
 AttentionProbs rel_attention_softmax(const Tensor& ac_in, const Tensor& bd_in, const RelAttentionParams& params) {
   const char* op = "rel_attention_softmax";
-  if (any_float16({ac_in, bd_in})) {
+  if (any_float16({ac_in, bd_in}) && !has_float16_kernels(ac_in)) {
     AttentionProbs r = rel_attention_softmax(widen(ac_in, ac_in), widen(bd_in, ac_in), params);
     return {narrow(r.probs, ac_in.dtype()), narrow(r.dropped, ac_in.dtype())};
   }
@@ -128,8 +128,8 @@ AttentionProbs rel_attention_softmax(const Tensor& ac_in, const Tensor& bd_in, c
 Tensor rel_attention_unshift(const Tensor& grad_scores) {
   const char* op = "rel_attention_unshift";
   check_scores(op, "grad_scores", grad_scores);
-  // A data movement: 16-bit scores go through the same kernels (DEFINE_DISPATCH_ALL) or widened.
-  if (any_float16({grad_scores}))
+  // A data movement: the GPUs' kernel moves 16-bit scores as they are; the CPU paths widen.
+  if (any_float16({grad_scores}) && !has_float16_kernels(grad_scores))
     return narrow(rel_attention_unshift(widen(grad_scores, grad_scores)), grad_scores.dtype());
   return unshift_rows(op, contiguous(grad_scores));
 }
@@ -138,7 +138,9 @@ RelAttentionOutput rel_attention_forward(const Tensor& q, const Tensor& k, const
                                          const Tensor& u, const Tensor& w, const RelAttentionParams& params,
                                          bool keep_probs) {
   const char* op = "rel_attention";
-  if (any_float16({q, k, v, r, u, w})) {
+  // The GPUs run the whole op in 16 bits (GEMMs with float accumulation, the row kernel in float);
+  // the CPU paths widen it.
+  if (any_float16({q, k, v, r, u, w}) && !has_float16_kernels(q)) {
     RelAttentionOutput o = rel_attention_forward(widen(q, q), widen(k, q), widen(v, q), widen(r, q), widen(u, q),
                                                  widen(w, q), params, keep_probs);
     return {narrow(o.out, q.dtype()), narrow(o.probs, q.dtype())};
@@ -162,7 +164,7 @@ RelAttentionGrads rel_attention_backward(const Tensor& grad_out, const Tensor& q
                                          const Tensor& r, const Tensor& u, const Tensor& w, const Tensor& probs,
                                          const RelAttentionParams& params, const RelAttentionNeeds& needs) {
   const char* op = "rel_attention_backward";
-  if (any_float16({grad_out, q, k, v, r, u, w, probs})) {
+  if (any_float16({grad_out, q, k, v, r, u, w, probs}) && !has_float16_kernels(q)) {
     RelAttentionGrads g = rel_attention_backward(widen(grad_out, q), widen(q, q), widen(k, q), widen(v, q),
                                                  widen(r, q), widen(u, q), widen(w, q), widen(probs, q), params, needs);
     return {narrow(g.grad_q, q.dtype()), narrow(g.grad_k, k.dtype()), narrow(g.grad_v, v.dtype()),

@@ -75,6 +75,19 @@ Precision resolve_precision(const std::string& name, Device device, const std::s
   return name == "fp16" ? Precision::Fp16 : Precision::Bf16;
 }
 
+std::optional<DType> read_allreduce_dtype(const std::string& name, Precision p, const std::string& key) {
+  if (name == "float32") return std::nullopt;
+  if (name == "bfloat16") return DType::BFloat16;
+  if (name == "float16") {
+    if (p != Precision::Fp16)
+      fail(kOp, "{} = float16 needs train.precision = fp16 (got {}): only fp16's loss scale keeps small gradients "
+                "above float16's smallest normal (6.1e-5); use bfloat16, which has float32's range",
+           key, precision_name(p));
+    return DType::Float16;
+  }
+  fail(kOp, "{} must be float32, bfloat16 or float16, got '{}'", key, name);
+}
+
 DynamicLossScaler::DynamicLossScaler(LossScalerSettings s) : s_(s), scale_(s.init) {
   if (!(s_.init > 0) || !std::isfinite(s_.init)) fail(kOp, "train.loss_scale_init must be positive, got {}", s_.init);
   if (s_.window < 1) fail(kOp, "train.loss_scale_window must be at least 1, got {}", s_.window);

@@ -45,6 +45,11 @@ std::optional<DType> lower_dtype(Precision p);
 // train.precision resolved for the training device: "auto" chosen as above, a refused choice an
 // error naming `key`, the device and what to use instead.
 Precision resolve_precision(const std::string& name, Device device, const std::string& key);
+// train.allreduce_dtype: "float32" (nullopt: gradients travel in their own dtype), "bfloat16", or
+// "float16", which only an fp16 run may use: without its loss scale many gradients sit below
+// float16's smallest normal (6.1e-5) and would be flushed or lose their bits. `key` names the
+// config key in errors.
+std::optional<DType> read_allreduce_dtype(const std::string& name, Precision p, const std::string& key);
 
 struct LossScalerSettings {
   double init = 65536;

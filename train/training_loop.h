@@ -88,6 +88,7 @@ struct LoopSettings {
   double bucket_mb = 25, distributed_timeout = 1800;
   Precision precision = Precision::Fp32;  // train.precision, resolved for `device` ("auto" decided)
   LossScalerSettings loss_scaler;         // fp16 only
+  std::optional<DType> allreduce_dtype;   // train.allreduce_dtype; nullopt: the gradients' own (float32)
 };
 
 // Reads the keys above from the `train` section; errors name the key.

@@ -28,9 +28,18 @@ MPI_Datatype mpi_type(DType t) {
       return MPI_DOUBLE;
     case DType::Int64:
       return MPI_INT64_T;
+    case DType::Float16:
+    case DType::BFloat16:
+      return MPI_UINT16_T;  // the bits; sum_op adds them as floats
     default:
       fail(kOp, "dtype {} has no MPI type here", dtype_name(t));
   }
+}
+
+MPI_Op sum_op(DType t) {
+  if (t == DType::Float16) return mpi_float16_sum();
+  if (t == DType::BFloat16) return mpi_bfloat16_sum();
+  return MPI_SUM;
 }
 
 std::size_t nbytes(const Tensor& t) { return static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()); }
@@ -63,7 +72,7 @@ class MpiReduce final : public PendingReduce {
  public:
   explicit MpiReduce(Tensor& t) : t_(t), host_(t, /*copy_in=*/true) {
     if (t.numel() == 0) return;
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, host_.data(), static_cast<int>(t.numel()), mpi_type(t.dtype()), MPI_SUM,
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, host_.data(), static_cast<int>(t.numel()), mpi_type(t.dtype()), sum_op(t.dtype()),
                              MPI_COMM_WORLD, &req_),
               "MPI_Iallreduce");
     active_ = true;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/float16.h"
 #include "distributed/communicator.h"
 #include "distributed/transports.h"
 
@@ -48,6 +49,30 @@ void mpi_initialize() {
   MPI_Comm_free(&node);
   std::atexit(finalize_at_exit);
 }
+
+namespace {
+
+template <typename T>
+void sum_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = add_stored(a[i], b[i]);
+}
+
+template <typename T>
+MPI_Op sum_op() {
+  static MPI_Op op = [] {
+    MPI_Op o = MPI_OP_NULL;
+    check_mpi(MPI_Op_create(&sum_16bit<T>, /*commute=*/1, &o), "MPI_Op_create");
+    return o;
+  }();
+  return op;
+}
+
+}  // namespace
+
+MPI_Op mpi_float16_sum() { return sum_op<Half>(); }
+MPI_Op mpi_bfloat16_sum() { return sum_op<BFloat16>(); }
 
 int mpi_world_rank() {
   int r = 0;

@@ -22,6 +22,12 @@ void set_mpi_collective_timeout_s(double seconds);
 // Waits for `req` without spinning a core (on 2 cores the rank we wait for needs it), failing
 // with an error naming this rank and `what` after the collective timeout.
 void mpi_wait(MPI_Request& req, const char* what);
+// The sum of 16-bit floats carried as MPI_UINT16_T (MPI has no 16-bit float type): each addition
+// widens both values exactly and rounds the sum once to the format, as NCCL's float16 and
+// bfloat16 sums do (__hadd computes in float and rounds once). Created on first use.
+MPI_Op mpi_float16_sum();
+MPI_Op mpi_bfloat16_sum();
+
 // Throws naming `call` with MPI's text unless rc is MPI_SUCCESS.
 void check_mpi(int rc, const char* call);
 

@@ -41,13 +41,29 @@ MPI_Datatype mpi_type(ncclDataType_t t) {
       return MPI_FLOAT;
     case ncclFloat64:
       return MPI_DOUBLE;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return MPI_UINT16_T;  // the bits; sum_op adds them as floats
   }
   return MPI_DATATYPE_NULL;
 }
-const char* type_name(std::int64_t t) {
-  return t == ncclInt64 ? "int64" : t == ncclFloat32 ? "float32" : t == ncclFloat64 ? "float64" : "?";
+// The library's sum: for the 16-bit formats each addition rounds once to the format.
+MPI_Op sum_op(ncclDataType_t t) {
+  return t == ncclFloat16 ? mpi_float16_sum() : t == ncclBfloat16 ? mpi_bfloat16_sum() : MPI_SUM;
 }
-std::size_t type_size(ncclDataType_t t) { return t == ncclFloat32 ? 4 : 8; }
+const char* type_name(std::int64_t t) {
+  switch (t) {
+    case ncclInt64: return "int64";
+    case ncclFloat16: return "float16";
+    case ncclFloat32: return "float32";
+    case ncclFloat64: return "float64";
+    case ncclBfloat16: return "bfloat16";
+    default: return "?";
+  }
+}
+std::size_t type_size(ncclDataType_t t) {
+  return t == ncclFloat16 || t == ncclBfloat16 ? 2 : t == ncclFloat32 ? 4 : 8;
+}
 
 // DEFINE_EMU_NCCL_FAULT=<stall|fail>:<rank>:<n>
 struct Fault {
@@ -195,7 +211,7 @@ class CollectiveWork final : public cuda_emu::StreamWork {
     switch (a_.kind) {
       case Kind::AllReduce:
         check_mpi(
-            MPI_Iallreduce(a_.send == a_.recv ? MPI_IN_PLACE : a_.send, a_.recv, count, t, MPI_SUM, s_->mpi, &req_),
+            MPI_Iallreduce(a_.send == a_.recv ? MPI_IN_PLACE : a_.send, a_.recv, count, t, sum_op(a_.type), s_->mpi, &req_),
             "MPI_Iallreduce");
         break;
       case Kind::Broadcast:

@@ -25,6 +25,9 @@
 // exact integer form (word >> 8) >= ceil(p * 2^24), as in dropout.cu. A pass that must see the
 // elements a thread handled in an earlier pass walks the row in the same block order, so every
 // thread only ever reads back its own writes.
+//
+// 16-bit tensors (T = Half / BFloat16) are read and written in their format; the row's max, sums,
+// exponentials and products are float (C = compute_t<T>), and P, D and dS are each rounded once.
 #include <cmath>
 #include <cstdint>
 
@@ -34,6 +37,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/dropout_stream.cuh"
+#include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -64,14 +68,15 @@ struct RowGeometry {
 
 template <typename T>
 struct SoftmaxForward {
-  using State = KeyMaxSum<T>;
+  using C = compute_t<T>;
+  using State = KeyMaxSum<C>;
   const T* scores;
   T* probs;    // may be scores itself: each element is read before it is written, by the same thread
   T* dropped;  // null without dropout
   const std::int32_t* padding;  // null, or [B, Tk]
   RowGeometry geo;
   DropoutStream stream;
-  T drop_scale;
+  C drop_scale;
 
   __device__ const std::int32_t* padding_row(std::int64_t row) const {
     return padding == nullptr ? nullptr : padding + (row / geo.heads_x_queries) * geo.keys;
@@ -82,7 +87,7 @@ struct SoftmaxForward {
     const std::int32_t* pad = padding_row(row);
     const std::int64_t n = geo.horizon(row);
     for (std::int64_t j = first; j < n; j += step)
-      if (pad == nullptr || pad[j] == 0) st.add(s[j]);
+      if (pad == nullptr || pad[j] == 0) st.add(load_value(s[j]));
   }
 
   __device__ void finish(const State& st, std::int64_t row, int first, int step) const {
@@ -90,63 +95,66 @@ struct SoftmaxForward {
     const std::int32_t* pad = padding_row(row);
     const std::int64_t n = geo.horizon(row);
     // No valid key: every probability is 0 (inv is never used).
-    const bool any = st.max != -infinity<T>();
-    const T inv = any ? T(1) / st.sum.value() : T(0);
+    const bool any = st.max != -infinity<C>();
+    const C inv = any ? C(1) / st.sum.value() : C(0);
     const auto prob = [&](std::int64_t j) {
-      return any && (pad == nullptr || pad[j] == 0) ? dev_exp(scores[base + j] - st.max) * inv : T(0);
+      return any && (pad == nullptr || pad[j] == 0) ? dev_exp(load_value(scores[base + j]) - st.max) * inv : C(0);
     };
     if (dropped == nullptr) {
-      for (std::int64_t j = first; j < n; j += step) probs[base + j] = prob(j);
+      for (std::int64_t j = first; j < n; j += step) probs[base + j] = store_value<T>(prob(j));
     } else {
       const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
       for_owned_elements<true>(stream, row_word, n, first, step, [&](std::int64_t j, std::uint32_t word) {
-        const T p = prob(j);
-        probs[base + j] = p;
-        dropped[base + j] = stream.keeps(word) ? static_cast<T>(p * drop_scale) : T(0);
+        const C p = prob(j);
+        probs[base + j] = store_value<T>(p);
+        dropped[base + j] = store_value<T>(stream.keeps(word) ? static_cast<C>(p * drop_scale) : C(0));
       });
-      for (std::int64_t j = n + first; j < geo.keys; j += step) dropped[base + j] = T(0);
+      for (std::int64_t j = n + first; j < geo.keys; j += step) dropped[base + j] = T{};
     }
-    for (std::int64_t j = n + first; j < geo.keys; j += step) probs[base + j] = T(0);
+    for (std::int64_t j = n + first; j < geo.keys; j += step) probs[base + j] = T{};
   }
 };
 
 // dP = keep ? dD * drop_scale : 0;  dS = scale * P * (dP - rowsum(dP * P)).
 template <typename T>
 struct SoftmaxBackward {
-  using State = Sum<T>;
+  using C = compute_t<T>;
+  using State = Sum<C>;
   const T* probs;
   const T* grad_dropped;
   T* grad_scores;  // may be grad_dropped itself: read before written, by the same thread
   T* dropped;      // null without dropout; written in accumulate, read back in finish
   RowGeometry geo;
   DropoutStream stream;
-  T drop_scale;
-  T scale;
+  C drop_scale;
+  C scale;
 
   __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
     const std::int64_t base = row * geo.keys;
     const std::int64_t n = geo.horizon(row);  // P is zero past the horizon
     if (dropped == nullptr) {
-      for (std::int64_t j = first; j < n; j += step) st.add(grad_dropped[base + j] * probs[base + j]);
+      for (std::int64_t j = first; j < n; j += step)
+        st.add(load_value(grad_dropped[base + j]) * load_value(probs[base + j]));
       return;
     }
     const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
     for_owned_elements<true>(stream, row_word, n, first, step, [&](std::int64_t j, std::uint32_t word) {
       const std::int64_t k = base + j;
       const bool keep = stream.keeps(word);
-      dropped[k] = keep ? static_cast<T>(probs[k] * drop_scale) : T(0);
-      if (keep) st.add(grad_dropped[k] * drop_scale * probs[k]);
+      const C p = load_value(probs[k]);
+      dropped[k] = store_value<T>(keep ? static_cast<C>(p * drop_scale) : C(0));
+      if (keep) st.add(load_value(grad_dropped[k]) * drop_scale * p);
     });
   }
 
   __device__ void finish(const State& st, std::int64_t row, int first, int step) const {
     const std::int64_t base = row * geo.keys;
     const std::int64_t n = geo.horizon(row);
-    const T dot = st.value();
+    const C dot = st.value();
     if (dropped == nullptr) {
       for (std::int64_t j = first; j < n; j += step) {
         const std::int64_t k = base + j;
-        grad_scores[k] = scale * probs[k] * (grad_dropped[k] - dot);
+        grad_scores[k] = store_value<T>(scale * load_value(probs[k]) * (load_value(grad_dropped[k]) - dot));
       }
     } else {
       // The keep decision comes back from D: a kept element with P != 0 has D != 0, and where
@@ -154,12 +162,12 @@ struct SoftmaxBackward {
       const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
       for_owned_elements<false>(stream, row_word, n, first, step, [&](std::int64_t j, std::uint32_t) {
         const std::int64_t k = base + j;
-        const T grad_prob = dropped[k] != T(0) ? grad_dropped[k] * drop_scale : T(0);
-        grad_scores[k] = scale * probs[k] * (grad_prob - dot);
+        const C grad_prob = load_value(dropped[k]) != C(0) ? load_value(grad_dropped[k]) * drop_scale : C(0);
+        grad_scores[k] = store_value<T>(scale * load_value(probs[k]) * (grad_prob - dot));
       });
-      for (std::int64_t j = n + first; j < geo.keys; j += step) dropped[base + j] = T(0);
+      for (std::int64_t j = n + first; j < geo.keys; j += step) dropped[base + j] = T{};
     }
-    for (std::int64_t j = n + first; j < geo.keys; j += step) grad_scores[base + j] = T(0);
+    for (std::int64_t j = n + first; j < geo.keys; j += step) grad_scores[base + j] = T{};
   }
 };
 
@@ -177,14 +185,14 @@ T* data_or_null(const Tensor& t) {
 void attention_softmax(const Tensor& scores, const Tensor& probs, const Tensor& dropped, const Tensor& key_padding,
                        bool causal, double p, std::uint64_t seed, std::uint64_t offset) {
   const std::int64_t keys = scores.size(3), rows = scores.numel() / keys;
-  DEFINE_DISPATCH_FLOAT(scores.dtype(), "attention_softmax", [&] {
+  DEFINE_DISPATCH_FLOATING(scores.dtype(), "attention_softmax", [&] {
     const SoftmaxForward<scalar_t> op{scores.data<scalar_t>(),
                                       probs.data<scalar_t>(),
                                       data_or_null<scalar_t>(dropped),
                                       data_or_null<std::int32_t>(key_padding),
                                       geometry_of(scores, causal),
                                       dropout_stream(p, seed, offset),
-                                      dropout_scale<scalar_t>(p)};
+                                      dropout_scale<compute_t<scalar_t>>(p)};
     launch_rows("attention_softmax", op, rows, keys);
   });
 }
@@ -193,15 +201,15 @@ void attention_softmax_backward(const Tensor& probs, const Tensor& grad_dropped,
                                 const Tensor& dropped, bool causal, double p, std::uint64_t seed,
                                 std::uint64_t offset, double scale) {
   const std::int64_t keys = probs.size(3), rows = probs.numel() / keys;
-  DEFINE_DISPATCH_FLOAT(probs.dtype(), "attention_softmax_backward", [&] {
+  DEFINE_DISPATCH_FLOATING(probs.dtype(), "attention_softmax_backward", [&] {
     const SoftmaxBackward<scalar_t> op{probs.data<scalar_t>(),
                                        grad_dropped.data<scalar_t>(),
                                        grad_scores.data<scalar_t>(),
                                        data_or_null<scalar_t>(dropped),
                                        geometry_of(probs, causal),
                                        dropout_stream(p, seed, offset),
-                                       dropout_scale<scalar_t>(p),
-                                       static_cast<scalar_t>(scale)};
+                                       dropout_scale<compute_t<scalar_t>>(p),
+                                       static_cast<compute_t<scalar_t>>(scale)};
     launch_rows("attention_softmax_backward", op, rows, keys);
   });
 }

@@ -321,6 +321,7 @@ std::string emu_schedule() {
 
 void set_emu_memory_capacity(std::size_t bytes) { ::cuda_emu::set_memory_capacity(bytes); }
 std::size_t emu_memory_in_use(int device) { return ::cuda_emu::memory_in_use(device); }
+std::uint64_t emu_kernel_launches() { return ::cuda_emu::detail::launch_counter().load(); }
 
 }  // namespace define::kernels
 #endif

@@ -12,8 +12,15 @@
 // tensors allow it (kIndex32, common.cuh's index32_fits), 64-bit otherwise. Every element is read and
 // written by the same thread, so out may alias an input (in-place ops): no pointer here is
 // __restrict__.
+//
+// Flat unary and binary maps whose operands all start on a 16-byte boundary move 16-byte packs
+// (8 float16 / bfloat16, 4 float32, 2 float64 elements) per load and store: one 128-bit access
+// per thread and step instead of 8 narrow ones for the 16-bit formats, whose 2-byte accesses
+// would otherwise use an eighth of each load instruction's width. The elements past the last
+// whole pack go through the same kernel one by one. The results are the per-element kernel's.
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/dtype.h"
 #include "kernels/elementwise.h"
@@ -188,11 +195,66 @@ __global__ void __launch_bounds__(kBlockSize)
   });
 }
 
+// A 16-byte group of consecutive elements, loaded and stored as one vector access.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kSize = static_cast<int>(16 / sizeof(T));
+  T v[kSize];
+};
+
+template <typename T, typename F>
+__global__ void __launch_bounds__(kBlockSize)
+    unary_packed_kernel(T* out, const T* x, std::int64_t n, F f) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
+  constexpr int kSize = Pack<T>::kSize;
+  const std::int64_t packs = n / kSize, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (std::int64_t p = first; p < packs; p += stride) {
+    const Pack<T> in = reinterpret_cast<const Pack<T>*>(x)[p];
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < kSize; ++k) r.v[k] = store_value<T>(f(load_value(in.v[k])));
+    reinterpret_cast<Pack<T>*>(out)[p] = r;
+  }
+  for (std::int64_t i = packs * kSize + first; i < n; i += stride) out[i] = store_value<T>(f(load_value(x[i])));
+}
+
+template <typename T, typename F>
+__global__ void __launch_bounds__(kBlockSize)
+    binary_packed_kernel(T* out, const T* a, const T* b, std::int64_t n, F f) {
+  EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
+  constexpr int kSize = Pack<T>::kSize;
+  const std::int64_t packs = n / kSize, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (std::int64_t p = first; p < packs; p += stride) {
+    const Pack<T> pa = reinterpret_cast<const Pack<T>*>(a)[p];
+    const Pack<T> pb = reinterpret_cast<const Pack<T>*>(b)[p];
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < kSize; ++k) r.v[k] = store_value<T>(f(load_value(pa.v[k]), load_value(pb.v[k])));
+    reinterpret_cast<Pack<T>*>(out)[p] = r;
+  }
+  for (std::int64_t i = packs * kSize + first; i < n; i += stride)
+    out[i] = store_value<T>(f(load_value(a[i]), load_value(b[i])));
+}
+
 // ---- Host side ----
+
+// Whether a flat map may run on packs: every operand on a 16-byte boundary.
+bool pack_aligned(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
 
 template <typename T, typename F>
 void launch_unary(const char* name, const Tensor& x, const Tensor& out, F f) {
   const TensorIterator it(name, {out, x});
+  if (all_flat(it) && pack_aligned({out.data<T>(), x.data<T>()})) {
+    launch_checked(name, unary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Pack<T>::kSize)), kBlockSize, 0,
+                   out.data<T>(), x.data<T>(), it.numel(), f);
+    return;
+  }
   dispatch_index_width(it, [&]<bool kIndex32>() {
     launch_checked(name, unary_kernel<kIndex32, T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(),
                    x.data<T>(), it.numel(), all_flat(it), make_offset_calc<2>(name, it), f);
@@ -202,6 +264,11 @@ void launch_unary(const char* name, const Tensor& x, const Tensor& out, F f) {
 template <typename T, typename F>
 void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   const TensorIterator it(name, {out, a, b});
+  if (all_flat(it) && pack_aligned({out.data<T>(), a.data<T>(), b.data<T>()})) {
+    launch_checked(name, binary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Pack<T>::kSize)), kBlockSize, 0,
+                   out.data<T>(), a.data<T>(), b.data<T>(), it.numel(), f);
+    return;
+  }
   dispatch_index_width(it, [&]<bool kIndex32>() {
     launch_checked(name, binary_kernel<kIndex32, T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(),
                    a.data<T>(), b.data<T>(), it.numel(), all_flat(it), make_offset_calc<3>(name, it), f);

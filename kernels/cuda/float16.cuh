@@ -8,6 +8,8 @@
 
 #include <type_traits>
 
+#include "core/dtype.h"
+#include "core/error.h"
 #include "core/float16.h"
 #include "kernels/cuda/cuda_compat.cuh"
 
@@ -47,6 +49,19 @@ __device__ __forceinline__ D convert_value(S v) {
   } else {
     return static_cast<D>(v);
   }
+}
+
+// Host side: calls f with a value of the storage type of a tensor that either shares the
+// activations' type T or, under 16-bit activations, is float32 (master weights, a float cell
+// state). `what` names the tensor in the error for any other dtype.
+template <typename T, typename F>
+void with_same_or_float32(const char* op, const char* what, DType dtype, F&& f) {
+  if (dtype == dtype_of_v<T>) return f(T{});
+  if constexpr (is_float16_v<T>) {
+    if (dtype == DType::Float32) return f(float{});
+  }
+  fail(op, "{} of dtype {} do not fit {} activations (expected {}{})", what, dtype_name(dtype),
+       dtype_name(dtype_of_v<T>), dtype_name(dtype_of_v<T>), is_float16_v<T> ? " or float32" : "");
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

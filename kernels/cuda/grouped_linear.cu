@@ -287,12 +287,10 @@ void dweight_tiled(const Sizes& s, const Tensor& x, const Tensor& dy, const Tens
                  static_cast<const C*>(partial.data<C>()), dweight.data<T>(), q.c_split, q.splits);
 }
 
-// dbias[i, j] = column i*k_out + j of dy summed over rows ([g, k_out] is dy's column order). A
-// 16-bit dy goes through the entry point's column sum (summed in float, rounded once).
+// dbias[i, j] = column i*k_out + j of dy summed over rows ([g, k_out] is dy's column order; a
+// 16-bit dy is summed in float and rounded once).
 void dbias_columns(const Sizes& s, const Tensor& dy, const Tensor& dbias) {
-  const Tensor flat = dbias.as_strided({s.groups * s.k_out}, {1}, dbias.offset());
-  if (is_float16(dy.dtype())) ::define::kernels::copy_into(flat, ::define::kernels::column_sum(dy));
-  else column_sum(dy, flat);
+  column_sum(dy, dbias.as_strided({s.groups * s.k_out}, {1}, dbias.offset()));
 }
 
 // cuBLAS through kernels::gemm (kernels/cuda/matmul.cu), on group views that need no copy: a

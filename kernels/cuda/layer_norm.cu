@@ -13,6 +13,11 @@
 // Every sum is a SumAcc (float_sum.cuh: compensated float for float32): a long row puts thousands
 // of elements on one thread, and a plain float sum drops those below half an ulp of its total.
 //
+// 16-bit activations (Half / BFloat16) are read and written in their format and everything else
+// happens in float: the statistics (mean and rstd are float32 tensors), the row cache, the sums
+// and the partials. The affine parameters either share x's dtype or are float32 (the master
+// weights of a mixed-precision run); dweight / dbias come out in the parameters' dtype.
+//
 // dweight/dbias are column sums over rows, done without atomics: rows are cut into chunks whose
 // number depends only on the shape, one kernel writes a partial sum per (chunk, column) into a
 // scratch tensor, and a second adds the partials of each column in chunk order. The result is
@@ -23,6 +28,7 @@
 #include "core/dtype.h"
 #include "core/factory.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/float_sum.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -109,42 +115,44 @@ struct RowThreads {
 
 // One row per warp or block: mean and rstd by two passes, then y = (x - mean) * rstd * w + b.
 // `cache` says whether the dynamic shared memory holds `cols` elements per row slot.
-template <typename T, bool kBlockPerRow>
+template <typename T, typename W, bool kBlockPerRow>
 __global__ void __launch_bounds__(kMaxRowThreads)
-    layer_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
-                              T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd, std::int64_t rows,
-                              std::int64_t cols, T eps, bool cache) {
+    layer_norm_forward_kernel(const T* __restrict__ x, const W* __restrict__ weight, const W* __restrict__ bias,
+                              T* __restrict__ y, compute_t<T>* __restrict__ mean, compute_t<T>* __restrict__ rstd,
+                              std::int64_t rows, std::int64_t cols, compute_t<T> eps, bool cache) {
   EMU_CHECK_LAUNCH_BOUNDS(kMaxRowThreads);
-  EMU_DYNAMIC_SHARED(T, smem);
+  using C = compute_t<T>;
+  EMU_DYNAMIC_SHARED(C, smem);
   const RowThreads<kBlockPerRow> t;
-  T* row_cache = cache ? smem + t.slot * cols : nullptr;
+  C* row_cache = cache ? smem + t.slot * cols : nullptr;
   for (std::int64_t row = t.first_row; row < rows; row += t.row_step) {  // uniform over the row's threads
     const T* xr = x + row * cols;
-    SumAcc<T> sum[1] = {SumAcc<T>::zero()};
+    SumAcc<C> sum[1] = {SumAcc<C>::zero()};
     for (std::int64_t j = t.index; j < cols; j += t.count) {
-      const T v = xr[j];
+      const C v = load_value(xr[j]);
       if (row_cache) row_cache[j] = v;
       sum[0].add(v);
     }
     row_all_sum<kBlockPerRow>(sum);
-    const T mu = sum[0].value() / static_cast<T>(cols);
+    const C mu = sum[0].value() / static_cast<C>(cols);
 
-    const T* src = row_cache ? row_cache : xr;  // only this thread's own elements are re-read
-    SumAcc<T> sq[1] = {SumAcc<T>::zero()};
+    // Only this thread's own elements are re-read, from the cache or from x.
+    auto element = [&](std::int64_t j) -> C { return row_cache ? row_cache[j] : load_value(xr[j]); };
+    SumAcc<C> sq[1] = {SumAcc<C>::zero()};
     for (std::int64_t j = t.index; j < cols; j += t.count) {
-      const T c = src[j] - mu;
+      const C c = element(j) - mu;
       sq[0].add(c * c);
     }
     row_all_sum<kBlockPerRow>(sq);
-    const T rs = T(1) / square_root(sq[0].value() / static_cast<T>(cols) + eps);
+    const C rs = C(1) / square_root(sq[0].value() / static_cast<C>(cols) + eps);
 
     // (x - mean) first: x * rstd - mean * rstd would cancel when |mean| >> std.
     T* yr = y + row * cols;
     for (std::int64_t j = t.index; j < cols; j += t.count) {
-      T v = (src[j] - mu) * rs;
-      if (weight) v *= weight[j];
-      if (bias) v += bias[j];
-      yr[j] = v;
+      C v = (element(j) - mu) * rs;
+      if (weight) v *= static_cast<C>(load_value(weight[j]));
+      if (bias) v += static_cast<C>(load_value(bias[j]));
+      yr[j] = store_value<T>(v);
     }
     if (t.index == 0) {
       mean[row] = mu;
@@ -156,24 +164,30 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 // dx of one row per warp or block: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with
 // g = dy * w and xhat = (x - mean) * rstd. With `cache`, the first pass keeps xhat and g in
 // shared memory (2 * cols elements per row slot) for the second.
-template <typename T, bool kBlockPerRow>
+template <typename T, typename W, bool kBlockPerRow>
 __global__ void __launch_bounds__(kMaxRowThreads)
-    layer_norm_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ weight,
-                         const T* __restrict__ mean, const T* __restrict__ rstd, T* __restrict__ dx, std::int64_t rows,
-                         std::int64_t cols, bool cache) {
+    layer_norm_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ weight,
+                         const compute_t<T>* __restrict__ mean, const compute_t<T>* __restrict__ rstd,
+                         T* __restrict__ dx, std::int64_t rows, std::int64_t cols, bool cache) {
   EMU_CHECK_LAUNCH_BOUNDS(kMaxRowThreads);
-  EMU_DYNAMIC_SHARED(T, smem);
+  using C = compute_t<T>;
+  EMU_DYNAMIC_SHARED(C, smem);
   const RowThreads<kBlockPerRow> t;
-  T* xhat_cache = cache ? smem + 2 * t.slot * cols : nullptr;
-  T* g_cache = cache ? xhat_cache + cols : nullptr;
+  C* xhat_cache = cache ? smem + 2 * t.slot * cols : nullptr;
+  C* g_cache = cache ? xhat_cache + cols : nullptr;
   for (std::int64_t row = t.first_row; row < rows; row += t.row_step) {  // uniform over the row's threads
     const T* xr = x + row * cols;
     const T* dyr = dy + row * cols;
-    const T mu = mean[row], rs = rstd[row];
-    SumAcc<T> sums[2] = {SumAcc<T>::zero(), SumAcc<T>::zero()};  // sum of g, sum of g * xhat
+    const C mu = mean[row], rs = rstd[row];
+    auto xhat_at = [&](std::int64_t j) -> C { return (load_value(xr[j]) - mu) * rs; };
+    auto g_at = [&](std::int64_t j) -> C {
+      const C d = load_value(dyr[j]);
+      return weight ? d * static_cast<C>(load_value(weight[j])) : d;
+    };
+    SumAcc<C> sums[2] = {SumAcc<C>::zero(), SumAcc<C>::zero()};  // sum of g, sum of g * xhat
     for (std::int64_t j = t.index; j < cols; j += t.count) {
-      const T xhat = (xr[j] - mu) * rs;
-      const T g = weight ? dyr[j] * weight[j] : dyr[j];
+      const C xhat = xhat_at(j);
+      const C g = g_at(j);
       if (cache) {
         xhat_cache[j] = xhat;
         g_cache[j] = g;
@@ -182,13 +196,13 @@ __global__ void __launch_bounds__(kMaxRowThreads)
       sums[1].add(g * xhat);
     }
     row_all_sum<kBlockPerRow>(sums);
-    const T mean_g = sums[0].value() / static_cast<T>(cols), mean_gx = sums[1].value() / static_cast<T>(cols);
+    const C mean_g = sums[0].value() / static_cast<C>(cols), mean_gx = sums[1].value() / static_cast<C>(cols);
 
     T* dxr = dx + row * cols;
     for (std::int64_t j = t.index; j < cols; j += t.count) {
-      const T xhat = cache ? xhat_cache[j] : (xr[j] - mu) * rs;
-      const T g = cache ? g_cache[j] : (weight ? dyr[j] * weight[j] : dyr[j]);
-      dxr[j] = rs * (g - mean_g - xhat * mean_gx);
+      const C xhat = cache ? xhat_cache[j] : xhat_at(j);
+      const C g = cache ? g_cache[j] : g_at(j);
+      dxr[j] = store_value<T>(rs * (g - mean_g - xhat * mean_gx));
     }
   }
 }
@@ -199,20 +213,23 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 // order. Writes partial_w/partial_b[chunk * cols + col] (either may be null: not needed).
 template <typename T>
 __global__ void layer_norm_param_partials_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                                 const T* __restrict__ mean, const T* __restrict__ rstd,
-                                                 T* __restrict__ partial_w, T* __restrict__ partial_b,
-                                                 std::int64_t rows, std::int64_t cols, std::int64_t rows_per_chunk) {
-  EMU_STATIC_SHARED(tile_w, SumAcc<T>[kColRowThreads][kColTile]);
-  EMU_STATIC_SHARED(tile_b, SumAcc<T>[kColRowThreads][kColTile]);
+                                                 const compute_t<T>* __restrict__ mean,
+                                                 const compute_t<T>* __restrict__ rstd,
+                                                 compute_t<T>* __restrict__ partial_w,
+                                                 compute_t<T>* __restrict__ partial_b, std::int64_t rows,
+                                                 std::int64_t cols, std::int64_t rows_per_chunk) {
+  using C = compute_t<T>;
+  EMU_STATIC_SHARED(tile_w, SumAcc<C>[kColRowThreads][kColTile]);
+  EMU_STATIC_SHARED(tile_b, SumAcc<C>[kColRowThreads][kColTile]);
   const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kColTile + threadIdx.x;
   const std::int64_t chunk = blockIdx.y;
   const std::int64_t row_begin = chunk * rows_per_chunk;
   const std::int64_t row_end = row_begin + rows_per_chunk < rows ? row_begin + rows_per_chunk : rows;
-  SumAcc<T> sw = SumAcc<T>::zero(), sb = SumAcc<T>::zero();
+  SumAcc<C> sw = SumAcc<C>::zero(), sb = SumAcc<C>::zero();
   if (col < cols) {
     for (std::int64_t r = row_begin + threadIdx.y; r < row_end; r += kColRowThreads) {
-      const T g = dy[r * cols + col];
-      if (partial_w) sw.add(g * ((x[r * cols + col] - mean[r]) * rstd[r]));
+      const C g = load_value(dy[r * cols + col]);
+      if (partial_w) sw.add(g * ((load_value(x[r * cols + col]) - mean[r]) * rstd[r]));
       sb.add(g);
     }
   }
@@ -220,7 +237,7 @@ __global__ void layer_norm_param_partials_kernel(const T* __restrict__ dy, const
   tile_b[threadIdx.y][threadIdx.x] = sb;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
-    SumAcc<T> tw = SumAcc<T>::zero(), tb = SumAcc<T>::zero();
+    SumAcc<C> tw = SumAcc<C>::zero(), tb = SumAcc<C>::zero();
 #pragma unroll
     for (int k = 0; k < kColRowThreads; ++k) {  // fixed order
       tw = tw.merged(tile_w[k][threadIdx.x]);
@@ -231,23 +248,24 @@ __global__ void layer_norm_param_partials_kernel(const T* __restrict__ dy, const
   }
 }
 
-// dweight/dbias[col] = the column's chunk partials added in chunk order (either output may be null).
-template <typename T>
-__global__ void layer_norm_param_finish_kernel(const T* __restrict__ partial_w, const T* __restrict__ partial_b,
-                                               T* __restrict__ dweight, T* __restrict__ dbias, std::int64_t chunks,
+// dweight/dbias[col] = the column's chunk partials added in chunk order, rounded once to the
+// parameters' dtype W (either output may be null).
+template <typename C, typename W>
+__global__ void layer_norm_param_finish_kernel(const C* __restrict__ partial_w, const C* __restrict__ partial_b,
+                                               W* __restrict__ dweight, W* __restrict__ dbias, std::int64_t chunks,
                                                std::int64_t cols) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < cols;
        col += step) {
     if (dweight) {
-      SumAcc<T> s = SumAcc<T>::zero();
+      SumAcc<C> s = SumAcc<C>::zero();
       for (std::int64_t ch = 0; ch < chunks; ++ch) s.add(partial_w[ch * cols + col]);
-      dweight[col] = s.value();
+      dweight[col] = store_value<W>(static_cast<compute_t<W>>(s.value()));
     }
     if (dbias) {
-      SumAcc<T> s = SumAcc<T>::zero();
+      SumAcc<C> s = SumAcc<C>::zero();
       for (std::int64_t ch = 0; ch < chunks; ++ch) s.add(partial_b[ch * cols + col]);
-      dbias[col] = s.value();
+      dbias[col] = store_value<W>(static_cast<compute_t<W>>(s.value()));
     }
   }
 }
@@ -287,12 +305,20 @@ T* optional_mutable_data(const Tensor& t) {
 template <typename T>
 void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y, const Tensor& mean,
                    const Tensor& rstd, double eps) {
+  using C = compute_t<T>;
   const char* op = "layer_norm";
   const std::int64_t cols = x.shape().back(), rows = x.numel() / cols;
-  const RowLaunch l = row_launch<T>(rows, cols, cols);
-  auto* kernel = l.block_per_row ? layer_norm_forward_kernel<T, true> : layer_norm_forward_kernel<T, false>;
-  launch_checked(op, kernel, l.grid, l.block, l.smem, x.data<T>(), optional_data<T>(weight), optional_data<T>(bias),
-                 y.data<T>(), mean.data<T>(), rstd.data<T>(), rows, cols, static_cast<T>(eps), l.cache);
+  const RowLaunch l = row_launch<C>(rows, cols, cols);
+  // The parameters share x's type or are float32 (the entry point, kernels/layer_norm.cpp, allows
+  // nothing else).
+  const Tensor& param = weight.defined() ? weight : bias;
+  with_same_or_float32<T>(op, "parameters", param.defined() ? param.dtype() : x.dtype(), [&](auto w_tag) {
+    using W = decltype(w_tag);
+    auto* kernel = l.block_per_row ? layer_norm_forward_kernel<T, W, true> : layer_norm_forward_kernel<T, W, false>;
+    launch_checked(op, kernel, l.grid, l.block, l.smem, x.data<T>(), optional_data<W>(weight),
+                   optional_data<W>(bias), y.data<T>(), mean.data<C>(), rstd.data<C>(), rows, cols,
+                   static_cast<C>(eps), l.cache);
+  });
 }
 
 // Rows per chunk of the parameter-gradient sums: a function of the row count only, which is what
@@ -302,47 +328,55 @@ std::int64_t param_chunks(std::int64_t rows) {
   return chunks < kMaxChunks ? chunks : kMaxChunks;
 }
 
-template <typename T>
+template <typename T, typename W>
 void param_grads(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& dweight,
                  const Tensor& dbias) {
+  using C = compute_t<T>;
   const char* op = "layer_norm_backward";
   const std::int64_t cols = x.shape().back(), rows = x.numel() / cols;
   const std::int64_t chunks = param_chunks(rows);
   const std::int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
-  // Scratch for the partial sums: [2, chunks, cols] (dweight's, then dbias's).
-  const Tensor partials = empty({2, chunks, cols}, {x.dtype(), x.device()});
-  T* partial_w = dweight.defined() ? partials.data<T>() : nullptr;
-  T* partial_b = dbias.defined() ? partials.data<T>() + chunks * cols : nullptr;
+  // Scratch for the partial sums: [2, chunks, cols] (dweight's, then dbias's), in the compute type.
+  const Tensor partials = empty({2, chunks, cols}, {dtype_of<C>::value, x.device()});
+  C* partial_w = dweight.defined() ? partials.data<C>() : nullptr;
+  C* partial_b = dbias.defined() ? partials.data<C>() + chunks * cols : nullptr;
   const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
   launch_checked(op, layer_norm_param_partials_kernel<T>, grid, dim3(kColTile, kColRowThreads), 0, dy.data<T>(),
-                 x.data<T>(), mean.data<T>(), rstd.data<T>(), partial_w, partial_b, rows, cols, rows_per_chunk);
-  launch_checked(op, layer_norm_param_finish_kernel<T>, grid_for(cols), kBlockSize, 0,
-                 partial_w, partial_b, optional_mutable_data<T>(dweight), optional_mutable_data<T>(dbias), chunks, cols);
+                 x.data<T>(), mean.data<C>(), rstd.data<C>(), partial_w, partial_b, rows, cols, rows_per_chunk);
+  launch_checked(op, layer_norm_param_finish_kernel<C, W>, grid_for(cols), kBlockSize, 0, partial_w, partial_b,
+                 optional_mutable_data<W>(dweight), optional_mutable_data<W>(dbias), chunks, cols);
 }
 
 template <typename T>
 void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                     const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  using C = compute_t<T>;
+  const char* op = "layer_norm_backward";
   const std::int64_t cols = x.shape().back(), rows = x.numel() / cols;
-  if (dx.defined()) {
-    const RowLaunch l = row_launch<T>(rows, cols, 2 * cols);
-    auto* kernel = l.block_per_row ? layer_norm_dx_kernel<T, true> : layer_norm_dx_kernel<T, false>;
-    launch_checked("layer_norm_backward", kernel, l.grid, l.block, l.smem, dy.data<T>(), x.data<T>(),
-                   optional_data<T>(weight), mean.data<T>(), rstd.data<T>(), dx.data<T>(), rows, cols, l.cache);
-  }
-  if (dweight.defined() || dbias.defined()) param_grads<T>(dy, x, mean, rstd, dweight, dbias);
+  // The parameter gradients' dtype names W when there is no weight (a bias alone).
+  const Tensor& param = weight.defined() ? weight : (dweight.defined() ? dweight : dbias);
+  with_same_or_float32<T>(op, "parameters", param.defined() ? param.dtype() : x.dtype(), [&](auto w_tag) {
+    using W = decltype(w_tag);
+    if (dx.defined()) {
+      const RowLaunch l = row_launch<C>(rows, cols, 2 * cols);
+      auto* kernel = l.block_per_row ? layer_norm_dx_kernel<T, W, true> : layer_norm_dx_kernel<T, W, false>;
+      launch_checked(op, kernel, l.grid, l.block, l.smem, dy.data<T>(), x.data<T>(), optional_data<W>(weight),
+                     mean.data<C>(), rstd.data<C>(), dx.data<T>(), rows, cols, l.cache);
+    }
+    if (dweight.defined() || dbias.defined()) param_grads<T, W>(dy, x, mean, rstd, dweight, dbias);
+  });
 }
 
 }  // namespace
 
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y, const Tensor& mean,
                 const Tensor& rstd, double eps) {
-  DEFINE_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&] { forward_typed<scalar_t>(x, weight, bias, y, mean, rstd, eps); });
+  DEFINE_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&] { forward_typed<scalar_t>(x, weight, bias, y, mean, rstd, eps); });
 }
 
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
-  DEFINE_DISPATCH_FLOAT(x.dtype(), "layer_norm_backward",
+  DEFINE_DISPATCH_FLOATING(x.dtype(), "layer_norm_backward",
                         [&] { backward_typed<scalar_t>(dy, x, weight, mean, rstd, dx, dweight, dbias); });
 }
 

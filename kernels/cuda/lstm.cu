@@ -10,7 +10,9 @@
 // 3H + j of row b), so consecutive threads read consecutive addresses in each of the four blocks
 // and write consecutive c, h (coalesced). Everything the unit needs is in registers: no shared
 // memory, no barriers, no atomics, so results do not depend on the schedule. float32 computes in
-// float (expf-based sigmoid, tanhf), float64 in double.
+// float (expf-based sigmoid, tanhf), float64 in double. Mixed precision: 16-bit gates, biases and
+// h (type T) are read and written in their format and computed in float, and the cell state c and
+// its gradient (type S) are float32 when the layer's c0 is (autocast keeps it so), else T.
 //   forward:  pre-activations (+ b_ih + b_hh) -> activated gates written back in place, c_t, h_t;
 //   backward: dy + dh, dc_t, the activated gates, c_{t-1} and c_t -> dgates (pre-activation
 //             gradients), dc_{t-1} in place of dc. tanh(c_t) is recomputed, not stored.
@@ -20,6 +22,7 @@
 #include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/float16.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -29,58 +32,64 @@ __device__ __forceinline__ T dev_sigmoid(T v) {
   return T(1) / (T(1) + dev_exp(-v));
 }
 
-// b_ih[k] + b_hh[k], absent biases counting as 0.
+// b_ih[k] + b_hh[k] in the compute type, absent biases counting as 0.
 template <typename T>
-__device__ __forceinline__ T bias_at(const T* __restrict__ b_ih, const T* __restrict__ b_hh, std::int64_t k) {
-  return (b_ih ? b_ih[k] : T(0)) + (b_hh ? b_hh[k] : T(0));
+__device__ __forceinline__ compute_t<T> bias_at(const T* __restrict__ b_ih, const T* __restrict__ b_hh,
+                                                std::int64_t k) {
+  using C = compute_t<T>;
+  return (b_ih ? load_value(b_ih[k]) : C(0)) + (b_hh ? load_value(b_hh[k]) : C(0));
 }
 
-template <typename T>
+template <typename T, typename S>
 __global__ void __launch_bounds__(kBlockSize)
     lstm_cell_forward_kernel(T* __restrict__ gates, const T* __restrict__ b_ih, const T* __restrict__ b_hh,
-                             const T* __restrict__ c_prev, T* __restrict__ c, T* __restrict__ h, std::int64_t n,
+                             const S* __restrict__ c_prev, S* __restrict__ c, T* __restrict__ h, std::int64_t n,
                              std::int64_t hidden) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
+  using C = compute_t<T>;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t u = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < n; u += step) {
     const std::int64_t b = u / hidden, j = u - b * hidden;
     T* row = gates + b * 4 * hidden;
-    const T in = dev_sigmoid(row[j] + bias_at(b_ih, b_hh, j));
-    const T forget = dev_sigmoid(row[hidden + j] + bias_at(b_ih, b_hh, hidden + j));
-    const T cand = dev_tanh(row[2 * hidden + j] + bias_at(b_ih, b_hh, 2 * hidden + j));
-    const T out = dev_sigmoid(row[3 * hidden + j] + bias_at(b_ih, b_hh, 3 * hidden + j));
-    const T cell = forget * c_prev[u] + in * cand;
-    row[j] = in;
-    row[hidden + j] = forget;
-    row[2 * hidden + j] = cand;
-    row[3 * hidden + j] = out;
-    c[u] = cell;
-    h[u] = out * dev_tanh(cell);
+    auto pre = [&](std::int64_t k) -> C { return load_value(row[k]) + bias_at(b_ih, b_hh, k); };
+    const C in = dev_sigmoid(pre(j));
+    const C forget = dev_sigmoid(pre(hidden + j));
+    const C cand = dev_tanh(pre(2 * hidden + j));
+    const C out = dev_sigmoid(pre(3 * hidden + j));
+    const C cell = forget * static_cast<C>(load_value(c_prev[u])) + in * cand;
+    row[j] = store_value<T>(in);
+    row[hidden + j] = store_value<T>(forget);
+    row[2 * hidden + j] = store_value<T>(cand);
+    row[3 * hidden + j] = store_value<T>(out);
+    c[u] = store_value<S>(cell);
+    h[u] = store_value<T>(out * dev_tanh(cell));
   }
 }
 
 // The formulas of kernels/ref/lstm.cpp: dct = dc + (dy + dh) * o * (1 - tanh(c)^2), then the gate
 // gradients through sigmoid' = a (1 - a) and tanh' = 1 - a^2, and dc_{t-1} = dct * f.
-template <typename T>
+template <typename T, typename S>
 __global__ void __launch_bounds__(kBlockSize)
-    lstm_cell_backward_kernel(const T* __restrict__ dy, const T* __restrict__ dh, T* __restrict__ dc,
-                              const T* __restrict__ gates, const T* __restrict__ c_prev, const T* __restrict__ c,
+    lstm_cell_backward_kernel(const T* __restrict__ dy, const T* __restrict__ dh, S* __restrict__ dc,
+                              const T* __restrict__ gates, const S* __restrict__ c_prev, const S* __restrict__ c,
                               T* __restrict__ dgates, std::int64_t n, std::int64_t hidden) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
+  using C = compute_t<T>;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t u = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < n; u += step) {
     const std::int64_t b = u / hidden, j = u - b * hidden;
     const T* a = gates + b * 4 * hidden;
-    const T in = a[j], forget = a[hidden + j], cand = a[2 * hidden + j], out = a[3 * hidden + j];
-    const T tc = dev_tanh(c[u]);
-    const T dht = dy[u] + dh[u];
-    const T dct = dc[u] + dht * out * (T(1) - tc * tc);
+    const C in = load_value(a[j]), forget = load_value(a[hidden + j]), cand = load_value(a[2 * hidden + j]),
+            out = load_value(a[3 * hidden + j]);
+    const C tc = dev_tanh(static_cast<C>(load_value(c[u])));
+    const C dht = load_value(dy[u]) + load_value(dh[u]);
+    const C dct = static_cast<C>(load_value(dc[u])) + dht * out * (C(1) - tc * tc);
     T* dg = dgates + b * 4 * hidden;
-    dg[j] = dct * cand * in * (T(1) - in);
-    dg[hidden + j] = dct * c_prev[u] * forget * (T(1) - forget);
-    dg[2 * hidden + j] = dct * in * (T(1) - cand * cand);
-    dg[3 * hidden + j] = dht * tc * out * (T(1) - out);
-    dc[u] = dct * forget;
+    dg[j] = store_value<T>(dct * cand * in * (C(1) - in));
+    dg[hidden + j] = store_value<T>(dct * static_cast<C>(load_value(c_prev[u])) * forget * (C(1) - forget));
+    dg[2 * hidden + j] = store_value<T>(dct * in * (C(1) - cand * cand));
+    dg[3 * hidden + j] = store_value<T>(dht * tc * out * (C(1) - out));
+    dc[u] = store_value<S>(dct * forget);
   }
 }
 
@@ -98,22 +107,31 @@ Tensor step_of(const Tensor& buffer, std::int64_t t) {
 // One forward cell step on [B, 4H] gates and [B, H] states.
 void cell_forward(const Tensor& gates, const Tensor& b_ih, const Tensor& b_hh, const Tensor& c_prev, const Tensor& c,
                   const Tensor& h) {
+  const char* op = "lstm_cell_forward";
   const std::int64_t n = c.numel(), hidden = c.shape()[1];
-  DEFINE_DISPATCH_FLOAT(gates.dtype(), "lstm_cell_forward", [&] {
-    launch_checked("lstm_cell_forward", lstm_cell_forward_kernel<scalar_t>, grid_for(n), kBlockSize, 0,
-                   gates.data<scalar_t>(), data_or_null<scalar_t>(b_ih), data_or_null<scalar_t>(b_hh),
-                   c_prev.data<scalar_t>(), c.data<scalar_t>(), h.data<scalar_t>(), n, hidden);
+  DEFINE_DISPATCH_FLOATING(gates.dtype(), op, [&] {
+    using T = scalar_t;
+    with_same_or_float32<T>(op, "cell states", c.dtype(), [&](auto s_tag) {
+      using S = decltype(s_tag);
+      launch_checked(op, lstm_cell_forward_kernel<T, S>, grid_for(n), kBlockSize, 0, gates.data<T>(),
+                     data_or_null<T>(b_ih), data_or_null<T>(b_hh), c_prev.data<S>(), c.data<S>(), h.data<T>(), n,
+                     hidden);
+    });
   });
 }
 
 // One backward cell step: dy, dh, dc, c_prev, c [B, H]; gates, dgates [B, 4H].
 void cell_backward(const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& gates, const Tensor& c_prev,
                    const Tensor& c, const Tensor& dgates) {
+  const char* op = "lstm_cell_backward";
   const std::int64_t n = c.numel(), hidden = c.shape()[1];
-  DEFINE_DISPATCH_FLOAT(gates.dtype(), "lstm_cell_backward", [&] {
-    launch_checked("lstm_cell_backward", lstm_cell_backward_kernel<scalar_t>, grid_for(n), kBlockSize, 0,
-                   dy.data<scalar_t>(), dh.data<scalar_t>(), dc.data<scalar_t>(), gates.data<scalar_t>(),
-                   c_prev.data<scalar_t>(), c.data<scalar_t>(), dgates.data<scalar_t>(), n, hidden);
+  DEFINE_DISPATCH_FLOATING(gates.dtype(), op, [&] {
+    using T = scalar_t;
+    with_same_or_float32<T>(op, "cell states", c.dtype(), [&](auto s_tag) {
+      using S = decltype(s_tag);
+      launch_checked(op, lstm_cell_backward_kernel<T, S>, grid_for(n), kBlockSize, 0, dy.data<T>(), dh.data<T>(),
+                     dc.data<S>(), gates.data<T>(), c_prev.data<S>(), c.data<S>(), dgates.data<T>(), n, hidden);
+    });
   });
 }
 

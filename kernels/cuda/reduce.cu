@@ -29,7 +29,9 @@
 // accumulators (same structure) the 1e5-1e6-element sums of tests/cuda/reduce_kernels_test.cpp were
 // off by up to 1.7e-5 (half the harness's allowance), and the adversarial sum there by far more;
 // compensated, they are as close as the double accumulators were. Each output is scaled (mean) and
-// rounded once, from the compensated pair, in double.
+// rounded once, from the compensated pair, in double. 16-bit inputs (Half / BFloat16) are read in
+// their format and reduced in float (SumAcc<float>, a float maximum), the result rounded once to
+// the output's dtype: x's, or float32 for sum_of_squares (a statistic, e.g. for a gradient norm).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -38,6 +40,7 @@
 #include "core/dtype.h"
 #include "core/factory.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/float_sum.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -56,24 +59,26 @@ constexpr std::int64_t kMinElementsPerThread = 32;
 // Reduction operators: the accumulator, how an element enters it, how two combine, how one moves
 // between lanes, and how the final value is written.
 
-// The sum of the elements, or with kSquares of their squares (each square rounded to T once).
-template <typename T, bool kSquares = false>
+// The sum of the elements, or with kSquares of their squares (each square rounded to the compute
+// type once), written as O.
+template <typename T, bool kSquares = false, typename O = T>
 struct SumOp {
   using value_t = T;
-  using acc_t = SumAcc<T>;
-  T* out;
+  using acc_t = SumAcc<compute_t<T>>;
+  O* out;
   double scale;
 
   __device__ __forceinline__ acc_t identity() const { return acc_t::zero(); }
   __device__ __forceinline__ void accumulate(acc_t& a, const T* p, std::int64_t /*r*/) const {
-    a.add(kSquares ? *p * *p : *p);
+    const compute_t<T> v = load_value(*p);
+    a.add(kSquares ? v * v : v);
   }
   __device__ __forceinline__ static acc_t combine(acc_t a, acc_t b) { return a.merged(b); }
   __device__ __forceinline__ static acc_t shfl_down(acc_t a, int offset, int width) {
     return a.shfl_down(offset, width);
   }
   __device__ __forceinline__ void write(std::int64_t offset, acc_t a) const {
-    out[offset] = static_cast<T>(a.wide() * scale);
+    out[offset] = convert_value<O>(a.wide() * scale);
   }
 };
 
@@ -90,12 +95,14 @@ struct ArgMax {
 template <typename T>
 struct MaxOp {
   using value_t = T;
-  using acc_t = ArgMax<T>;
+  using acc_t = ArgMax<compute_t<T>>;  // a 16-bit value widens exactly and is stored back as it was
   T* values;  // null for argmax
   std::int64_t* indices;
 
-  __device__ __forceinline__ acc_t identity() const { return {T(0), -1}; }
-  __device__ __forceinline__ void accumulate(acc_t& a, const T* p, std::int64_t r) const { a = combine(a, {*p, r}); }
+  __device__ __forceinline__ acc_t identity() const { return {compute_t<T>(0), -1}; }
+  __device__ __forceinline__ void accumulate(acc_t& a, const T* p, std::int64_t r) const {
+    a = combine(a, {load_value(*p), r});
+  }
   __device__ __forceinline__ static acc_t combine(acc_t a, acc_t b) {
     if (b.index < 0) return a;
     if (a.index < 0) return b;
@@ -108,7 +115,7 @@ struct MaxOp {
     return {__shfl_down_sync(kFullMask, a.value, offset, width), __shfl_down_sync(kFullMask, a.index, offset, width)};
   }
   __device__ __forceinline__ void write(std::int64_t offset, acc_t a) const {
-    if (values != nullptr) values[offset] = a.value;
+    if (values != nullptr) values[offset] = store_value<T>(a.value);
     indices[offset] = a.index;
   }
 };
@@ -250,7 +257,10 @@ __global__ void max_backward_kernel(T* grad_input, const T* __restrict__ grad, c
     std::int64_t off[3];
     calc.get(i, off);
     const std::int64_t r = indices[off[2]];
-    if (r >= 0 && r < length) grad_input[off[0] + r * step] += grad[off[1]];  // a bad index would write out of bounds
+    if (r >= 0 && r < length) {  // a bad index would write out of bounds
+      T& g = grad_input[off[0] + r * step];
+      g = store_value<T>(load_value(g) + load_value(grad[off[1]]));
+    }
   }
 }
 
@@ -399,7 +409,7 @@ void run_reduction(const char* name, const Op& op, const Tensor& x, const Reduce
 
 void sum_into(const char* name, const Tensor& x, const Tensor& out, const std::vector<bool>& reduce, double scale) {
   const ReducePlan plan = plan_reduction(name, x, out, reduce);
-  DEFINE_DISPATCH_FLOAT(x.dtype(), name, [&] {
+  DEFINE_DISPATCH_FLOATING(x.dtype(), name, [&] {
     run_reduction(name, SumOp<scalar_t>{out.data<scalar_t>(), scale}, x, plan);
   });
 }
@@ -415,8 +425,12 @@ void sum(const Tensor& x, const Tensor& out, double scale) {
 void sum_of_squares(const Tensor& x, const Tensor& out) {
   const char* name = "sum_of_squares";
   const ReducePlan plan = plan_reduction(name, x, out, std::vector<bool>(static_cast<std::size_t>(x.dim()), true));
-  DEFINE_DISPATCH_FLOAT(x.dtype(), name, [&] {
-    run_reduction(name, SumOp<scalar_t, true>{out.data<scalar_t>(), 1.0}, x, plan);
+  DEFINE_DISPATCH_FLOATING(x.dtype(), name, [&] {
+    if constexpr (is_float16_v<scalar_t>) {  // a statistic: float32
+      run_reduction(name, SumOp<scalar_t, true, float>{out.data<float>(), 1.0}, x, plan);
+    } else {
+      run_reduction(name, SumOp<scalar_t, true>{out.data<scalar_t>(), 1.0}, x, plan);
+    }
   });
 }
 
@@ -426,7 +440,7 @@ void max(const Tensor& x, const Tensor& values, const Tensor& indices, int dim) 
   std::vector<bool> reduce(static_cast<std::size_t>(x.dim()), false);
   if (x.dim() > 0) reduce[dim] = true;
   const ReducePlan plan = plan_reduction("max", x, indices, reduce);
-  DEFINE_DISPATCH_FLOAT(x.dtype(), "max", [&] {
+  DEFINE_DISPATCH_FLOATING(x.dtype(), "max", [&] {
     const MaxOp<scalar_t> op{values.defined() ? values.data<scalar_t>() : nullptr, indices.data<std::int64_t>()};
     run_reduction("max", op, x, plan);
   });
@@ -441,7 +455,7 @@ void max_backward(const Tensor& grad, const Tensor& indices, const Tensor& grad_
   const Tensor line_starts = grad_input.as_strided(grad.shape(), grad_input.strides(), grad_input.offset());
   const TensorIterator it(op, {line_starts, grad, indices});
   const auto calc = make_offset_calc<3>(op, it);
-  DEFINE_DISPATCH_FLOAT(grad.dtype(), op, [&] {
+  DEFINE_DISPATCH_FLOATING(grad.dtype(), op, [&] {
     launch_checked(op, max_backward_kernel<scalar_t>, grid_for(it.numel()), kBlockSize, 0,
                    grad_input.data<scalar_t>(), grad.data<scalar_t>(), indices.data<std::int64_t>(), it.numel(),
                    length, step, calc);

@@ -16,6 +16,8 @@
 // by thread indices, so results are bit-identical run to run and under every emulator schedule.
 //
 // Dropout: the shared dropout stream (dropout_stream.cuh), over the row's visible run only.
+// 16-bit AC, BD, P and D are read and written in their format and computed in float, as in
+// attention.cu; the unshift is a data movement in any floating dtype.
 #include <cmath>
 #include <cstdint>
 
@@ -24,6 +26,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/dropout_stream.cuh"
+#include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -49,15 +52,16 @@ struct RelGeometry {
 
 template <typename T>
 struct RelSoftmaxForward {
-  using State = KeyMaxSum<T>;
+  using C = compute_t<T>;
+  using State = KeyMaxSum<C>;
   const T* ac;
   const T* bd;
   T* probs;    // may be ac itself: each element is read before it is written, by the same thread
   T* dropped;  // null without dropout
   RelGeometry geo;
-  T scale;
+  C scale;
   DropoutStream stream;
-  T drop_scale;
+  C drop_scale;
 
   // Row `row` as the passes read it: its visible keys [lo, hi), and AC and BD rows positioned so
   // that key j's two terms are a[j] and b[j].
@@ -72,7 +76,7 @@ struct RelSoftmaxForward {
     const std::int64_t base = row * geo.keys;
     return {base, lo, hi, ac + base, bd + base + shift};
   }
-  __device__ T score(const Row& rw, std::int64_t j) const { return scale * (rw.a[j] + rw.b[j]); }
+  __device__ C score(const Row& rw, std::int64_t j) const { return scale * (load_value(rw.a[j]) + load_value(rw.b[j])); }
 
   __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
     const Row rw = row_of(row);
@@ -83,26 +87,26 @@ struct RelSoftmaxForward {
     const Row rw = row_of(row);
     T* p_row = probs + rw.base;
     // No visible key above -inf (only infinite inputs): every probability is 0 (inv is never used).
-    const bool any = st.max != -infinity<T>();
-    const T inv = any ? T(1) / st.sum.value() : T(0);
-    const auto prob = [&](std::int64_t j) { return any ? dev_exp(score(rw, j) - st.max) * inv : T(0); };
+    const bool any = st.max != -infinity<C>();
+    const C inv = any ? C(1) / st.sum.value() : C(0);
+    const auto prob = [&](std::int64_t j) { return any ? dev_exp(score(rw, j) - st.max) * inv : C(0); };
     if (dropped == nullptr) {
-      for (std::int64_t j = rw.lo + first; j < rw.hi; j += step) p_row[j] = prob(j);
+      for (std::int64_t j = rw.lo + first; j < rw.hi; j += step) p_row[j] = store_value<T>(prob(j));
     } else {
       T* d_row = dropped + rw.base;
       const std::uint64_t run_word = stream.offset + static_cast<std::uint64_t>(rw.base + rw.lo);
       for_owned_elements<true>(stream, run_word, rw.hi - rw.lo, first, step, [&](std::int64_t jj, std::uint32_t word) {
         const std::int64_t j = rw.lo + jj;
-        const T p = prob(j);
-        p_row[j] = p;
-        d_row[j] = stream.keeps(word) ? static_cast<T>(p * drop_scale) : T(0);
+        const C p = prob(j);
+        p_row[j] = store_value<T>(p);
+        d_row[j] = store_value<T>(stream.keeps(word) ? static_cast<C>(p * drop_scale) : C(0));
       });
-      for (std::int64_t j = first; j < rw.lo; j += step) d_row[j] = T(0);
-      for (std::int64_t j = rw.hi + first; j < geo.keys; j += step) d_row[j] = T(0);
+      for (std::int64_t j = first; j < rw.lo; j += step) d_row[j] = T{};
+      for (std::int64_t j = rw.hi + first; j < geo.keys; j += step) d_row[j] = T{};
     }
     // Hidden keys: never read by this pass or the last one, so any thread may write them.
-    for (std::int64_t j = first; j < rw.lo; j += step) p_row[j] = T(0);
-    for (std::int64_t j = rw.hi + first; j < geo.keys; j += step) p_row[j] = T(0);
+    for (std::int64_t j = first; j < rw.lo; j += step) p_row[j] = T{};
+    for (std::int64_t j = rw.hi + first; j < geo.keys; j += step) p_row[j] = T{};
   }
 };
 
@@ -119,7 +123,7 @@ __global__ void __launch_bounds__(kBlockSize) unshift_kernel(const T* __restrict
        row += warps) {
     const std::int64_t base = row * keys, shift = queries - 1 - row % queries;
     for (std::int64_t pos = lane; pos < keys; pos += kWarp)
-      grad_bd[base + pos] = pos >= shift ? grad_scores[base + pos - shift] : T(0);
+      grad_bd[base + pos] = pos >= shift ? grad_scores[base + pos - shift] : T{};
   }
 }
 
@@ -133,15 +137,15 @@ T* data_or_null(const Tensor& t) {
 void rel_attention_softmax(const Tensor& ac, const Tensor& bd, const Tensor& probs, const Tensor& dropped,
                            std::int64_t window, double scale, double p, std::uint64_t seed, std::uint64_t offset) {
   const std::int64_t keys = ac.size(3), rows = ac.numel() / keys;
-  DEFINE_DISPATCH_FLOAT(ac.dtype(), "rel_attention_softmax", [&] {
+  DEFINE_DISPATCH_FLOATING(ac.dtype(), "rel_attention_softmax", [&] {
     const RelSoftmaxForward<scalar_t> op{ac.data<scalar_t>(),
                                          bd.data<scalar_t>(),
                                          probs.data<scalar_t>(),
                                          data_or_null<scalar_t>(dropped),
                                          RelGeometry{ac.size(2), keys, window},
-                                         static_cast<scalar_t>(scale),
+                                         static_cast<compute_t<scalar_t>>(scale),
                                          dropout_stream(p, seed, offset),
-                                         dropout_scale<scalar_t>(p)};
+                                         dropout_scale<compute_t<scalar_t>>(p)};
     launch_rows("rel_attention_softmax", op, rows, keys);
   });
 }
@@ -149,7 +153,7 @@ void rel_attention_softmax(const Tensor& ac, const Tensor& bd, const Tensor& pro
 void rel_attention_unshift(const Tensor& grad_scores, const Tensor& grad_bd) {
   const std::int64_t keys = grad_scores.size(3), rows = grad_scores.numel() / keys;
   if (rows == 0) return;
-  DEFINE_DISPATCH_FLOAT(grad_scores.dtype(), "rel_attention_unshift", [&] {
+  DEFINE_DISPATCH_FLOATING(grad_scores.dtype(), "rel_attention_unshift", [&] {
     launch_checked("rel_attention_unshift", unshift_kernel<scalar_t>, grid_for(rows, kBlockSize / kWarp), kBlockSize,
                    0, grad_scores.data<scalar_t>(), grad_bd.data<scalar_t>(), rows, grad_scores.size(2), keys);
   });

@@ -9,7 +9,8 @@
 #   4. a rank killed mid-run ends the job with an error naming it, within a minute, not a hang;
 #   5. configuration errors: streams not divisible by the ranks, resuming with another rank count;
 #   6. Transformer-XL with train.update_freq = 2 equals the unsplit step (1 and 2 ranks, resumed);
-#   7. an NCCL collective that stalls or fails on one rank (emulated) ends the job naming it.
+#   7. an NCCL collective that stalls or fails on one rank (emulated) ends the job naming it;
+#   8. gradients all-reduced in bfloat16 (train.allreduce_dtype): losses within 1% of the float32 run.
 # Dropout is off in the equality runs: with it on, ranks draw their own masks (by design).
 # Tolerance: 2e-5 relative to each tensor's largest value (float32 sums in another order; 6 steps).
 # Usage: scripts/checks/check-distributed.sh DEFINE_BINARY CHECKPOINT_DIFF_BINARY MPIRUN
@@ -44,8 +45,8 @@ config() {  # config MODEL OPTIMIZER_JSON DEVICE VARIABLE_LENGTH
 JSON
 }
 losses() { grep '"event":"train"' "$1/metrics.jsonl" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
-same_losses() {  # same_losses RUN_A RUN_B: every logged loss within 2e-5 relative
-  paste <(losses "$1") <(losses "$2") | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-5 * $1 || NF != 2) bad = 1; n++ }
+same_losses() {  # same_losses RUN_A RUN_B [TOLERANCE]: every logged loss within TOLERANCE (2e-5) relative
+  paste <(losses "$1") <(losses "$2") | awk -v tol="${3:-2e-5}" '{ d = $1 - $2; if (d < 0) d = -d; if (d > tol * $1 || NF != 2) bad = 1; n++ }
     END { if (bad || n != 6) { print "logged losses differ (or are not 6)"; exit 1 } }'
 }
 fails() { echo "FAIL: $*" >&2; exit 1; }
@@ -72,6 +73,15 @@ run_pair txl "$txl" "$adam" cpu false
 run_pair lstm-emu "$lstm" "$sgd" emu true
 # The NCCL communicator's code on the emulated GPU (NCCL's entry points emulated over MPI).
 run_pair txl-emu-nccl "$txl" "$adam" emu false nccl
+
+# Gradients all-reduced in bfloat16 (train.allreduce_dtype) over the emulated NCCL: the run says so,
+# and its losses track the float32 run's (each gradient rounded to 8 bits of mantissa once per rank
+# and once per addition; the rounding itself is checked bit for bit by define_dist_tests).
+"${mpi[@]}" "$define" train --config "$work/txl-emu-nccl.json" --run-dir "$work/txl-bf16-reduce" \
+  --set train.distributed='"nccl"' --set train.allreduce_dtype='"bfloat16"' > "$work/txl-bf16-reduce.log" 2>&1 \
+  || { cat "$work/txl-bf16-reduce.log"; fails "allreduce_dtype bfloat16: 2 ranks"; }
+grep -q "all-reduced in bfloat16" "$work/txl-bf16-reduce.log" || fails "allreduce_dtype: the run did not name bfloat16"
+same_losses "$work/txl-emu-nccl-1" "$work/txl-bf16-reduce" 1e-2 || fails "allreduce_dtype bfloat16: logged losses"
 
 # Language models with train.update_freq = 2 (Transformer-XL's batch_chunk: each window's streams in
 # 2 chunks, each with its own memories): one process equals the unsplit run, 2 ranks x 2 chunks

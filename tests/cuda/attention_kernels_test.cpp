@@ -18,6 +18,7 @@
 #include "support/common.h"
 #include "kernels/attention.h"
 #include "kernels/backend.h"
+#include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/dropout.h"
 
@@ -229,5 +230,49 @@ TEST_CASE("attention kernels: fully masked rows are exact zeros, forward and bac
     for (double x : g) CHECK(std::isfinite(x));
     for (std::size_t i = 0; i < 12; ++i) CHECK(g[i] == 0.0);
     for (std::size_t i = 20; i < 24; ++i) CHECK(g[i] == 0.0);
+  }
+}
+
+// Mixed precision's attention: 16-bit q, k, v on the GPUs run the whole op in their format (GEMMs
+// with float accumulation, the row kernel reading and writing 16-bit scores and computing in float):
+// as many launches as in float32, where widening would add casts around the row kernel, and results
+// within a few roundings of the reference (exact upcast, float64, one rounding per result; the
+// native op also rounds the scores, P and dS once each).
+TEST_CASE("attention kernels: 16-bit q, k, v run natively, as many launches as float32",
+          "[cuda][attention][family:attention][float16]") {
+  register_emu();
+  Generator gen(17);
+  const std::int64_t b = 2, h = 2, tq = 17, tk = 40, d = 16, dv = 8;
+  const Tensor q32 = rand_uniform({b, h, tq, d}, -1, 1, {}, gen), k32 = rand_uniform({b, h, tk, d}, -1, 1, {}, gen);
+  const Tensor v32 = rand_uniform({b, h, tk, dv}, -1, 1, {}, gen), up32 = rand_uniform({b, h, tq, dv}, -1, 1, {}, gen);
+  const kernels::AttentionMasking m = masking(padding(b, tk), true, 0.1);
+  const double scale = 0.25;
+  struct Run {
+    std::vector<Tensor> results;
+    std::uint64_t launches;
+  };
+  const auto run = [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& up) {
+    const std::uint64_t before = kernels::emu_kernel_launches();
+    const kernels::AttentionOutput f = kernels::attention_forward(q, k, v, m, scale, true);
+    const kernels::AttentionGrads g = kernels::attention_backward(up, q, k, v, f.probs, m, scale, true, true, true);
+    return Run{{f.out, f.probs, g.grad_q, g.grad_k, g.grad_v}, kernels::emu_kernel_launches() - before};
+  };
+  const Run f32 = run(to_test_device(q32), to_test_device(k32), to_test_device(v32), to_test_device(up32));
+  const char* names[] = {"out", "probs", "grad_q", "grad_k", "grad_v"};
+  for (const DType dt : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    const Tensor q = kernels::cast(q32, dt), k = kernels::cast(k32, dt), v = kernels::cast(v32, dt),
+                 up = kernels::cast(up32, dt);
+    const Run emu = run(to_test_device(q), to_test_device(k), to_test_device(v), to_test_device(up));
+    CHECK(emu.launches == f32.launches);
+    const Run ref = [&] {
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      return run(q, k, v, up);
+    }();
+    const double eps = dt == DType::Float16 ? 0.0009765625 : 0.0078125;
+    for (std::size_t i = 0; i < ref.results.size(); ++i) {
+      CHECK(emu.results[i].dtype() == dt);
+      check_close(emu.results[i], ref.results[i], 4 * eps, 4 * eps, names[i]);
+    }
   }
 }

@@ -357,3 +357,42 @@ TEST_CASE("cuda copy: offsets beyond int32 take the 64-bit path", "[cuda][copy][
   const std::vector<std::int32_t> second(v.begin() + 8, v.end());
   CHECK(test::to_cpu(kernels::contiguous(big.as_strided({8}, {1}, far))).to_vector<std::int32_t>() == second);
 }
+
+// Flat operands on a 16-byte boundary take the packed kernels (16-byte loads and stores, then the
+// tail one by one); the same values one element off that boundary take the per-element kernels.
+// Both give the same bits, and the reference's values to within one rounding of the format.
+TEST_CASE("cuda elementwise: packed and per-element kernels agree in every float format",
+          "[cuda][elementwise][family:elementwise][float16]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(13);
+  const std::int64_t n = 1000 + 5;  // 125 packs of 8 16-bit elements and a tail of 5
+  for (const DType dt : {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64}) {
+    const double tol = dt == DType::Float16 ? 0.0009765625 : dt == DType::BFloat16 ? 0.0078125 : 1e-6;
+    const Tensor a = kernels::cast(rand_uniform({n + 1}, -2, 2, {}, gen), dt);
+    const Tensor b = kernels::cast(rand_uniform({n + 1}, -2, 2, {}, gen), dt);
+    const Tensor ea = to_test_device(a), eb = to_test_device(b);
+    // One element in: flat but off the boundary (the per-element kernels).
+    auto shifted = [&](const Tensor& t) { return t.as_strided({n}, {1}, t.offset() + 1); };
+    const Tensor off_a = shifted(ea), off_b = shifted(eb);
+    auto fresh_copy = [](const Tensor& t) {  // a new allocation: on the boundary (the packed kernels)
+      Tensor out = empty(t.shape(), {t.dtype(), t.device()});
+      kernels::copy_into(out, t);
+      return out;
+    };
+    const Tensor on_a = fresh_copy(off_a), on_b = fresh_copy(off_b);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(on_a.raw_data()) % 16 == 0);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(on_b.raw_data()) % 16 == 0);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(off_a.raw_data()) % 16 != 0);
+    const std::string name(dtype_name(dt));
+    const auto unary_case = [&](const Tensor& x) { return kernels::unary(UnaryOp::Gelu, x); };
+    const auto binary_case = [&](const Tensor& x, const Tensor& y) {
+      return kernels::binary(BinaryOp::AddScaled, x, y, -0.5);
+    };
+    check_identical(unary_case(on_a), unary_case(off_a), name + " gelu: packed vs per element");
+    check_identical(binary_case(on_a, on_b), binary_case(off_a, off_b), name + " add_scaled: packed vs per element");
+    const Tensor cpu_a = shifted(a), cpu_b = shifted(b);
+    check_emu_close(unary_case(on_a), reference([&] { return unary_case(cpu_a); }), tol, tol, name + " gelu");
+    check_emu_close(binary_case(on_a, on_b), reference([&] { return binary_case(cpu_a, cpu_b); }), tol, tol,
+                    name + " add_scaled");
+  }
+}

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/factory.h"
+#include "core/float16.h"
 #include "support/emulated_device.h"
 #include "harness/op_harness.h"
 #include "support/common.h"
@@ -175,4 +177,55 @@ TEST_CASE("cuda layer_norm: parameter gradients do not depend on which gradients
   check_close(values(all.dweight), ref.dweight, 1e-5, 1e-5, "dweight");
   check_close(values(all.dbias), ref.dbias, 1e-5, 1e-5, "dbias");
   check_close(values(all.dx), ref.dx, 1e-5, 1e-5, "dx");
+}
+
+// Mixed precision's layer norm: 16-bit x and dy, parameters in x's dtype or float32 (the master
+// weights), statistics in float32. The kernels read and write the 16-bit tensors themselves, so an
+// op takes as many launches as in float32 (widening would add a cast per tensor on each side), and
+// the results are the reference's (exact upcast, float64 compute, one rounding) to within the
+// format's rounding.
+TEST_CASE("cuda layer_norm: 16-bit activations run natively with 16-bit or float32 parameters",
+          "[cuda][layer_norm][family:layer_norm][float16]") {
+  REQUIRE(kernels::register_devices().emu);
+  for (const DType dt : {DType::Float16, DType::BFloat16}) {
+    for (const DType param : {dt, DType::Float32}) {
+      for (const std::int64_t cols : {96, 1500}) {  // one warp per row, one block per row
+        INFO(dtype_name(dt) << " activations, " << dtype_name(param) << " parameters, cols " << cols);
+        const Problem p32 = make_problem(cols == 96 ? 300 : 20, cols, DType::Float32, 7);
+        const Problem p{kernels::cast(p32.x, dt), kernels::cast(p32.w, param), kernels::cast(p32.b, param),
+                        kernels::cast(p32.dy, dt)};
+        auto launches = [](const Problem& q) {
+          const Tensor x = on_emu(q.x), w = on_emu(q.w), b = on_emu(q.b), dy = on_emu(q.dy);
+          const std::uint64_t before = kernels::emu_kernel_launches();
+          const kernels::LayerNormOutputs f = kernels::layer_norm(x, w, b, 1e-5);
+          const std::uint64_t forward = kernels::emu_kernel_launches() - before;
+          (void)kernels::layer_norm_backward(dy, x, w, f.mean, f.rstd, true, true, true);
+          return std::pair{forward, kernels::emu_kernel_launches() - before - forward};
+        };
+        CHECK(launches(p) == launches(p32));
+
+        const Tensor x = on_emu(p.x), w = on_emu(p.w), b = on_emu(p.b), dy = on_emu(p.dy);
+        const kernels::LayerNormOutputs f = kernels::layer_norm(x, w, b, 1e-5);
+        const kernels::LayerNormGrads g = kernels::layer_norm_backward(dy, x, w, f.mean, f.rstd, true, true, true);
+        CHECK(f.y.dtype() == dt);
+        CHECK(f.mean.dtype() == DType::Float32);
+        CHECK(f.rstd.dtype() == DType::Float32);
+        CHECK(g.dx.dtype() == dt);
+        CHECK(g.dweight.dtype() == param);
+        CHECK(g.dbias.dtype() == param);
+        const LayerNormRun got{values(f.y), values(f.mean), values(f.rstd), values(g.dx), values(g.dweight),
+                               values(g.dbias)};
+        const LayerNormRun ref = run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5);
+        const double eps = dt == DType::Float16 ? Half::epsilon : BFloat16::epsilon;
+        check_close(got.y, ref.y, eps, 2 * eps, "y");
+        check_close(got.mean, ref.mean, 1e-6, 1e-5, "mean");
+        check_close(got.rstd, ref.rstd, 1e-6, 1e-5, "rstd");
+        check_close(got.dx, ref.dx, eps, 2 * eps, "dx");
+        // Sums over the rows in float: float32 parameters keep float32's accuracy.
+        const double sum_tol = param == DType::Float32 ? 1e-4 : 2 * eps;
+        check_close(got.dweight, ref.dweight, sum_tol, sum_tol, "dweight");
+        check_close(got.dbias, ref.dbias, sum_tol, sum_tol, "dbias");
+      }
+    }
+  }
 }

@@ -14,6 +14,7 @@
 #include "core/factory.h"
 #include "support/emulated_device.h"
 #include "kernels/backend.h"
+#include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/lstm.h"
 
@@ -114,4 +115,40 @@ TEST_CASE("cuda lstm: saturated gates", "[cuda][lstm][family:lstm]") {
   for (const Tensor& t : run_layer(on_device(in, kernel_test_device())))
     for (double v : define::test::to_doubles(t)) non_finite += std::isfinite(v) ? 0 : 1;
   CHECK(non_finite == 0);
+}
+
+// Mixed precision's LSTM layer: x, h0, the weights, biases, dy and dh_n in a 16-bit dtype, the cell
+// state c0 / dc_n in float32 (autocast keeps it so). The GPUs' kernels take that layer as it is: as
+// many launches as the float32 layer (the widening path would add a cast per tensor and per result),
+// the cell state and its gradient stay float32, and every result is the reference's (exact upcast,
+// float64, one rounding per result) to within a few roundings: the native layer also rounds the
+// gates and h of every step to the format, as the next step's 16-bit GEMM reads them.
+TEST_CASE("cuda lstm: a 16-bit layer with a float32 cell state runs natively", "[cuda][lstm][family:lstm][float16]") {
+  REQUIRE(kernels::register_devices().emu);
+  const LayerInputs in32 = random_inputs(4, 9, 40, 65, DType::Float32);
+  const auto launches = [](const LayerInputs& in) {
+    const std::uint64_t before = kernels::emu_kernel_launches();
+    (void)run_layer(on_device(in, kernel_test_device()));
+    return kernels::emu_kernel_launches() - before;
+  };
+  for (const DType dt : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    const auto c = [&](const Tensor& t) { return kernels::cast(t, dt); };
+    const LayerInputs in{c(in32.x),    c(in32.h0),   in32.c0, c(in32.w_ih), c(in32.w_hh),
+                         c(in32.b_ih), c(in32.b_hh), c(in32.dy), c(in32.dh_n), in32.dc_n};
+    // Copies in and out are the same in both; a widened layer would add casts on top.
+    CHECK(launches(in) == launches(in32));
+    const std::vector<Tensor> emu = run_layer(on_device(in, kernel_test_device()));
+    const std::vector<Tensor> ref = [&] {
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      return run_layer(in);
+    }();
+    const double eps = dt == DType::Float16 ? 0.0009765625 : 0.0078125;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      INFO(kResultNames[i]);
+      const bool cell_state = i == 2 || i == 6;  // c_n, dc0
+      CHECK(emu[i].dtype() == (cell_state ? DType::Float32 : dt));
+      check_close(emu[i], ref[i], 8 * eps, 8 * eps, kResultNames[i]);
+    }
+  }
 }

@@ -291,3 +291,42 @@ TEST_CASE("reduce kernels: bit-identical under forward, reverse and random sched
     }
   }
 }
+
+// 16-bit inputs are read by the kernels themselves (as many launches as float32: no cast around
+// them), reduced in float and rounded once: the reference's result (exact upcast, float64 sum, one
+// rounding) to within one rounding of the format. The sum of squares is a float32 statistic.
+TEST_CASE("reduce kernels: 16-bit sums, column sums, maxima and sums of squares run natively",
+          "[cuda][reduce][family:reduce][float16]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(21);
+  const Tensor x32 = rand_uniform({1000, 70}, 0.0, 2.0, {}, gen);  // positive: no cancellation in the sums
+  for (const DType dt : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    const double eps = dt == DType::Float16 ? 0.0009765625 : 0.0078125;
+    const Tensor x = kernels::cast(x32, dt);
+    const Tensor on_device = to_test_device(x), on_device32 = to_test_device(x32);
+    const std::vector<std::function<Tensor(const Tensor&)>> ops = {
+        [](const Tensor& t) { return kernels::sum(t, {1}, false); },
+        [](const Tensor& t) { return kernels::mean(t, {0}, false); },
+        [](const Tensor& t) { return kernels::column_sum(t); },
+        [](const Tensor& t) { return kernels::max(t, 1, false).first; },
+        [](const Tensor& t) { return kernels::sum_of_squares(t); },
+    };
+    const char* names[] = {"sum over dim 1", "mean over dim 0", "column_sum", "max over dim 1", "sum_of_squares"};
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      INFO(names[i]);
+      const std::uint64_t before32 = kernels::emu_kernel_launches();
+      (void)ops[i](on_device32);
+      const std::uint64_t launches32 = kernels::emu_kernel_launches() - before32;
+      const std::uint64_t before = kernels::emu_kernel_launches();
+      const Tensor got = ops[i](on_device);
+      CHECK(kernels::emu_kernel_launches() - before == launches32);
+      CHECK(got.dtype() == (i == 4 ? DType::Float32 : dt));
+      const Tensor want = reference([&] { return ops[i](x); });
+      REQUIRE(want.dtype() == got.dtype());
+      // float32 results (the sum of squares) carry float32's accuracy; 16-bit ones one rounding.
+      const double tol = i == 4 ? 1e-6 : eps;
+      check_emu_close(got, want, 0.0, tol, names[i]);
+    }
+  }
+}

@@ -18,6 +18,7 @@
 #include "harness/op_harness.h"
 #include "support/common.h"
 #include "kernels/backend.h"
+#include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/dropout.h"
 #include "kernels/rel_attention.h"
@@ -183,5 +184,59 @@ TEST_CASE("rel_attention kernels: rows whose visible scores are all -inf are exa
     CHECK(emu[2] == 0.5);  // query 0 sees keys 1 and 2 with equal scores
     CHECK(values(ref) == emu);
     check_close(cpu, ref, 1e-5, 1e-5, "cpu vs ref");
+  }
+}
+
+// Mixed precision's relative attention (Transformer-XL): 16-bit q, k, v, r, u, w run natively on
+// the GPUs, as many launches as in float32 (widening would add casts around the row kernel), with
+// results within a few roundings of the reference (exact upcast, float64, one rounding per result).
+TEST_CASE("rel_attention kernels: 16-bit inputs run natively, as many launches as float32",
+          "[cuda][rel_attention][family:rel_attention][float16]") {
+  register_emu();
+  Generator gen(19);
+  const std::int64_t b = 2, h = 2, tq = 9, tk = 24, d = 16, dv = 8;
+  std::vector<Tensor> in32 = {rand_uniform({b, h, tq, d}, -1, 1, {}, gen),  rand_uniform({b, h, tk, d}, -1, 1, {}, gen),
+                              rand_uniform({b, h, tk, dv}, -1, 1, {}, gen), rand_uniform({h, tk, d}, -1, 1, {}, gen),
+                              rand_uniform({h, d}, -1, 1, {}, gen),         rand_uniform({h, d}, -1, 1, {}, gen),
+                              rand_uniform({b, h, tq, dv}, -1, 1, {}, gen)};
+  const kernels::RelAttentionParams pr = params(0, 0.1, 0.25);
+  struct Run {
+    std::vector<Tensor> results;
+    std::uint64_t launches;
+  };
+  // in: q, k, v, r, u, w, the upstream gradient.
+  const auto run = [&](const std::vector<Tensor>& in) {
+    const std::uint64_t before = kernels::emu_kernel_launches();
+    const kernels::RelAttentionOutput f =
+        kernels::rel_attention_forward(in[0], in[1], in[2], in[3], in[4], in[5], pr, true);
+    const kernels::RelAttentionGrads g =
+        kernels::rel_attention_backward(in[6], in[0], in[1], in[2], in[3], in[4], in[5], f.probs, pr, {});
+    return Run{{f.out, f.probs, g.grad_q, g.grad_k, g.grad_v, g.grad_r, g.grad_u, g.grad_w},
+               kernels::emu_kernel_launches() - before};
+  };
+  const auto on_emu = [](const std::vector<Tensor>& in) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : in) out.push_back(to_test_device(t));
+    return out;
+  };
+  const Run f32 = run(on_emu(in32));
+  const char* names[] = {"out", "probs", "grad_q", "grad_k", "grad_v", "grad_r", "grad_u", "grad_w"};
+  for (const DType dt : {DType::Float16, DType::BFloat16}) {
+    INFO(dtype_name(dt));
+    std::vector<Tensor> in;
+    for (const Tensor& t : in32) in.push_back(kernels::cast(t, dt));
+    const Run emu = run(on_emu(in));
+    CHECK(emu.launches == f32.launches);
+    const Run ref = [&] {
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      return run(in);
+    }();
+    const double eps = dt == DType::Float16 ? 0.0009765625 : 0.0078125;
+    for (std::size_t i = 0; i < ref.results.size(); ++i) {
+      CHECK(emu.results[i].dtype() == dt);
+      // grad_r, grad_u and grad_w sum over B * Tq rows: their magnitudes reach a few units.
+      const double tol = i >= 5 ? 8 * eps : 4 * eps;
+      check_close(emu.results[i], ref.results[i], tol, tol, names[i]);
+    }
   }
 }

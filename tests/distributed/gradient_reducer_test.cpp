@@ -3,10 +3,12 @@
 // accumulation over two backward passes.
 #include <catch2/catch.hpp>
 
+#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "core/factory.h"
+#include "core/float16.h"
 #include "distributed/gradient_reducer.h"
 #include "dist_test_util.h"
 
@@ -98,4 +100,75 @@ TEST_CASE("gradient reducer: ranks with different parameter layouts are refused 
   }
   CHECK_THROWS_WITH((dist::GradientReducer(comm, {{"a", a}}, 1 << 20)),
                     Catch::Contains("parameter layout") && Catch::Contains("differs between ranks"));
+}
+
+namespace {
+
+// The reducer's expected result for 16-bit buckets, element by element: each rank's gradient
+// rounded once to T (the weight 1/world is a power of two here, so the weighting itself is exact),
+// the ranks' values added in T with one rounding per addition (two ranks: one addition, whose
+// result does not depend on the order), widened back to float32.
+template <typename T>
+std::vector<float> rounded_sum(const std::vector<std::vector<float>>& per_rank, int world) {
+  std::vector<float> out(per_rank[0].size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    T acc = T(per_rank[0][i] / static_cast<float>(world));
+    for (int r = 1; r < world; ++r) acc = add_stored(acc, T(per_rank[static_cast<std::size_t>(r)][i] / static_cast<float>(world)));
+    out[i] = static_cast<float>(acc);
+  }
+  return out;
+}
+
+}  // namespace
+
+// train.allreduce_dtype: float32 gradients travel in float16 or bfloat16 buckets, on every transport
+// (MPI with host tensors, MPI with the emulated GPU's tensors, NCCL on the emulated GPU), and come
+// back as float32 gradients with exactly the bits of one rounding per rank and per addition.
+TEST_CASE("gradient reducer: 16-bit buckets round each rank's gradient once and each addition once", "[dist]") {
+  const int world = test::comm().world_size();
+  std::vector<std::pair<dist::Communicator*, Device>> cases = {{&test::comm(), Device::cpu()}};
+  for (dist::Communicator* c : test::transports()) {
+    if (c != &test::comm()) cases.push_back({c, Device::parse("emu:0")});  // NCCL on the emulated GPU
+  }
+  if (world > 1) cases.push_back({&test::comm(), Device::parse("emu:0")});  // device tensors over MPI
+  for (const DType dt : {DType::Float16, DType::BFloat16}) {
+    for (auto [comm, device] : cases) {
+      CAPTURE(dtype_name(dt), comm->backend(), device.str());
+      const std::int64_t n = 37;
+      // Values with more bits than either format keeps, different on every rank.
+      auto grad_of = [&](int rank) {
+        std::vector<float> v(static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i)
+          v[static_cast<std::size_t>(i)] = 1.0f + static_cast<float>(i) / 3.0f + 0.001f * static_cast<float>(rank);
+        return v;
+      };
+      Tensor w = to_device(zeros({n}), device);
+      w.set_requires_grad(true);
+      dist::GradientReducer reducer(*comm, {{"w", w}}, 1 << 20, dt);
+      REQUIRE(reducer.bucket_dtype(0) == dt);
+      reducer.begin_step(8);  // the same tokens on every rank: weight 1/world
+      const std::vector<float> mine = grad_of(comm->rank());
+      const Tensor loss = sum(mul(w, to_device(from_vector(mine, {n}), device)));
+      reducer.watch_backward(loss);
+      backward(loss);
+      reducer.finish();
+      const Tensor g = to_device(w.grad(), Device::cpu());
+      REQUIRE(g.dtype() == DType::Float32);
+      const std::vector<float> got(g.data<float>(), g.data<float>() + n);
+      std::vector<std::vector<float>> all;
+      for (int r = 0; r < world; ++r) all.push_back(grad_of(r));
+      const std::vector<float> want = dt == DType::Float16 ? rounded_sum<Half>(all, world) : rounded_sum<BFloat16>(all, world);
+      CHECK(got == want);
+      // The rounding is real: the float32 sum differs from the 16-bit one somewhere.
+      int differ = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        float exact = 0;
+        for (int r = 0; r < world; ++r) exact += all[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] / static_cast<float>(world);
+        differ += exact != got[static_cast<std::size_t>(i)];
+      }
+      CHECK(differ > n / 2);
+    }
+  }
+  CHECK_THROWS_WITH((dist::GradientReducer(test::comm(), {{"w", param({2})}}, 1 << 20, DType::Int64)),
+                    Catch::Contains("cannot be all-reduced in int64"));
 }

@@ -110,6 +110,24 @@ TEST_CASE("precision: auto and the refusals follow the GPU generation", "[train]
   }
 }
 
+TEST_CASE("precision: train.allreduce_dtype takes bfloat16 anywhere and float16 only under fp16",
+          "[train][precision]") {
+  using train::Precision;
+  CHECK_FALSE(train::read_allreduce_dtype("float32", Precision::Fp32, "k").has_value());
+  CHECK(train::read_allreduce_dtype("bfloat16", Precision::Fp32, "k") == DType::BFloat16);
+  CHECK(train::read_allreduce_dtype("bfloat16", Precision::Fp16, "k") == DType::BFloat16);
+  CHECK(train::read_allreduce_dtype("float16", Precision::Fp16, "k") == DType::Float16);
+  CHECK_THROWS_WITH(train::read_allreduce_dtype("float16", Precision::Bf16, "train.allreduce_dtype"),
+                    Contains("train.allreduce_dtype = float16 needs train.precision = fp16 (got bf16)") &&
+                        Contains("use bfloat16"));
+  CHECK_THROWS_WITH(train::read_allreduce_dtype("half", Precision::Fp16, "train.allreduce_dtype"),
+                    Contains("must be float32, bfloat16 or float16, got 'half'"));
+  // Read with the other train keys, so a config mistake is reported before training starts.
+  const Config c = Config::from_text(R"({"train": {"allreduce_dtype": "float16"}})", "<test>");
+  CHECK_THROWS_WITH(train::read_loop_settings(c.section("train")),
+                    Contains("train.allreduce_dtype = float16 needs train.precision = fp16"));
+}
+
 TEST_CASE("precision: the loss scaler halves on overflow, doubles after its window, and says why it gave up",
           "[train][precision]") {
   train::DynamicLossScaler s({.init = 8, .window = 3, .min_scale = 1});
