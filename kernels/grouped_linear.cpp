@@ -68,7 +68,8 @@ Tensor grouped_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor&
   if (!x_in.defined()) fail(op, "input must be defined");
   // The GPUs have a 16-bit kernel (operands of one dtype, as autocast gives them); the CPU paths
   // and mixed dtypes widen.
-  if (any_float16({x_in, weight_in, bias_in}) && !(has_float16_kernels(x_in) && same_dtypes({x_in, weight_in, bias_in})))
+  if (any_float16({x_in, weight_in, bias_in}) &&
+      !(has_float16_kernels(x_in) && same_dtypes({x_in, weight_in, bias_in})))
     return narrow(grouped_linear(widen(x_in, x_in), widen(weight_in, x_in), widen(bias_in, x_in)), x_in.dtype());
   check_floating(op, x_in);
   check_same_device(op, {x_in, weight_in, bias_in});

@@ -68,9 +68,8 @@ LayerNormOutputs layer_norm(const Tensor& x_in, const Tensor& weight, const Tens
 LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias) {
   const char* op = "layer_norm_backward";
-  if (any_float16({dy_in, x_in, weight}) &&
-      !(native_float16(x_in, {weight}) && dy_in.dtype() == x_in.dtype() && mean.dtype() == DType::Float32 &&
-        rstd.dtype() == DType::Float32)) {
+  if (any_float16({dy_in, x_in, weight}) && !(native_float16(x_in, {weight}) && dy_in.dtype() == x_in.dtype() &&
+                                              mean.dtype() == DType::Float32 && rstd.dtype() == DType::Float32)) {
     // dx in x's dtype; the parameter gradients in the parameters' dtype (float32 master weights).
     LayerNormGrads r = layer_norm_backward(widen(dy_in, x_in), widen(x_in, x_in), widen(weight, x_in),
                                            widen(mean, x_in), widen(rstd, x_in), need_dx, need_dweight, need_dbias);

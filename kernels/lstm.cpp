@@ -103,8 +103,7 @@ bool native_float16(const Tensor& x, std::initializer_list<Tensor> same, std::in
   const Tensor* first = nullptr;
   for (const Tensor& t : state) {
     if (!t.defined()) continue;
-    if ((t.dtype() != x.dtype() && t.dtype() != DType::Float32) || (first && t.dtype() != first->dtype()))
-      return false;
+    if ((t.dtype() != x.dtype() && t.dtype() != DType::Float32) || (first && t.dtype() != first->dtype())) return false;
     first = &t;
   }
   return true;

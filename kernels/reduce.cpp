@@ -34,7 +34,8 @@ Tensor view_as_shape(const Tensor& t, const Shape& shape) {
 Tensor sum_impl(const char* op, const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,
                 bool average) {
   // 16-bit inputs sum in float and round the result once (the GPUs' kernels read them directly).
-  if (any_float16({x}) && !has_float16_kernels(x)) return narrow(sum_impl(op, widen(x, x), dims, keepdim, average), x.dtype());
+  if (any_float16({x}) && !has_float16_kernels(x))
+    return narrow(sum_impl(op, widen(x, x), dims, keepdim, average), x.dtype());
   check_floating(op, x);
   const std::vector<bool> mask = reduced_dims(op, x, dims);
   Shape keep_shape = x.shape(), out_shape;

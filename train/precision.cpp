@@ -80,8 +80,9 @@ std::optional<DType> read_allreduce_dtype(const std::string& name, Precision p, 
   if (name == "bfloat16") return DType::BFloat16;
   if (name == "float16") {
     if (p != Precision::Fp16)
-      fail(kOp, "{} = float16 needs train.precision = fp16 (got {}): only fp16's loss scale keeps small gradients "
-                "above float16's smallest normal (6.1e-5); use bfloat16, which has float32's range",
+      fail(kOp,
+           "{} = float16 needs train.precision = fp16 (got {}): only fp16's loss scale keeps small gradients "
+           "above float16's smallest normal (6.1e-5); use bfloat16, which has float32's range",
            key, precision_name(p));
     return DType::Float16;
   }

@@ -400,8 +400,8 @@ LoopSettings read_loop_settings(const Config& c) {
   t.loss_scaler.window = c.get_int("loss_scale_window", t.loss_scaler.window);
   t.loss_scaler.min_scale = c.get_double("min_loss_scale", t.loss_scaler.min_scale);
   if (t.precision == Precision::Fp16) static_cast<void>(DynamicLossScaler(t.loss_scaler));  // checks the keys now
-  t.allreduce_dtype = read_allreduce_dtype(c.get_string("allreduce_dtype", "float32"), t.precision,
-                                          c.path("allreduce_dtype"));
+  t.allreduce_dtype =
+      read_allreduce_dtype(c.get_string("allreduce_dtype", "float32"), t.precision, c.path("allreduce_dtype"));
   t.bucket_mb = c.get_double("bucket_mb", t.bucket_mb);
   if (!(t.bucket_mb > 0)) fail(kOp, "{} must be positive, got {}", c.path("bucket_mb"), t.bucket_mb);
   t.distributed_timeout = c.get_double("distributed_timeout", t.distributed_timeout);
@@ -597,8 +597,7 @@ void TrainingRun::start_data_parallel() {
         *comm_, named_, static_cast<std::size_t>(ts_.bucket_mb * 1024 * 1024), ts_.allreduce_dtype);
     if (writer_) {
       fmt::print("data parallel: {} processes ({}), {} gradient buckets of up to {} MB, all-reduced in {}\n", world_,
-                 comm_->backend(), reducer_->num_buckets(), ts_.bucket_mb,
-                 dtype_name(reducer_->bucket_dtype(0)));
+                 comm_->backend(), reducer_->num_buckets(), ts_.bucket_mb, dtype_name(reducer_->bucket_dtype(0)));
       std::fflush(stdout);
     }
   }

@@ -72,8 +72,8 @@ class MpiReduce final : public PendingReduce {
  public:
   explicit MpiReduce(Tensor& t) : t_(t), host_(t, /*copy_in=*/true) {
     if (t.numel() == 0) return;
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, host_.data(), static_cast<int>(t.numel()), mpi_type(t.dtype()), sum_op(t.dtype()),
-                             MPI_COMM_WORLD, &req_),
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, host_.data(), static_cast<int>(t.numel()), mpi_type(t.dtype()),
+                             sum_op(t.dtype()), MPI_COMM_WORLD, &req_),
               "MPI_Iallreduce");
     active_ = true;
   }

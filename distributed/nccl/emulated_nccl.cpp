@@ -53,17 +53,21 @@ MPI_Op sum_op(ncclDataType_t t) {
 }
 const char* type_name(std::int64_t t) {
   switch (t) {
-    case ncclInt64: return "int64";
-    case ncclFloat16: return "float16";
-    case ncclFloat32: return "float32";
-    case ncclFloat64: return "float64";
-    case ncclBfloat16: return "bfloat16";
-    default: return "?";
+    case ncclInt64:
+      return "int64";
+    case ncclFloat16:
+      return "float16";
+    case ncclFloat32:
+      return "float32";
+    case ncclFloat64:
+      return "float64";
+    case ncclBfloat16:
+      return "bfloat16";
+    default:
+      return "?";
   }
 }
-std::size_t type_size(ncclDataType_t t) {
-  return t == ncclFloat16 || t == ncclBfloat16 ? 2 : t == ncclFloat32 ? 4 : 8;
-}
+std::size_t type_size(ncclDataType_t t) { return t == ncclFloat16 || t == ncclBfloat16 ? 2 : t == ncclFloat32 ? 4 : 8; }
 
 // DEFINE_EMU_NCCL_FAULT=<stall|fail>:<rank>:<n>
 struct Fault {
@@ -210,9 +214,9 @@ class CollectiveWork final : public cuda_emu::StreamWork {
     const int count = static_cast<int>(a_.count);
     switch (a_.kind) {
       case Kind::AllReduce:
-        check_mpi(
-            MPI_Iallreduce(a_.send == a_.recv ? MPI_IN_PLACE : a_.send, a_.recv, count, t, sum_op(a_.type), s_->mpi, &req_),
-            "MPI_Iallreduce");
+        check_mpi(MPI_Iallreduce(a_.send == a_.recv ? MPI_IN_PLACE : a_.send, a_.recv, count, t, sum_op(a_.type),
+                                 s_->mpi, &req_),
+                  "MPI_Iallreduce");
         break;
       case Kind::Broadcast:
         if (s_->rank == a_.root && a_.send != a_.recv) std::memcpy(a_.recv, a_.send, a_.count * type_size(a_.type));

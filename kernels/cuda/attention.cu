@@ -33,12 +33,12 @@
 
 #include "core/dtype.h"
 #include "core/philox.h"
-#include "kernels/dropout.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/dropout_stream.cuh"
 #include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/row_reduce.cuh"
+#include "kernels/dropout.h"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {

@@ -188,10 +188,11 @@ __global__ void __launch_bounds__(kBlockSize)
 
 template <bool kIndex32, typename M, typename T>
 __global__ void __launch_bounds__(kBlockSize)
-    masked_fill_kernel(T* out, const T* x, const M* mask, T value, std::int64_t n, bool flat, OffsetCalc<3> calc) {
+    masked_fill_kernel(T* out, const T* x, const M* mask, compute_t<T> value, std::int64_t n, bool flat,
+                       OffsetCalc<3> calc) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) {
-    out[off[0]] = load_value(mask[off[2]]) != compute_t<M>(0) ? value : x[off[1]];
+    out[off[0]] = load_value(mask[off[2]]) != compute_t<M>(0) ? store_value<T>(value) : x[off[1]];
   });
 }
 
@@ -203,8 +204,7 @@ struct alignas(16) Pack {
 };
 
 template <typename T, typename F>
-__global__ void __launch_bounds__(kBlockSize)
-    unary_packed_kernel(T* out, const T* x, std::int64_t n, F f) {
+__global__ void __launch_bounds__(kBlockSize) unary_packed_kernel(T* out, const T* x, std::int64_t n, F f) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   constexpr int kSize = Pack<T>::kSize;
   const std::int64_t packs = n / kSize, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -416,6 +416,15 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
   });
 }
 
+// masked_fill's value as the kernel takes it: rounded once to T from the double (as a cast rounds)
+// and carried in T's compute type, which holds a 16-bit value exactly. A 16-bit kernel argument
+// makes sm_61's ptxas spill in the 64-bit index form.
+template <typename T>
+compute_t<T> fill_value(double v) {
+  if constexpr (is_float16_v<T>) return static_cast<float>(T(v));
+  else return static_cast<T>(v);
+}
+
 void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double value) {
   const TensorIterator it("masked_fill", {out, x, mask});
   const auto calc = make_offset_calc<3>("masked_fill", it);
@@ -424,7 +433,7 @@ void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double 
     DEFINE_DISPATCH_ALL(x.dtype(), "masked_fill", [&] {
       dispatch_index_width(it, [&]<bool kIndex32>() {
         launch_checked("masked_fill", masked_fill_kernel<kIndex32, M, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
-                       out.data<scalar_t>(), x.data<scalar_t>(), mask.data<M>(), static_cast<scalar_t>(value),
+                       out.data<scalar_t>(), x.data<scalar_t>(), mask.data<M>(), fill_value<scalar_t>(value),
                        it.numel(), all_flat(it), calc);
       });
     });

@@ -6,6 +6,7 @@
 // nvcc compiles with __CUDA_NO_HALF_OPERATORS__, and the emulator's types have no operators.
 #pragma once
 
+#include <cmath>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -30,6 +31,18 @@ __device__ __forceinline__ T store_value(compute_t<T> v) {
   else return v;
 }
 
+// d as a float rounded "to odd": toward zero, with the last bit set when bits were lost. Rounding
+// that float to float16 or bfloat16 (11 or 8 significant bits against float's 24) gives d rounded
+// once to the format, through two conversions sm_61 has as instructions; the CUDA library's
+// double -> half routines make ptxas spill registers in larger kernels (the column reduction).
+__device__ __forceinline__ float float_round_to_odd(double d) {
+  const float f = static_cast<float>(d);
+  if (static_cast<double>(f) == d) return f;  // exact, or an infinity
+  unsigned u = __float_as_uint(f);
+  if (::fabs(static_cast<double>(f)) > ::fabs(d)) --u;  // rounded away from zero: one step back
+  return __uint_as_float(u | 1u);                       // NaN stays NaN
+}
+
 // Any dtype to any dtype, as a cast: a 16-bit result is rounded once from the source value (a
 // double directly, not through float).
 template <typename D, typename S>
@@ -40,9 +53,7 @@ __device__ __forceinline__ D convert_value(S v) {
     if constexpr (is_float16_v<S> || std::is_same_v<S, float>) {
       return store_value<D>(load_value(v));
     } else {
-      const double d = static_cast<double>(v);
-      if constexpr (std::is_same_v<D, Half>) return Half::from_bits(__half_as_ushort(__double2half(d)));
-      else return BFloat16::from_bits(__bfloat16_as_ushort(__double2bfloat16(d)));
+      return store_value<D>(float_round_to_odd(static_cast<double>(v)));
     }
   } else if constexpr (is_float16_v<S>) {
     return static_cast<D>(load_value(v));

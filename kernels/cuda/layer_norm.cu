@@ -315,9 +315,8 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   with_same_or_float32<T>(op, "parameters", param.defined() ? param.dtype() : x.dtype(), [&](auto w_tag) {
     using W = decltype(w_tag);
     auto* kernel = l.block_per_row ? layer_norm_forward_kernel<T, W, true> : layer_norm_forward_kernel<T, W, false>;
-    launch_checked(op, kernel, l.grid, l.block, l.smem, x.data<T>(), optional_data<W>(weight),
-                   optional_data<W>(bias), y.data<T>(), mean.data<C>(), rstd.data<C>(), rows, cols,
-                   static_cast<C>(eps), l.cache);
+    launch_checked(op, kernel, l.grid, l.block, l.smem, x.data<T>(), optional_data<W>(weight), optional_data<W>(bias),
+                   y.data<T>(), mean.data<C>(), rstd.data<C>(), rows, cols, static_cast<C>(eps), l.cache);
   });
 }
 
@@ -371,13 +370,14 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
 
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y, const Tensor& mean,
                 const Tensor& rstd, double eps) {
-  DEFINE_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&] { forward_typed<scalar_t>(x, weight, bias, y, mean, rstd, eps); });
+  DEFINE_DISPATCH_FLOATING(x.dtype(), "layer_norm",
+                           [&] { forward_typed<scalar_t>(x, weight, bias, y, mean, rstd, eps); });
 }
 
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
   DEFINE_DISPATCH_FLOATING(x.dtype(), "layer_norm_backward",
-                        [&] { backward_typed<scalar_t>(dy, x, weight, mean, rstd, dx, dweight, dbias); });
+                           [&] { backward_typed<scalar_t>(dy, x, weight, mean, rstd, dx, dweight, dbias); });
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

@@ -19,10 +19,10 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "kernels/matmul.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/float16.cuh"
+#include "kernels/matmul.h"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {

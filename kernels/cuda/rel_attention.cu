@@ -22,12 +22,12 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "kernels/dropout.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/dropout_stream.cuh"
 #include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/row_reduce.cuh"
+#include "kernels/dropout.h"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -76,7 +76,9 @@ struct RelSoftmaxForward {
     const std::int64_t base = row * geo.keys;
     return {base, lo, hi, ac + base, bd + base + shift};
   }
-  __device__ C score(const Row& rw, std::int64_t j) const { return scale * (load_value(rw.a[j]) + load_value(rw.b[j])); }
+  __device__ C score(const Row& rw, std::int64_t j) const {
+    return scale * (load_value(rw.a[j]) + load_value(rw.b[j]));
+  }
 
   __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
     const Row rw = row_of(row);

@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "core/factory.h"
+#include "core/float16.h"
 #include "support/common.h"
 #include "support/emulated_device.h"
 #include "harness/op_harness.h"
@@ -395,4 +397,45 @@ TEST_CASE("cuda elementwise: packed and per-element kernels agree in every float
     check_emu_close(binary_case(on_a, on_b), reference([&] { return binary_case(cpu_a, cpu_b); }), tol, tol,
                     name + " add_scaled");
   }
+}
+
+// Casts from float64 to float16 / bfloat16 on the GPUs round once: through a float rounded "to odd"
+// (kernels/cuda/float16.cuh), never through a float rounded to nearest, which rounds twice and
+// turns values just above a tie into ties. Values a hair above and below every kind of tie, the
+// largest finite values and the overflow boundaries, subnormals, signed zeros, infinities and NaN,
+// against the host's one-step conversion bit for bit; and masked_fill's value, carried into the
+// kernel as a float, comes out as the same one rounding.
+TEST_CASE("cuda cast: float64 to float16 and bfloat16 rounds once", "[cuda][copy][family:copy][float16]") {
+  REQUIRE(kernels::register_devices().emu);
+  const auto check_format = [&]<typename T>(T, int mantissa_bits, const std::vector<double>& extremes) {
+    std::vector<double> v = extremes;
+    for (const int e : {-20, -3, 0, 1, 7, 14})
+      for (int k = 0; k < 9; ++k) {
+        const double ulp = std::ldexp(1.0, e - mantissa_bits);
+        const double tie = std::ldexp(1.0, e) + (k + 0.5) * ulp;
+        for (const double off : {0.0, 1e-9, -1e-9, std::ldexp(ulp, -30), -std::ldexp(ulp, -30)})
+          for (const double sign : {1.0, -1.0}) v.push_back(sign * (tie + off * std::ldexp(1.0, e)));
+      }
+    const Tensor x = from_vector(v, {static_cast<std::int64_t>(v.size())});
+    const Tensor got = to_cpu(kernels::cast(to_test_device(x), dtype_of_v<T>));
+    int double_rounding_cases = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      INFO("value " << v[i]);
+      const std::uint16_t want = T(v[i]).bits, have = got.data<T>()[i].bits;
+      if (std::isnan(v[i])) CHECK(std::isnan(static_cast<float>(got.data<T>()[i])));
+      else CHECK(have == want);
+      double_rounding_cases += T(static_cast<float>(v[i])).bits != want;
+    }
+    CHECK(double_rounding_cases > 0);  // the values do tell one rounding from two
+    const Tensor mask = from_vector(std::vector<std::int32_t>{1}, {1});
+    const double fill = 1.0 + std::ldexp(1.0, -mantissa_bits - 1) + 1e-12;  // just above a tie: rounds up
+    const Tensor filled = to_cpu(kernels::masked_fill(to_test_device(kernels::cast(zeros({1}), dtype_of_v<T>)),
+                                                      to_test_device(mask), fill));
+    CHECK(filled.data<T>()[0].bits == T(fill).bits);
+  };
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  check_format(Half{}, 10, {65504.0, 65519.99, 65520.0, 1e6, 6.1e-5, 5.96e-8, 2.98e-8, 2.99e-8, 1e-10, 0.0, -0.0,
+                            inf, -inf, nan});
+  check_format(BFloat16{}, 7, {3.3895e38, 3.3962e38, 3.4e38, 1e39, 1.2e-38, 9.2e-41, 1e-45, 0.0, -0.0, inf, -inf,
+                               nan});
 }

@@ -11,13 +11,13 @@
 
 #include "core/factory.h"
 #include "core/float16.h"
-#include "support/emulated_device.h"
 #include "harness/op_harness.h"
-#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/layer_norm.h"
+#include "support/common.h"
+#include "support/emulated_device.h"
 
 using namespace define;
 using test::kernel_test_device;
@@ -213,8 +213,8 @@ TEST_CASE("cuda layer_norm: 16-bit activations run natively with 16-bit or float
         CHECK(g.dx.dtype() == dt);
         CHECK(g.dweight.dtype() == param);
         CHECK(g.dbias.dtype() == param);
-        const LayerNormRun got{values(f.y), values(f.mean), values(f.rstd), values(g.dx), values(g.dweight),
-                               values(g.dbias)};
+        const LayerNormRun got{values(f.y),  values(f.mean),    values(f.rstd),
+                               values(g.dx), values(g.dweight), values(g.dbias)};
         const LayerNormRun ref = run_layer_norm(p.x, p.w, p.b, p.dy, 1e-5);
         const double eps = dt == DType::Float16 ? Half::epsilon : BFloat16::epsilon;
         check_close(got.y, ref.y, eps, 2 * eps, "y");

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "support/emulated_device.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/lstm.h"
+#include "support/emulated_device.h"
 
 using namespace define;
 using define::test::check_close;
@@ -134,7 +134,7 @@ TEST_CASE("cuda lstm: a 16-bit layer with a float32 cell state runs natively", "
   for (const DType dt : {DType::Float16, DType::BFloat16}) {
     INFO(dtype_name(dt));
     const auto c = [&](const Tensor& t) { return kernels::cast(t, dt); };
-    const LayerInputs in{c(in32.x),    c(in32.h0),   in32.c0, c(in32.w_ih), c(in32.w_hh),
+    const LayerInputs in{c(in32.x),    c(in32.h0),   in32.c0,    c(in32.w_ih), c(in32.w_hh),
                          c(in32.b_ih), c(in32.b_hh), c(in32.dy), c(in32.dh_n), in32.dc_n};
     // Copies in and out are the same in both; a widened layer would add casts on top.
     CHECK(launches(in) == launches(in32));

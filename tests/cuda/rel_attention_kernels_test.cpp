@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "support/emulated_device.h"
 #include "harness/op_harness.h"
-#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/dropout.h"
 #include "kernels/rel_attention.h"
+#include "support/common.h"
+#include "support/emulated_device.h"
 
 using namespace define;
 using define::test::check_close;

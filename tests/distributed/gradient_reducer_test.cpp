@@ -9,8 +9,8 @@
 #include "autograd/ops.h"
 #include "core/factory.h"
 #include "core/float16.h"
-#include "distributed/gradient_reducer.h"
 #include "dist_test_util.h"
+#include "distributed/gradient_reducer.h"
 
 using namespace define;
 
@@ -113,7 +113,8 @@ std::vector<float> rounded_sum(const std::vector<std::vector<float>>& per_rank, 
   std::vector<float> out(per_rank[0].size());
   for (std::size_t i = 0; i < out.size(); ++i) {
     T acc = T(per_rank[0][i] / static_cast<float>(world));
-    for (int r = 1; r < world; ++r) acc = add_stored(acc, T(per_rank[static_cast<std::size_t>(r)][i] / static_cast<float>(world)));
+    for (int r = 1; r < world; ++r)
+      acc = add_stored(acc, T(per_rank[static_cast<std::size_t>(r)][i] / static_cast<float>(world)));
     out[i] = static_cast<float>(acc);
   }
   return out;
@@ -157,13 +158,15 @@ TEST_CASE("gradient reducer: 16-bit buckets round each rank's gradient once and 
       const std::vector<float> got(g.data<float>(), g.data<float>() + n);
       std::vector<std::vector<float>> all;
       for (int r = 0; r < world; ++r) all.push_back(grad_of(r));
-      const std::vector<float> want = dt == DType::Float16 ? rounded_sum<Half>(all, world) : rounded_sum<BFloat16>(all, world);
+      const std::vector<float> want =
+          dt == DType::Float16 ? rounded_sum<Half>(all, world) : rounded_sum<BFloat16>(all, world);
       CHECK(got == want);
       // The rounding is real: the float32 sum differs from the 16-bit one somewhere.
       int differ = 0;
       for (std::int64_t i = 0; i < n; ++i) {
         float exact = 0;
-        for (int r = 0; r < world; ++r) exact += all[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] / static_cast<float>(world);
+        for (int r = 0; r < world; ++r)
+          exact += all[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] / static_cast<float>(world);
         differ += exact != got[static_cast<std::size_t>(i)];
       }
       CHECK(differ > n / 2);

@@ -117,9 +117,9 @@ TEST_CASE("precision: train.allreduce_dtype takes bfloat16 anywhere and float16 
   CHECK(train::read_allreduce_dtype("bfloat16", Precision::Fp32, "k") == DType::BFloat16);
   CHECK(train::read_allreduce_dtype("bfloat16", Precision::Fp16, "k") == DType::BFloat16);
   CHECK(train::read_allreduce_dtype("float16", Precision::Fp16, "k") == DType::Float16);
-  CHECK_THROWS_WITH(train::read_allreduce_dtype("float16", Precision::Bf16, "train.allreduce_dtype"),
-                    Contains("train.allreduce_dtype = float16 needs train.precision = fp16 (got bf16)") &&
-                        Contains("use bfloat16"));
+  CHECK_THROWS_WITH(
+      train::read_allreduce_dtype("float16", Precision::Bf16, "train.allreduce_dtype"),
+      Contains("train.allreduce_dtype = float16 needs train.precision = fp16 (got bf16)") && Contains("use bfloat16"));
   CHECK_THROWS_WITH(train::read_allreduce_dtype("half", Precision::Fp16, "train.allreduce_dtype"),
                     Contains("must be float32, bfloat16 or float16, got 'half'"));
   // Read with the other train keys, so a config mistake is reported before training starts.
