@@ -187,9 +187,8 @@ __global__ void __launch_bounds__(kBlockSize)
 }
 
 template <bool kIndex32, typename M, typename T>
-__global__ void __launch_bounds__(kBlockSize)
-    masked_fill_kernel(T* out, const T* x, const M* mask, compute_t<T> value, std::int64_t n, bool flat,
-                       OffsetCalc<3> calc) {
+__global__ void __launch_bounds__(kBlockSize) masked_fill_kernel(T* out, const T* x, const M* mask, compute_t<T> value,
+                                                                 std::int64_t n, bool flat, OffsetCalc<3> calc) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) {
     out[off[0]] = load_value(mask[off[2]]) != compute_t<M>(0) ? store_value<T>(value) : x[off[1]];
@@ -421,8 +420,10 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
 // makes sm_61's ptxas spill in the 64-bit index form.
 template <typename T>
 compute_t<T> fill_value(double v) {
-  if constexpr (is_float16_v<T>) return static_cast<float>(T(v));
-  else return static_cast<T>(v);
+  if constexpr (is_float16_v<T>)
+    return static_cast<float>(T(v));
+  else
+    return static_cast<T>(v);
 }
 
 void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double value) {

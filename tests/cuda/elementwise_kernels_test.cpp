@@ -18,14 +18,14 @@
 #include "autograd/ops.h"
 #include "core/factory.h"
 #include "core/float16.h"
-#include "support/common.h"
-#include "support/emulated_device.h"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/elementwise.h"
 #include "kernels/index.h"
+#include "support/common.h"
+#include "support/emulated_device.h"
 
 using namespace define;
 using kernels::BinaryOp;
@@ -422,20 +422,21 @@ TEST_CASE("cuda cast: float64 to float16 and bfloat16 rounds once", "[cuda][copy
     for (std::size_t i = 0; i < v.size(); ++i) {
       INFO("value " << v[i]);
       const std::uint16_t want = T(v[i]).bits, have = got.data<T>()[i].bits;
-      if (std::isnan(v[i])) CHECK(std::isnan(static_cast<float>(got.data<T>()[i])));
-      else CHECK(have == want);
+      if (std::isnan(v[i]))
+        CHECK(std::isnan(static_cast<float>(got.data<T>()[i])));
+      else
+        CHECK(have == want);
       double_rounding_cases += T(static_cast<float>(v[i])).bits != want;
     }
     CHECK(double_rounding_cases > 0);  // the values do tell one rounding from two
     const Tensor mask = from_vector(std::vector<std::int32_t>{1}, {1});
     const double fill = 1.0 + std::ldexp(1.0, -mantissa_bits - 1) + 1e-12;  // just above a tie: rounds up
-    const Tensor filled = to_cpu(kernels::masked_fill(to_test_device(kernels::cast(zeros({1}), dtype_of_v<T>)),
-                                                      to_test_device(mask), fill));
+    const Tensor filled = to_cpu(
+        kernels::masked_fill(to_test_device(kernels::cast(zeros({1}), dtype_of_v<T>)), to_test_device(mask), fill));
     CHECK(filled.data<T>()[0].bits == T(fill).bits);
   };
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  check_format(Half{}, 10, {65504.0, 65519.99, 65520.0, 1e6, 6.1e-5, 5.96e-8, 2.98e-8, 2.99e-8, 1e-10, 0.0, -0.0,
-                            inf, -inf, nan});
-  check_format(BFloat16{}, 7, {3.3895e38, 3.3962e38, 3.4e38, 1e39, 1.2e-38, 9.2e-41, 1e-45, 0.0, -0.0, inf, -inf,
-                               nan});
+  check_format(Half{}, 10,
+               {65504.0, 65519.99, 65520.0, 1e6, 6.1e-5, 5.96e-8, 2.98e-8, 2.99e-8, 1e-10, 0.0, -0.0, inf, -inf, nan});
+  check_format(BFloat16{}, 7, {3.3895e38, 3.3962e38, 3.4e38, 1e39, 1.2e-38, 9.2e-41, 1e-45, 0.0, -0.0, inf, -inf, nan});
 }
