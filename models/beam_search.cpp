@@ -37,6 +37,7 @@ void check_beam_search_options(const BeamSearchOptions& o, std::int64_t vocab) {
   if (!std::isfinite(o.lenpen)) fail(kOp, "lenpen must be finite, got {}", o.lenpen);
   if (!(o.max_len_a >= 0.0) || !std::isfinite(o.max_len_a)) fail(kOp, "max_len_a must be >= 0, got {}", o.max_len_a);
   if (o.max_len_b < 0) fail(kOp, "max_len_b must be >= 0, got {}", o.max_len_b);
+  if (o.min_len < 0) fail(kOp, "min_len must be >= 0, got {}", o.min_len);
   for (const auto& [name, id] : {std::pair{"bos", o.bos}, std::pair{"eos", o.eos}})
     if (id < 0 || id >= vocab) fail(kOp, "{} id {} is outside the vocabulary [0, {})", name, id, vocab);
 }
@@ -61,13 +62,14 @@ std::vector<std::vector<Hypothesis>> beam_search(const TranslationModel& model, 
   const Device device = src.device();
   const std::int64_t S = src.size(0), B = src.size(1);
 
-  // Each sentence's maximum target length (eos included).
+  // Each sentence's most tokens before eos, from its source length without padding and eos (as
+  // fairseq counts it); never below min_len, so that some hypothesis can always end.
   const std::vector<std::int64_t> host_src = copy_to_device(to_dtype(src, DType::Int64), Device::cpu()).to_vector<std::int64_t>();
   std::vector<std::int64_t> max_len(static_cast<std::size_t>(B));
   for (std::int64_t b = 0; b < B; ++b) {
     std::int64_t len = 0;
-    for (std::int64_t s = 0; s < S; ++s) len += host_src[s * B + b] != pad;
-    max_len[b] = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(opt.max_len_a * len)) + opt.max_len_b);
+    for (std::int64_t s = 0; s < S; ++s) len += host_src[s * B + b] != pad && host_src[s * B + b] != opt.eos;
+    max_len[b] = std::max(opt.min_len, static_cast<std::int64_t>(std::floor(opt.max_len_a * len)) + opt.max_len_b);
   }
 
   std::vector<std::vector<Hypothesis>> finished(static_cast<std::size_t>(B));
@@ -92,13 +94,16 @@ std::vector<std::vector<Hypothesis>> beam_search(const TranslationModel& model, 
     std::vector<std::int64_t> next_rows, next_prev;
     for (std::int64_t first = 0; first < N; first += K) {
       const std::int64_t b = live[first].sentence;
-      const bool at_max = step + 1 >= max_len[b];
+      const bool at_max = step >= max_len[b];  // step = tokens so far: only eos may follow
+      const bool eos_banned = step < opt.min_len;
       cands.clear();
       for (std::int64_t r = first; r < first + K; ++r) {
         if (live[r].log_prob == kDead) continue;
         const double* row = lp.data() + r * V;
         for (std::int64_t v = 0; v < V; ++v) {
-          if (v == pad || v == opt.bos || (!opt.allow_unk && v == opt.unk) || (at_max && v != opt.eos)) continue;
+          if (v == pad || v == opt.bos || (!opt.allow_unk && v == opt.unk) || (at_max && v != opt.eos) ||
+              (eos_banned && v == opt.eos))
+            continue;
           const double total = live[r].log_prob + row[v];
           if (total > kDead) cands.push_back({total, r, v});
         }

@@ -3,9 +3,11 @@
 // 2 x beam best continuations by total log-probability are looked at in order, a continuation that
 // ends in eos among the first `beam` of them is finished (score = total log-probability / length
 // ^ lenpen, length counting the eos), the first `beam` others become the next live hypotheses. A
-// sentence is done when `beam` hypotheses are finished; at its maximum length (max_len_a x source
-// length + max_len_b, eos included, source length counting its eos) only eos may follow. Padding
-// and bos are never generated. Beam 1 is greedy decoding.
+// sentence is done when `beam` hypotheses are finished. Lengths as fairseq counts them: a
+// hypothesis holds at most max_len_a x source length + max_len_b tokens before its eos (the source
+// length counting neither padding nor eos), after which only eos may follow; eos cannot end a
+// hypothesis of fewer than min_len tokens (1 by default: no empty translation). Padding and bos are
+// never generated. Beam 1 is greedy decoding.
 //
 // Rows of finished sentences leave the decoder's state (TranslationModel::select_rows), so a batch
 // gets cheaper as its sentences finish.
@@ -24,6 +26,7 @@ struct BeamSearchOptions {
   double lenpen = 1.0;
   double max_len_a = 0.0;
   std::int64_t max_len_b = 200;
+  std::int64_t min_len = 1;       // tokens before eos at the least (fairseq's --min-len)
   std::int64_t bos = 2, eos = 3;  // define's subword ids (data/subword.h)
   std::int64_t unk = -1;          // >= 0 with allow_unk false: never generate it
   bool allow_unk = true;

@@ -32,7 +32,7 @@ namespace define::models {
 
 struct DelightLmConfig {
   std::int64_t vocab = 0;          // V (WT-103: 267,744)
-  std::int64_t padding_idx = 1;    // fairseq's <pad>
+  std::int64_t padding_idx = -1;   // none: word corpora reserve no pad id (fairseq's dictionary puts <pad> at 1)
   std::int64_t map_dim = 128;      // n
   std::int64_t d_m = 1024;
   std::int64_t max_groups = 0;     // G; 0: nn::dextra_max_groups(d_m, group_rule)

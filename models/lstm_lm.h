@@ -11,8 +11,9 @@
 //   loss = output(h, targets)    tied: last = n (the map width) unless set, else a projection
 //
 // In training, the objective adds AWD-LSTM's activation regularisers (train.alpha, train.beta,
-// read by read_training_options; 0 unless set): AR alpha * mean(h^2) of the dropped last-layer
-// output and TAR beta * mean((h_t - h_{t-1})^2) of the raw one (Merity et al. 2018, 4.6).
+// read by read_training_options; 2 and 1 unless set, AWD-LSTM's values): AR alpha * mean(h^2) of
+// the dropped last-layer output and TAR beta * mean((h_t - h_{t-1})^2) of the raw one (Merity et
+// al. 2018, 4.6).
 // The carried state holds h0, c0, h1, c1, ... (one pair per layer).
 //
 // The last LSTM layer's width defaults to the map width n, so tying needs no projection: with

@@ -65,7 +65,7 @@ const char* to_string(TokenInputKind kind) {
   return "?";
 }
 
-TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
+TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab, bool embedding_scaled) {
   TokenInputConfig cfg;
   cfg.vocab = vocab;
   cfg.kind = parse_token_input_kind(c.get_string("type", "embedding"));
@@ -77,7 +77,8 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab) {
   const bool projected = cfg.kind == TokenInputKind::Projected;
   if (projected) cfg.out_dim = c.get_int("out_dim", cfg.map_dim);
   // Adaptive input scales each band by sqrt(its width) unless told not to (fairseq's default).
-  cfg.scale = c.get_bool("scale", released || projected || cfg.kind == TokenInputKind::Adaptive);
+  cfg.scale = c.get_bool("scale", released || projected || cfg.kind == TokenInputKind::Adaptive ||
+                                      (embedding_scaled && cfg.kind == TokenInputKind::Embedding));
   if (c.has("init_range")) cfg.init_range = c.get_double("init_range");
   if (has_unit) cfg.distinct_tokens = c.get_bool("distinct_tokens", true);
   const auto unit_options = [&] {

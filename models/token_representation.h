@@ -78,7 +78,8 @@ struct TokenInputConfig {
 };
 
 // Reads the `model.input` section. Keys (defaults in brackets):
-//   type [embedding]; dim (n, required); out_dim [dim]; scale; init_range;
+//   type [embedding]; dim (n, required); out_dim [dim]; scale (embedding: [embedding_scaled], the
+//   model type's default; see below); init_range;
 //   define:      k, depth, g_max, variant [define], norm [chunk], activation [swish], dropout [0],
 //                init [released] (xavier: per-group Xavier, see nn/grouped_linear.h), reduce_skip [false],
 //                map [table] (adaptive: AdaptiveInput bands as the map layer, with cutoffs, factor
@@ -90,7 +91,10 @@ struct TokenInputConfig {
 //   projected:   out_dim [dim], cutoffs [none], scale [true: times sqrt(out_dim)]
 //   every input with a unit (projective, define, define-iclr, dextra): distinct_tokens [true]
 //   define with map = projected: proj_dim [out_dim], cutoffs [none]
-TokenInputConfig read_token_input_config(const Config& section, std::int64_t vocab);
+// `embedding_scaled` is what a plain embedding's scale defaults to: true for the Transformers (fairseq's
+// translation Transformer and Transformer-XL multiply embeddings by sqrt(dim)), false for the LSTM
+// LM (AWD-LSTM does not).
+TokenInputConfig read_token_input_config(const Config& section, std::int64_t vocab, bool embedding_scaled = false);
 
 // The distinct ids of `tokens` in increasing order ([U], on the tokens' device) and, for every
 // position, the index of its id among them (tokens' shape, int64): ids[positions] == tokens.

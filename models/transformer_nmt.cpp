@@ -38,7 +38,7 @@ void check_token_batch(const char* who, const char* what, const Tensor& tokens) 
 
 TransformerNmtConfig read_transformer_nmt_config(const Config& c, std::int64_t vocab) {
   TransformerNmtConfig cfg;
-  cfg.input = read_token_input_config(c.section("input"), vocab);
+  cfg.input = read_token_input_config(c.section("input"), vocab, /*embedding_scaled=*/true);
   nn::TransformerLayerConfig& l = cfg.layer;
   l.d_model = c.get_int("d_model", 512);
   l.heads = c.get_int("heads", 8);

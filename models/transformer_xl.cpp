@@ -91,7 +91,7 @@ class RelLayer : public nn::Module {
 
 TransformerXLConfig read_transformer_xl_config(const Config& model, std::int64_t vocab) {
   TransformerXLConfig cfg;
-  cfg.input = read_token_input_config(model.section("input"), vocab);
+  cfg.input = read_token_input_config(model.section("input"), vocab, /*embedding_scaled=*/true);
   cfg.d_model = model.get_int("d_model", cfg.d_model);
   cfg.n_head = model.get_int("n_head", cfg.n_head);
   cfg.d_head = model.get_int("d_head", cfg.d_head);

@@ -1,6 +1,6 @@
 // `define translate --run DIR [--input FILE] [--output FILE] [--checkpoint F] [--beam 5]
-//                   [--lenpen 1.0] [--max-len-a 0] [--max-len-b 200] [--batch-size 64]
-//                   [--device cpu] [--threads N]`
+//                   [--lenpen 1.0] [--max-len-a 0] [--max-len-b 200] [--min-len 1]
+//                   [--batch-size 64] [--device cpu] [--threads N]`
 // Translates text with a trained translation model: one sentence a line, from FILE or standard
 // input, to FILE or standard output, line for line (an empty line gives an empty line). Each
 // line is encoded with the run's subword model (with eos, as in training), sentences are decoded
@@ -44,17 +44,17 @@ std::vector<std::string> read_lines(std::istream& in) {
 }  // namespace
 
 int run_translate(const std::vector<std::string>& args) {
-  const Options opts = parse_options(
-      kOp, args,
-      {.required = {"run"},
-       .repeated = {},
-       .optional = {"input", "output", "checkpoint", "beam", "lenpen", "max-len-a", "max-len-b", "batch-size", "device", "threads"},
-       .flags = {}});
+  const Options opts = parse_options(kOp, args,
+                                     {.required = {"run"},
+                                      .repeated = {},
+                                      .optional = {"input", "output", "checkpoint", "beam", "lenpen", "max-len-a",
+                                                   "max-len-b", "min-len", "batch-size", "device", "threads"},
+                                      .flags = {}});
   if (opts.help) {
     fmt::print(
         "usage: define translate --run DIR [--input FILE] [--output FILE] [--checkpoint F] [--beam 5]\n"
-        "                        [--lenpen 1.0] [--max-len-a 0] [--max-len-b 200] [--batch-size 64]\n"
-        "                        [--device cpu] [--threads N]\n"
+        "                        [--lenpen 1.0] [--max-len-a 0] [--max-len-b 200] [--min-len 1]\n"
+        "                        [--batch-size 64] [--device cpu] [--threads N]\n"
         "Translates one sentence a line with the run's model (beam search) and writes the best translation of\n"
         "each line, detokenised.\n"
         "  --input FILE      text to translate (default: standard input)\n"
@@ -62,7 +62,9 @@ int run_translate(const std::vector<std::string>& args) {
         "  --checkpoint F    weights (default the run's best.ckpt, else latest.ckpt)\n"
         "  --beam K          hypotheses kept per sentence (1: greedy)\n"
         "  --lenpen A        score = log-probability / length^A\n"
-        "  --max-len-a A, --max-len-b B   at most A x source length + B target subwords (eos included)\n"
+        "  --max-len-a A, --max-len-b B   at most A x source length + B target subwords before eos (the source\n"
+        "                    length without its eos, as fairseq counts both)\n"
+        "  --min-len N       at least N subwords before eos (1: no empty translation)\n"
         "  --batch-size N    sentences decoded together\n"
         "  --device D        cpu, cuda[:N] or emu\n"
         "  --threads N       CPU threads (default the run's train.threads)\n");
@@ -79,6 +81,7 @@ int run_translate(const std::vector<std::string>& args) {
   if (opts.has("lenpen")) bs.lenpen = opts.get_double("lenpen");
   if (opts.has("max-len-a")) bs.max_len_a = opts.get_double("max-len-a");
   if (opts.has("max-len-b")) bs.max_len_b = opts.get_int("max-len-b");
+  if (opts.has("min-len")) bs.min_len = opts.get_int("min-len");
   bs.bos = run.subword.bos_id();
   bs.eos = run.subword.eos_id();
   bs.unk = run.subword.unk_id();

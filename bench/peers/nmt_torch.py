@@ -15,7 +15,7 @@ nn.Transformer has no incremental decoder, so decoding drives its decoder layers
 position at a time, caching each layer's self-attention keys and values and the projected encoder
 output (what fairseq's incremental state does); the beam search is fairseq's default (2 x beam
 candidates a step, a candidate ending in eos among the first beam finishes, score = log-probability
-/ length, at the length limit only eos).
+/ length, no eos first, at the length limit only eos).
 
 Configured at its best on a small CPU: torch.set_num_threads(threads), one inter-op thread, and the
 caller runs it with OMP_WAIT_POLICY=PASSIVE.
@@ -113,8 +113,9 @@ class Seq2Seq(nn.Module):
         return F.log_softmax(F.linear(x[:, 0], self.embed.weight), dim=-1)
 
 
-def beam_search(model, src, beam, max_len):
-    """src [B, S] -> per sentence the best finished hypothesis (tokens without bos / eos)."""
+def beam_search(model, src, beam, max_len, min_len=1):
+    """src [B, S] -> per sentence the best finished hypothesis (tokens without bos / eos): at most
+    max_len tokens before eos and at least min_len, as fairseq's SequenceGenerator counts them."""
     b_count, vocab = src.shape[0], model.embed.weight.shape[0]
     caches = model.begin_decoding(src.repeat_interleave(beam, 0))
     scores = torch.zeros(b_count, beam)
@@ -122,11 +123,13 @@ def beam_search(model, src, beam, max_len):
     tokens = torch.full((b_count * beam, 1), BOS, dtype=torch.long)
     finished = [[] for _ in range(b_count)]
     done = torch.zeros(b_count, dtype=torch.bool)
-    for step in range(max_len):
+    for step in range(max_len + 1):
         lprobs = model.decode_step(caches, tokens[:, -1], step)
         lprobs[:, PAD] = float("-inf")
         lprobs[:, BOS] = float("-inf")
-        if step == max_len - 1:  # at the length limit only eos may follow
+        if step < min_len:  # no hypothesis ends before min_len tokens
+            lprobs[:, EOS] = float("-inf")
+        if step == max_len:  # at the length limit only eos may follow
             keep = lprobs[:, EOS].clone()
             lprobs.fill_(float("-inf"))
             lprobs[:, EOS] = keep
@@ -207,7 +210,7 @@ def main():
     model = Seq2Seq(a.vocab, a.d_model, a.heads, a.ffn, a.layers).eval()  # fresh: hypotheses run to the limit
     with torch.no_grad():
         beam_src = sentences(a.beam_batch, a.src_len, a.vocab, g)
-        max_len = int(a.max_len_a * a.src_len + a.max_len_b)  # subwords with eos, source length with its eos
+        max_len = int(a.max_len_a * (a.src_len - 1) + a.max_len_b)  # subwords before eos; the source's eos not counted
         t0 = time.perf_counter()
         hyps = beam_search(model, beam_src, a.beam, max_len)
         beam_s = time.perf_counter() - t0

@@ -274,3 +274,48 @@ TEST_CASE("delight models: tiny LM, causal, loss, float64 gradient check", "[mod
     }
   }
 }
+
+// Word corpora reserve no padding id, so the DeLighT LM has none unless the config names one: with
+// fairseq's <pad> = 1 as the default, word 1 (a real, frequent word in define's vocabularies) had
+// its input row zeroed and never trained, and its targets were dropped from the loss and the
+// perplexity. One step on a batch full of word 1: its row of the input table gets a gradient and
+// the step changes it, and every target, word 1's included, counts in the loss.
+TEST_CASE("delight models: the LM has no padding id by default, so word 1 trains and counts", "[models][delight]") {
+  CHECK(DelightLmConfig{}.padding_idx == -1);
+  for (const bool adaptive : {false, true}) {
+    CAPTURE(adaptive);
+    Generator gen(7);
+    DelightLm lm({.vocab = 12,
+                  .map_dim = 4,
+                  .d_m = 8,
+                  .max_groups = 2,
+                  .emb_depth = 2,
+                  .min_depth = 2,
+                  .max_depth = 3,
+                  .layers = 2,
+                  .width_mult = 1.0,
+                  .adaptive = adaptive,
+                  .cutoffs = {4, 8},
+                  .adaptive_factor = 2.0},
+                 gen);
+    lm.to(DType::Float64);
+    const Tensor in = tokens({1, 3, 1, 5, 1, 1, 8, 1}, {4, 2}), target = tokens({3, 1, 5, 1, 1, 8, 1, 1}, {4, 2});
+    const std::string table = adaptive ? "embed.map.bands.0.weight" : "embed.map.weight";
+    REQUIRE(lm.has_parameter(table));
+    const Tensor weight = lm.parameter(table);
+    const std::vector<double> w = values(weight);
+    const std::size_t dim = static_cast<std::size_t>(weight.size(1));
+    CHECK(std::any_of(w.begin() + dim, w.begin() + 2 * dim, [](double v) { return v != 0.0; }));  // not zeroed
+    // The loss is the mean over all 8 targets of -log p(target), word 1's five included.
+    lm.eval();
+    const std::vector<double> lp = values(lm.log_probs(in));
+    const std::vector<double> t = values(target);
+    double nll = 0;
+    for (std::size_t r = 0; r < t.size(); ++r) nll -= lp[r * 12 + static_cast<std::size_t>(t[r])];
+    CHECK(lm.loss(in, target).item_double() == Approx(nll / 8).epsilon(1e-12));
+    lm.train();
+    backward(lm.loss(in, target));
+    const std::vector<double> g = values(weight.grad());
+    CHECK(std::any_of(g.begin() + dim, g.begin() + 2 * dim, [](double v) { return v != 0.0; }));
+  }
+}

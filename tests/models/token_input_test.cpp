@@ -12,7 +12,10 @@
 #include "autograd/ops.h"
 #include "core/config.h"
 #include "kernels/devices.h"
+#include "models/lstm_lm.h"
 #include "models/token_representation.h"
+#include "models/transformer_nmt.h"
+#include "models/transformer_xl.h"
 #include "nn/optim/sgd.h"
 #include "support/common.h"
 
@@ -156,4 +159,21 @@ TEST_CASE("token input: the unit once per distinct token equals once per positio
         CHECK(test::max_diff(ga, gb) < 2e-5 * scale);
       }
     }
+}
+
+// A plain embedding's scale follows the reference of the model type that reads it: fairseq's
+// translation Transformer and Transformer-XL multiply the embedding by sqrt(dim) (a translation
+// model without it trains worse, silently), AWD-LSTM does not. An explicit scale still wins.
+TEST_CASE("token input: an embedding is scaled by sqrt(dim) by default in the Transformers, not in the LSTM LM",
+          "[models]") {
+  const auto model = [](const std::string& type, const std::string& input) {
+    return Config::from_text(R"({"type": ")" + type + R"(", "d_model": 8, "input": )" + input + "}", "<test>");
+  };
+  const std::string plain = R"({"type": "embedding", "dim": 8})",
+                    off = R"({"type": "embedding", "dim": 8, "scale": false})";
+  CHECK(models::read_transformer_nmt_config(model("transformer_nmt", plain), 20).input.scale);
+  CHECK(models::read_transformer_xl_config(model("transformer_xl", plain), 20).input.scale);
+  CHECK_FALSE(models::read_lstm_lm_config(model("lstm_lm", plain), 20).input.scale);
+  CHECK_FALSE(models::read_transformer_nmt_config(model("transformer_nmt", off), 20).input.scale);
+  CHECK_FALSE(input_config(plain, 20).scale);  // read on its own: no model type, no scaling
 }

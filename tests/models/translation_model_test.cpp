@@ -11,14 +11,19 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "autograd/ops.h"
+#include "core/error.h"
+#include "core/factory.h"
 #include "models/beam_search.h"
 #include "models/delight_nmt.h"
-#include "support/models.h"
 #include "models/transformer_nmt.h"
 #include "support/gradients.h"
+#include "support/models.h"
 
 using namespace define;
 using namespace define::models;
@@ -233,17 +238,20 @@ TEST_CASE("beam_search: greedy, exhaustive and batched agree with direct computa
   };
 
   SECTION("beam 1 is greedy decoding") {
+    // fairseq's lengths: at most 6 tokens before eos (eos forced at step 6), eos not at step 0.
     const auto hyps = beam_search(m, src, {.beam = 1, .max_len_b = 6, .bos = kBos, .eos = kEos});
     for (std::int64_t b = 0; b < B; ++b) {
       std::vector<std::int32_t> greedy;
-      for (int t = 0; t < 6; ++t) {
+      for (int t = 0; t <= 6; ++t) {
         std::vector<std::int64_t> in{kBos};
         for (auto x : greedy) in.push_back(x);
         const auto lp = test::values(m.logits(column(b), from_vector(in, {static_cast<std::int64_t>(in.size()), 1})));
         const double* last = lp.data() + (in.size() - 1) * kVocab;
         std::int64_t best = -1;
         for (std::int64_t v = 0; v < kVocab; ++v)
-          if (v != kPad && v != kBos && (t < 5 || v == kEos) && (best < 0 || last[v] > last[best])) best = v;
+          if (v != kPad && v != kBos && (t < 6 || v == kEos) && (t > 0 || v != kEos) &&
+              (best < 0 || last[v] > last[best]))
+            best = v;
         if (best == kEos) break;
         greedy.push_back(static_cast<std::int32_t>(best));
       }
@@ -254,16 +262,20 @@ TEST_CASE("beam_search: greedy, exhaustive and batched agree with direct computa
   }
 
   SECTION("a beam wider than the search space finds the exhaustive best, for several length penalties") {
-    // Generable tokens: unk (1) and 4..12 -> 10 non-eos choices; at most 3 tokens with eos:
-    // 1 + 10 + 100 = 111 sequences, all of which a beam of 128 keeps.
-    for (double lenpen : {0.0, 1.0, 2.0}) {
-      INFO("lenpen " << lenpen);
-      const auto hyps = beam_search(m, src, {.beam = 128, .lenpen = lenpen, .max_len_b = 3, .bos = kBos, .eos = kEos, .nbest = 5});
+    // Generable tokens: unk (1) and 4..12 -> 10 non-eos choices; at most 2 tokens before eos, and
+    // at least min_len: 1 + 10 + 100 = 111 sequences with min_len 0, 110 with 1 (no empty one), all
+    // of which a beam of 128 keeps.
+    for (const auto& [lenpen, min_len] : {std::pair{0.0, 1}, std::pair{1.0, 1}, std::pair{2.0, 1}, std::pair{1.0, 0}}) {
+      INFO("lenpen " << lenpen << ", min_len " << min_len);
+      const auto hyps = beam_search(
+          m, src,
+          {.beam = 128, .lenpen = lenpen, .max_len_b = 2, .min_len = min_len, .bos = kBos, .eos = kEos, .nbest = 5});
       for (std::int64_t b = 0; b < B; ++b) {
         std::vector<std::pair<double, std::vector<std::int32_t>>> all;
         std::function<void(std::vector<std::int32_t>)> walk = [&](std::vector<std::int32_t> seq) {
           const double lp = sequence_log_prob(m, column(b), seq);
-          all.push_back({lp / std::pow(static_cast<double>(seq.size() + 1), lenpen), seq});
+          if (static_cast<int>(seq.size()) >= min_len)
+            all.push_back({lp / std::pow(static_cast<double>(seq.size() + 1), lenpen), seq});
           if (seq.size() == 2) return;
           for (std::int32_t v = 1; v < kVocab; ++v) {
             if (v == kBos || v == kEos) continue;
@@ -274,7 +286,7 @@ TEST_CASE("beam_search: greedy, exhaustive and batched agree with direct computa
         };
         walk({});
         std::stable_sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-        REQUIRE(all.size() == 111);
+        REQUIRE(all.size() == (min_len == 0 ? 111u : 110u));
         REQUIRE(hyps[b].size() == 5);
         for (int i = 0; i < 5; ++i) {
           CHECK(hyps[b][i].score == Approx(all[i].first).margin(1e-9));
@@ -291,8 +303,9 @@ TEST_CASE("beam_search: greedy, exhaustive and batched agree with direct computa
       const auto alone = beam_search(m, column(b), opt);
       CHECK(alone[0][0].tokens == batched[b][0].tokens);
       CHECK(alone[0][0].score == Approx(batched[b][0].score).margin(1e-9));
-      // max_len_a x source length + max_len_b bounds the output (eos included).
-      CHECK(static_cast<std::int64_t>(batched[b][0].tokens.size()) + 1 <= column(b).size(0) + 2);
+      // max_len_a x source length + max_len_b bounds the tokens before eos (the source's eos not
+      // counted).
+      CHECK(static_cast<std::int64_t>(batched[b][0].tokens.size()) <= (column(b).size(0) - 1) + 2);
     }
   }
 
@@ -300,6 +313,75 @@ TEST_CASE("beam_search: greedy, exhaustive and batched agree with direct computa
     CHECK_THROWS_WITH(beam_search(m, src, {.beam = 0}), Contains("beam must be >= 1"));
     CHECK_THROWS_WITH(beam_search(m, src, {.beam = 2, .nbest = 3}), Contains("nbest must be in [1, beam = 2]"));
     CHECK_THROWS_WITH(beam_search(m, src, {.eos = 13}), Contains("eos id 13 is outside the vocabulary"));
+    CHECK_THROWS_WITH(beam_search(m, src, {.min_len = -1}), Contains("min_len must be >= 0"));
+  }
+}
+
+namespace {
+
+// A translation model whose next-token distribution is the same at every step, whatever the source
+// and the prefix: log-softmax of `logits` (pad 0, unk 1, bos 2, eos 3, words 4 and 5). It lets
+// beam search's length rules be checked against a known answer.
+class FixedDistributionModel final : public TranslationModel {
+ public:
+  explicit FixedDistributionModel(std::vector<double> logits)
+      : TranslationModel("FixedDistributionModel"), logits_(std::move(logits)) {
+    eval();
+  }
+  std::int64_t vocab() const override { return 6; }
+  std::int64_t padding_idx() const override { return 0; }
+  Tensor logits(const Tensor&, const Tensor&) const override { fail("test", "not used"); }
+  Tensor loss_sum(const Tensor&, const Tensor&, const Tensor&, double, Tensor*) const override {
+    fail("test", "not used");
+  }
+  std::unique_ptr<DecodingState> begin_decoding(const Tensor& src) const override {
+    auto s = std::make_unique<DecodingState>();
+    s->rows = src.size(1);
+    return s;
+  }
+  Tensor decode_step(DecodingState& s, const Tensor& prev) const override {
+    REQUIRE(prev.size(0) == s.rows);
+    ++s.steps;
+    std::vector<double> all;
+    for (std::int64_t r = 0; r < s.rows; ++r) all.insert(all.end(), logits_.begin(), logits_.end());
+    return from_vector(all, {s.rows, 6});
+  }
+  void select_rows(DecodingState& s, const Tensor& rows) const override { s.rows = rows.size(0); }
+  PartRules part_rules() const override { return {}; }
+
+ private:
+  std::vector<double> logits_;
+};
+
+}  // namespace
+
+// fairseq's SequenceGenerator: eos is banned before min_len tokens (1 by default, so a model whose
+// best first token is eos still translates into something), and a hypothesis holds up to
+// max_len_a x source length + max_len_b tokens before its eos, the source length counting neither
+// padding nor eos; only then is eos forced.
+TEST_CASE("beam_search: eos never comes first, and lengths are counted as fairseq counts them", "[models][nmt][beam]") {
+  // Source: 4 words and eos, and 1 word and eos (padded).
+  const Tensor src = from_vector(std::vector<std::int64_t>{4, 4, 5, 3, 5, 0, 4, 0, 3, 0}, {5, 2});
+  const std::vector<std::int64_t> src_words = {4, 1};
+  for (const std::int64_t beam : {1, 3}) {
+    CAPTURE(beam);
+    // Eos is the best token at every step; word 5 the best other one.
+    const FixedDistributionModel eos_first({-9, -9, -9, 2.0, 0.5, 1.0});
+    auto hyps = beam_search(eos_first, src, {.beam = beam, .bos = 2, .eos = 3});
+    for (std::size_t b = 0; b < 2; ++b) CHECK(hyps[b][0].tokens == std::vector<std::int32_t>{5});
+    hyps = beam_search(eos_first, src, {.beam = beam, .min_len = 0, .bos = 2, .eos = 3});
+    for (std::size_t b = 0; b < 2; ++b) CHECK(hyps[b][0].tokens.empty());  // min_len 0: the empty translation
+    hyps = beam_search(eos_first, src, {.beam = beam, .min_len = 3, .bos = 2, .eos = 3});
+    for (std::size_t b = 0; b < 2; ++b) CHECK(hyps[b][0].tokens == std::vector<std::int32_t>(3, 5));
+
+    // Eos is the worst token: every hypothesis runs to the limit, 2 x words + 3 tokens, then eos.
+    const FixedDistributionModel eos_last({-9, -9, -9, -5.0, 0.5, 1.0});
+    hyps = beam_search(eos_last, src, {.beam = beam, .max_len_a = 2.0, .max_len_b = 3, .bos = 2, .eos = 3});
+    for (std::size_t b = 0; b < 2; ++b) {
+      CAPTURE(b);
+      CHECK(static_cast<std::int64_t>(hyps[b][0].tokens.size()) == 2 * src_words[b] + 3);
+      CHECK(hyps[b][0].tokens == std::vector<std::int32_t>(hyps[b][0].tokens.size(), 5));
+    }
   }
 }
 
