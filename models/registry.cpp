@@ -27,14 +27,14 @@ void read_delight_common(const Config& c, Cfg& cfg) {
 }
 
 // The dropouts both DeLighT models take, from the `dropout` section (spec 4.5 lists the released
-// values; every one defaults to 0).
+// values; every one defaults to 0 except ffn, which the released code ties to residual).
 template <class Cfg>
 void read_delight_dropouts(const Config& c, Cfg& cfg) {
   const Config d = c.section("dropout");
   cfg.dropout = d.get_double("residual", 0.0);
   cfg.attention_dropout = d.get_double("attention", 0.0);
   cfg.activation_dropout = d.get_double("activation", 0.0);
-  cfg.ffn_dropout = d.get_double("ffn", 0.0);
+  cfg.ffn_dropout = d.get_double("ffn", cfg.dropout);  // the released code ties it to the residual dropout
   cfg.dextra_dropout = d.get_double("dextra", 0.0);
   cfg.emb_dropout = d.get_double("embedding", 0.0);
   cfg.pe_dropout = d.get_double("positions", 0.0);

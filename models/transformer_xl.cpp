@@ -6,10 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "autograd/recompute.h"
 #include "autograd/rel_attention.h"
 #include "core/error.h"
+#include "kernels/copy.h"
 #include "nn/container.h"
 #include "nn/init.h"
 
@@ -18,6 +20,9 @@ namespace {
 
 constexpr const char* kModel = "TransformerXL";
 constexpr double kBiasInitStd = 0.02;  // the reference code's init_std for r_w_bias / r_r_bias
+// The reference code's init_std: its weights_init draws every Linear weight from N(0, 0.02) (biases
+// 0) and every LayerNorm gain from N(1, 0.02) (shifts 0).
+constexpr double kReferenceInitStd = 0.02;
 
 void check_probability(const char* what, double p) {
   if (!(p >= 0.0 && p < 1.0)) fail(kModel, "{} must be in [0, 1), got {}", what, p);
@@ -44,6 +49,7 @@ class RelLayer : public nn::Module {
     fc1_ = ff->register_module("fc1", std::make_shared<nn::Linear>(c.d_model, c.d_inner, nn::LinearOptions{}, gen));
     fc2_ = ff->register_module("fc2", std::make_shared<nn::Linear>(c.d_inner, c.d_model, nn::LinearOptions{}, gen));
     ff_norm_ = ff->register_module("norm", std::make_shared<nn::LayerNorm>(c.d_model));
+    if (c.reference_init) reference_init(gen);
   }
 
   // x [T, B, D], memory [M, B, D] or undefined, r [Tk, D] -> [T, B, D]. u, w: the shared biases
@@ -83,6 +89,20 @@ class RelLayer : public nn::Module {
   }
 
   TransformerXLConfig cfg_;
+  // model.init = reference: the reference code's weights_init for this layer's tensors (drawn over
+  // define's own values).
+  void reference_init(Generator& gen) {
+    NoGradGuard no_grad;
+    for (const nn::Linear* l : {qkv_.get(), r_net_.get(), o_net_.get(), fc1_.get(), fc2_.get()}) {
+      kernels::copy_into(l->weight(), nn::init::normal(l->weight().shape(), 0.0, kReferenceInitStd, gen));
+      if (l->bias().defined()) fill_(l->bias(), 0.0);
+    }
+    for (const nn::LayerNorm* n : {attn_norm_.get(), ff_norm_.get()}) {
+      kernels::copy_into(n->weight(), nn::init::normal(n->weight().shape(), 1.0, kReferenceInitStd, gen));
+      fill_(n->bias(), 0.0);
+    }
+  }
+
   std::shared_ptr<nn::Linear> qkv_, r_net_, o_net_, fc1_, fc2_;
   std::shared_ptr<nn::LayerNorm> attn_norm_, ff_norm_;
   Tensor* r_w_bias_ = nullptr;
@@ -109,6 +129,10 @@ TransformerXLConfig read_transformer_xl_config(const Config& model, std::int64_t
   cfg.eval_same_length = model.get_bool("eval_same_length", cfg.same_length);
   cfg.adaptive_dropout = model.get_double("adaptive_dropout", 0.0);
   cfg.recompute = model.get_bool("recompute", false);
+  const std::string init = model.get_string("init", "xavier");
+  if (init != "xavier" && init != "reference")
+    fail(kModel, "{} must be 'xavier' or 'reference', got '{}'", model.path("init"), init);
+  cfg.reference_init = init == "reference";
   return cfg;
 }
 

@@ -59,11 +59,16 @@ struct TransformerXLConfig {
   // Activation recomputation: each layer keeps only its input during training and runs again in
   // backward (autograd/recompute.h): the activation memory of one layer instead of n_layer.
   bool recompute = false;
+  // model.init: xavier (define's defaults: Xavier-uniform Linear weights, unit layer-norm gains) or
+  // reference (the reference code's weights_init: the layers' Linear weights N(0, 0.02), biases 0,
+  // layer-norm gains N(1, 0.02)). The token input keeps its own init either way (the projected input
+  // already draws the reference's N(0, 0.02) tables and N(0, 0.01) projections).
+  bool reference_init = false;
 };
 
 // Reads the `model` section: input (read_token_input_config), d_model, n_head, d_head, d_inner,
 // n_layer, dropout, dropatt, pre_lnorm, untie_r, mem_len, clamp_len, same_length, eval_mem_len,
-// eval_clamp_len, eval_same_length, adaptive_dropout, recompute.
+// eval_clamp_len, eval_same_length, adaptive_dropout, recompute, init [xavier] (or reference).
 TransformerXLConfig read_transformer_xl_config(const Config& model, std::int64_t vocab);
 
 // Transformer-XL's sinusoids of the distances [Tk] (the pos_seq values): row p = [sin(d_p f_i),

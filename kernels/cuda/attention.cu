@@ -141,9 +141,8 @@ struct SoftmaxBackward {
     for_owned_elements<true>(stream, row_word, n, first, step, [&](std::int64_t j, std::uint32_t word) {
       const std::int64_t k = base + j;
       const bool keep = stream.keeps(word);
-      const C p = load_value(probs[k]);
-      dropped[k] = store_value<T>(keep ? static_cast<C>(p * drop_scale) : C(0));
-      if (keep) st.add(load_value(grad_dropped[k]) * drop_scale * p);
+      dropped[k] = store_value<T>(keep ? static_cast<C>(load_value(probs[k]) * drop_scale) : C(0));
+      if (keep) st.add(load_value(grad_dropped[k]) * drop_scale * load_value(probs[k]));
     });
   }
 

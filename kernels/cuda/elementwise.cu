@@ -14,9 +14,9 @@
 // __restrict__.
 //
 // Flat unary and binary maps whose operands all start on a 16-byte boundary move 16-byte packs
-// (8 float16 / bfloat16, 4 float32, 2 float64 elements) per load and store: one 128-bit access
-// per thread and step instead of 8 narrow ones for the 16-bit formats, whose 2-byte accesses
-// would otherwise use an eighth of each load instruction's width. The elements past the last
+// (8 float16 / bfloat16 or 4 float32 elements; float64 goes element by element) per load and
+// store: one 128-bit access per thread and step instead of 8 narrow ones for the 16-bit formats,
+// whose 2-byte accesses would otherwise use an eighth of each load instruction's width. The elements past the last
 // whole pack go through the same kernel one by one. The results are the per-element kernel's.
 #include <cmath>
 #include <cstdint>
@@ -239,6 +239,12 @@ __global__ void __launch_bounds__(kBlockSize)
 
 // ---- Host side ----
 
+// The types whose flat maps move 16-byte packs: the 16-bit formats (8 values a load instead of 8
+// 2-byte loads) and float32. float64 gains little from pairs, and the math library's double
+// routines, unrolled over a pack, spill registers (sm_90).
+template <typename T>
+constexpr bool kPacked = sizeof(T) <= 4;
+
 // Whether a flat map may run on packs: every operand on a 16-byte boundary.
 bool pack_aligned(std::initializer_list<const void*> ptrs) {
   for (const void* p : ptrs)
@@ -249,10 +255,12 @@ bool pack_aligned(std::initializer_list<const void*> ptrs) {
 template <typename T, typename F>
 void launch_unary(const char* name, const Tensor& x, const Tensor& out, F f) {
   const TensorIterator it(name, {out, x});
-  if (all_flat(it) && pack_aligned({out.data<T>(), x.data<T>()})) {
-    launch_checked(name, unary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Pack<T>::kSize)), kBlockSize, 0,
-                   out.data<T>(), x.data<T>(), it.numel(), f);
-    return;
+  if constexpr (kPacked<T>) {
+    if (all_flat(it) && pack_aligned({out.data<T>(), x.data<T>()})) {
+      launch_checked(name, unary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Pack<T>::kSize)), kBlockSize, 0,
+                     out.data<T>(), x.data<T>(), it.numel(), f);
+      return;
+    }
   }
   dispatch_index_width(it, [&]<bool kIndex32>() {
     launch_checked(name, unary_kernel<kIndex32, T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(),
@@ -263,10 +271,12 @@ void launch_unary(const char* name, const Tensor& x, const Tensor& out, F f) {
 template <typename T, typename F>
 void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   const TensorIterator it(name, {out, a, b});
-  if (all_flat(it) && pack_aligned({out.data<T>(), a.data<T>(), b.data<T>()})) {
-    launch_checked(name, binary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Pack<T>::kSize)), kBlockSize, 0,
-                   out.data<T>(), a.data<T>(), b.data<T>(), it.numel(), f);
-    return;
+  if constexpr (kPacked<T>) {
+    if (all_flat(it) && pack_aligned({out.data<T>(), a.data<T>(), b.data<T>()})) {
+      launch_checked(name, binary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Pack<T>::kSize)), kBlockSize, 0,
+                     out.data<T>(), a.data<T>(), b.data<T>(), it.numel(), f);
+      return;
+    }
   }
   dispatch_index_width(it, [&]<bool kIndex32>() {
     launch_checked(name, binary_kernel<kIndex32, T, F>, grid_for(it.numel()), kBlockSize, 0, out.data<T>(),

@@ -24,6 +24,7 @@
 // therefore bit-identical for any schedule of the blocks and threads.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/factory.h"
@@ -136,8 +137,17 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     row_all_sum<kBlockPerRow>(sum);
     const C mu = sum[0].value() / static_cast<C>(cols);
 
-    // Only this thread's own elements are re-read, from the cache or from x.
-    auto element = [&](std::int64_t j) -> C { return row_cache ? row_cache[j] : load_value(xr[j]); };
+    // Only this thread's own elements are re-read, from the cache or from x. When x is already in
+    // the compute type, one pointer serves both (fewer live registers: the float64 form spills on
+    // sm_80 with a branch per element).
+    const C* plain = nullptr;
+    if constexpr (std::is_same_v<T, C>) plain = row_cache ? row_cache : xr;
+    auto element = [&](std::int64_t j) -> C {
+      if constexpr (std::is_same_v<T, C>)
+        return plain[j];
+      else
+        return row_cache ? row_cache[j] : load_value(xr[j]);
+    };
     SumAcc<C> sq[1] = {SumAcc<C>::zero()};
     for (std::int64_t j = t.index; j < cols; j += t.count) {
       const C c = element(j) - mu;

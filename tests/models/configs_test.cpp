@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "models/delight_nmt.h"
 #include "models/registry.h"
 
 using namespace define;
@@ -178,4 +179,43 @@ TEST_CASE("configs: the WMT'14 base Transformer and its DeFINE form at a joint v
   CHECK(define[1].count == 44138496);
   CHECK(define[2].count == 32000 * 128 + 512 * 128);
   CHECK(total(define) == 49166852);
+}
+
+// The released DeLighT recipes' dropouts (spec 4.5): WMT'14 En-De residual and light FFN
+// round(0.3 d_m / 1024, 2), attention round(0.1 d_m / 1024, 2), embedding and positions 0.1, DExTra
+// and activation 0; WT-103 0.1 everywhere but activation. The light FFN's dropout is tied to the
+// residual one when a config does not name it (the released code's default), as the built model
+// shows.
+TEST_CASE("configs: the DeLighT configs carry the released recipes' dropouts", "[models][configs]") {
+  const auto dropout_of = [](const std::string& name) {
+    return Config::from_file(std::string(DEFINE_SOURCE_DIR) + "/configs/" + name).section("model").section("dropout");
+  };
+  for (const int d : {128, 256, 384, 512, 640}) {
+    CAPTURE(d);
+    const Config c = dropout_of("delight-wmt14-ende-d" + std::to_string(d) + ".json");
+    const double residual = std::round(0.3 * d / 1024 * 100) / 100, attention = std::round(0.1 * d / 1024 * 100) / 100;
+    CHECK(c.get_double("residual") == Approx(d == 256 ? 0.07 : residual));  // Python rounds 0.075 down (binary)
+    CHECK(c.get_double("ffn") == c.get_double("residual"));
+    CHECK(c.get_double("attention") == Approx(attention));
+    CHECK(c.get_double("embedding") == 0.1);
+    CHECK(c.get_double("positions") == 0.1);
+    CHECK(c.get_double("dextra") == 0.0);
+    CHECK(c.get_double("activation") == 0.0);
+  }
+  const Config lm = dropout_of("delight-wt103.json");
+  for (const char* key : {"residual", "ffn", "attention", "dextra", "embedding", "positions", "adaptive_softmax"}) {
+    CAPTURE(key);
+    CHECK(lm.get_double(key) == 0.1);
+  }
+  CHECK(lm.get_double("activation") == 0.0);
+
+  // multi30k-delight.json names no ffn dropout: the built blocks take its residual 0.2.
+  const Config cfg = Config::from_file(std::string(DEFINE_SOURCE_DIR) + "/configs/multi30k-delight.json");
+  REQUIRE_FALSE(cfg.section("model").section("dropout").has("ffn"));
+  Generator gen(0);
+  const BuiltModel m = build_model(cfg.section("model"), 8000, gen);
+  const auto& nmt = dynamic_cast<const DelightNmt&>(*m.module);
+  CHECK(nmt.config().dropout == 0.2);
+  CHECK(nmt.config().ffn_dropout == 0.2);
+  CHECK(delight_nmt_block_config(nmt.config(), true, 0).ffn_dropout == 0.2);
 }

@@ -261,3 +261,49 @@ TEST_CASE("transformer_xl: recompute keeps one layer's activations, measured on 
   INFO("peak bytes of one step: stored " << stored << ", recomputed " << recomputed);
   CHECK(recomputed < stored / 2);  // 6 layers' activations against 6 inputs and one layer's
 }
+
+// model.init = reference draws the layers as the reference code's weights_init does: Linear weights
+// N(0, 0.02) with zero biases, LayerNorm gains N(1, 0.02) with zero shifts; the default keeps
+// define's (Xavier-uniform weights, unit gains). Moments over the 2 x (1,600 + ... ) elements of a
+// d_model 40 model, to a few standard errors.
+TEST_CASE("transformer_xl: model.init = reference draws the reference code's layer init", "[models][transformer_xl]") {
+  const auto build = [](const std::string& init) {
+    return build_from_json(R"({"model": {"type": "transformer_xl", "vocab_size": 50, "input": {"type": "projected",
+        "dim": 40}, "d_model": 40, "n_head": 4, "d_head": 10, "d_inner": 160, "n_layer": 2)" +
+                           init + "}}");
+  };
+  const BuiltModel ref = build(R"(, "init": "reference")"), xavier = build("");
+  std::vector<double> weights, gains, zeros;
+  for (const auto& [name, p] : ref.module->named_parameters()) {
+    if (!name.starts_with("layers.")) continue;
+    const std::vector<double> v = test::values(p);
+    if (name.ends_with("norm.weight"))
+      gains.insert(gains.end(), v.begin(), v.end());
+    else if (name.ends_with(".bias") && !name.ends_with("r_w_bias") && !name.ends_with("r_r_bias"))
+      zeros.insert(zeros.end(), v.begin(), v.end());
+    else if (name.ends_with(".weight"))
+      weights.insert(weights.end(), v.begin(), v.end());
+  }
+  const auto moments = [](const std::vector<double>& v) {
+    double mean = 0, sq = 0;
+    for (double x : v) mean += x;
+    mean /= static_cast<double>(v.size());
+    for (double x : v) sq += (x - mean) * (x - mean);
+    return std::pair{mean, std::sqrt(sq / static_cast<double>(v.size()))};
+  };
+  REQUIRE(weights.size() == 2 * (3 * 40 * 40 + 40 * 40 + 40 * 40 + 40 * 160 + 160 * 40));
+  REQUIRE(gains.size() == 2 * 2 * 40);
+  const auto [w_mean, w_std] = moments(weights);
+  CHECK(std::abs(w_mean) < 0.001);
+  CHECK(w_std == Approx(0.02).epsilon(0.02));
+  const auto [g_mean, g_std] = moments(gains);
+  CHECK(g_mean == Approx(1.0).margin(0.005));
+  CHECK(g_std == Approx(0.02).epsilon(0.25));
+  CHECK(std::all_of(zeros.begin(), zeros.end(), [](double x) { return x == 0.0; }));
+  // The default: unit gains, Xavier-uniform weights (qkv's bound sqrt(6 / (40 + 120)) = 0.19).
+  const std::vector<double> unit = test::values(xavier.module->parameter("layers.0.attn.norm.weight"));
+  CHECK(std::all_of(unit.begin(), unit.end(), [](double x) { return x == 1.0; }));
+  CHECK(moments(test::values(xavier.module->parameter("layers.0.attn.qkv.weight"))).second > 0.05);
+  CHECK_THROWS_WITH(build(R"(, "init": "normal")"),
+                    Catch::Contains("model.init must be 'xavier' or 'reference', got 'normal'"));
+}
