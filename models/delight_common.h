@@ -5,8 +5,11 @@
 
 #include <cstdint>
 
+#include "autograd/dropout.h"
+#include "core/tensor.h"
 #include "nn/delight_block.h"
 #include "nn/dextra_embedding.h"
+#include "nn/locked_dropout.h"
 
 namespace define::models {
 
@@ -57,6 +60,15 @@ nn::DelightBlockConfig delight_block_config(const ModelConfig& c, const nn::Bloc
           .activation_dropout = c.activation_dropout,
           .ffn_dropout = c.ffn_dropout,
           .dextra_dropout = c.dextra_dropout};
+}
+
+// The dropout after positions are added to the embedding, x [T, B, d_m]: with pe_dropout_locked
+// (model.dropout.positions_mask = sequence, the default) one mask per (sequence, channel) shared
+// over time, as the reference's RecurrentDropout; else one per element (positions_mask = element).
+template <class ModelConfig>
+Tensor delight_position_dropout(const ModelConfig& c, const Tensor& x, bool training, Generator& gen) {
+  return c.pe_dropout_locked ? nn::locked_dropout(x, c.pe_dropout, training, gen)
+                             : dropout(x, c.pe_dropout, training, gen);
 }
 
 }  // namespace define::models

@@ -62,7 +62,7 @@ Tensor DelightLm::features(const Tensor& tokens) const {
   if (tokens.dim() != 2) fail("DelightLm", "expected tokens [T, B], got {}", shape_str(tokens.shape()));
   Tensor x = embed_->forward(tokens);
   const Tensor pos = delight_positions(eq(tokens, double(cfg_.padding_idx)), cfg_.d_m, cfg_.padding_idx, x.dtype(), x.device());
-  x = dropout(add(x, pos), cfg_.pe_dropout, is_training(), generator());
+  x = delight_position_dropout(cfg_, add(x, pos), is_training(), generator());
   for (const auto& layer : layers_) x = layer->forward(x);
   if (layer_norm_) x = layer_norm_->forward(x);
   return project_out_ ? project_out_->forward(x) : x;

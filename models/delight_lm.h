@@ -4,7 +4,8 @@
 //                  emb_width_mult, p = d_m / 2). The map is an AdaptiveInput (cutoffs, factor;
 //                  each band scaled by sqrt(dim_i) and projected to n) when `adaptive`, else a
 //                  plain V x n table times sqrt(n).
-//   + sinusoidal positions (fairseq's, padding-aware) -> dropout (pe_dropout)
+//   + sinusoidal positions (fairseq's, padding-aware) -> dropout (pe_dropout; one mask per
+//                  sequence and channel unless pe_dropout_locked is off)
 //   layers.0..B-1  DeLighT decoder blocks without cross-attention, PRE-norm (the LM arch forces
 //                  it: "training is not stable without this"), depth / width by block-wise
 //                  scaling (§4.3)
@@ -52,6 +53,7 @@ struct DelightLmConfig {
   // Dropouts (spec §4.5: WT-103 uses 0.1 * d_m / 1024 style values; all 0 here by default).
   double dropout = 0.0, attention_dropout = 0.0, activation_dropout = 0.0, ffn_dropout = 0.0;
   double dextra_dropout = 0.0, emb_dropout = 0.0, pe_dropout = 0.0;
+  bool pe_dropout_locked = true;  // one position-dropout mask per (sequence, channel), as released
   double adaptive_softmax_dropout = 0.0;
 };
 

@@ -60,7 +60,7 @@ Tensor embed_with_positions(const nn::Module& owner, const nn::DExTraEmb& embed,
                             const Tensor& padding, const DelightNmtConfig& c) {
   const Tensor x = embed.forward(tokens);
   const Tensor pos = delight_positions(padding, c.d_m, c.padding_idx, x.dtype(), x.device());
-  return dropout(add(x, pos), c.pe_dropout, owner.is_training(), owner.generator());
+  return delight_position_dropout(c, add(x, pos), owner.is_training(), owner.generator());
 }
 
 // [T, B] -> [B, T], contiguous: the key padding mask layout of the attention.
@@ -136,7 +136,7 @@ Tensor DelightDecoder::forward_step(const Tensor& tokens, std::int64_t step,
   const Tensor e = embed_->forward(tokens);  // [1, N, d_m]
   // delight_positions numbers a prefix without padding padding_idx + 1, padding_idx + 2, ...
   const Tensor pos = nn::sinusoidal_positions(1, cfg_.d_m, cfg_.padding_idx + 1 + step, {e.dtype(), e.device()});
-  Tensor x = dropout(add(e, reshape(pos, {1, 1, cfg_.d_m})), cfg_.pe_dropout, is_training(), generator());
+  Tensor x = delight_position_dropout(cfg_, add(e, reshape(pos, {1, 1, cfg_.d_m})), is_training(), generator());
   for (std::size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward_step(x, caches[i]);
   return finish(x);
 }

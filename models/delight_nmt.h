@@ -4,7 +4,8 @@
 //                         embedding and the output layer (joined dictionary), counted once
 //   encoder.embed         DExTraEmb: map (the shared table) * sqrt(n) -> locked dropout ->
 //                         DExTra n -> d_m (depth emb_depth, width emb_width_mult, p = d_m / 2)
-//   + sinusoidal positions (fairseq's, padding-aware) -> dropout (pe_dropout)
+//   + sinusoidal positions (fairseq's, padding-aware) -> dropout (pe_dropout; one mask per
+//                  sequence and channel unless pe_dropout_locked is off)
 //   encoder.layers.0..B-1 DeLighT encoder blocks, depth / width by block-wise scaling (§4.3)
 //   decoder.embed         its own DExTraEmb over the same shared table
 //   + positions -> dropout
@@ -67,6 +68,7 @@ struct DelightNmtConfig {
   double dextra_dropout = 0.0;      // inside every DExTra (embedding units and blocks)
   double emb_dropout = 0.0;         // locked dropout on the map output
   double pe_dropout = 0.0;          // after adding positions
+  bool pe_dropout_locked = true;    // one mask per (sequence, channel), as released; else per element
 };
 
 // The block config of encoder (decoder = false) or decoder block b under cfg's scaling.

@@ -38,6 +38,11 @@ void read_delight_dropouts(const Config& c, Cfg& cfg) {
   cfg.dextra_dropout = d.get_double("dextra", 0.0);
   cfg.emb_dropout = d.get_double("embedding", 0.0);
   cfg.pe_dropout = d.get_double("positions", 0.0);
+  const std::string mask = d.get_string("positions_mask", "sequence");
+  if (mask != "sequence" && mask != "element")
+    fail("build_model", "{} must be 'sequence' (one mask per sequence and channel, as released) or 'element', got '{}'",
+         d.path("positions_mask"), mask);
+  cfg.pe_dropout_locked = mask == "sequence";
 }
 
 BuiltModel build_delight_nmt(const Config& c, std::int64_t vocab, Generator& gen) {

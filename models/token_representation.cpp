@@ -50,6 +50,16 @@ nn::ProjectedAdaptiveConfig projected_config(const TokenInputConfig& cfg) {
   return p;
 }
 
+// tie_projections of a projected table: which softmax projections are the input's (nn/adaptive.h).
+nn::ProjectedTying read_projection_tying(const Config& c) {
+  const std::string t = c.get_string("tie_projections", "head");
+  if (t == "head") return nn::ProjectedTying::HeadShared;
+  if (t == "tails") return nn::ProjectedTying::TailsShared;
+  if (t == "none") return nn::ProjectedTying::None;
+  fail(kInput, "{} must be 'head' (DeFINE Table 2's counts), 'tails' (Transformer-XL's tie_projs) or 'none', got '{}'",
+       c.path("tie_projections"), t);
+}
+
 }  // namespace
 
 TokenInputKind parse_token_input_kind(const std::string& name) {
@@ -107,6 +117,7 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab, bo
         cfg.proj_dim = c.get_int("proj_dim", cfg.out_dim);
         cfg.scale = c.get_bool("scale", true);  // as the projected input: times sqrt(proj_dim)
         cfg.cutoffs = c.get_int_list("cutoffs", {});
+        cfg.projection_tying = read_projection_tying(c);
       } else if (map != "table") {
         fail(kInput, "model.input.map must be 'table', 'adaptive' or 'projected', got '{}'", map);
       }
@@ -137,6 +148,7 @@ TokenInputConfig read_token_input_config(const Config& c, std::int64_t vocab, bo
     case TokenInputKind::Projected:
       cfg.proj_dim = cfg.out_dim;
       cfg.cutoffs = c.get_int_list("cutoffs", {});
+      cfg.projection_tying = read_projection_tying(c);
       break;
   }
   return cfg;
@@ -353,7 +365,7 @@ TiedOutput::TiedOutput(const TokenInput& input, const TiedOutputConfig& cfg, Gen
           "project_out", std::make_shared<nn::Linear>(cfg.hidden_dim, p.proj_dim, nn::LinearOptions{.bias = false}, gen));
     p.dropout = cfg.adaptive_dropout;
     p.tie_weights = true;
-    p.projections = nn::ProjectedTying::HeadShared;
+    p.projections = in.projection_tying;
     projected_softmax_ = register_module("softmax", std::make_shared<nn::ProjectedAdaptiveSoftmax>(p, projected, gen));
     return;
   }

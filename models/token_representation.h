@@ -75,6 +75,9 @@ struct TokenInputConfig {
   // projected, and define with map = projected (Transformer-XL's ProjectedAdaptiveInput)
   bool projected_map = false;  // define: the map layer is a ProjectedAdaptiveInput
   std::int64_t proj_dim = 0;   // its output width (what the unit reads; the tied softmax's width)
+  // Which of the tied softmax's projections are the input's: head (the head's; DeFINE Table 2's
+  // counts), tails (every tail's; Transformer-XL's tie_projs = [False, True, True, True]), none.
+  nn::ProjectedTying projection_tying = nn::ProjectedTying::HeadShared;
 };
 
 // Reads the `model.input` section. Keys (defaults in brackets):
@@ -88,9 +91,10 @@ struct TokenInputConfig {
 //   dextra:      width_mult [2], depth [4], group_rule [released] (or paper, nn/dextra.h),
 //                max_groups [by the group rule from out_dim], norm, activation, dropout
 //   adaptive:    cutoffs, factor [4], scale [true: band i times sqrt(dim_i)]
-//   projected:   out_dim [dim], cutoffs [none], scale [true: times sqrt(out_dim)]
+//   projected:   out_dim [dim], cutoffs [none], scale [true: times sqrt(out_dim)], tie_projections
+//                [head] (or tails, as Transformer-XL's train.py ties them, or none)
 //   every input with a unit (projective, define, define-iclr, dextra): distinct_tokens [true]
-//   define with map = projected: proj_dim [out_dim], cutoffs [none]
+//   define with map = projected: proj_dim [out_dim], cutoffs [none], tie_projections [head]
 // `embedding_scaled` is what a plain embedding's scale defaults to: true for the Transformers (fairseq's
 // translation Transformer and Transformer-XL multiply embeddings by sqrt(dim)), false for the LSTM
 // LM (AWD-LSTM does not).

@@ -8,6 +8,10 @@
 
 namespace define::nn {
 
+// The same as a function: x [T, B, ...] with one mask over dim 0 drawn from gen (x itself unless
+// training and p > 0).
+Tensor locked_dropout(const Tensor& x, double p, bool training, Generator& gen);
+
 class LockedDropout : public Module {
  public:
   explicit LockedDropout(double p = 0.5);

@@ -1,9 +1,14 @@
 // `define eval --run DIR [--checkpoint F] [--split valid|test] [--cache FILE] [--compare]
-//               [--batch-size B] [--bptt N] [--mem-len N] [--threads N] [--json]`
+//               [--batch-size B] [--bptt N] [--context-window C] [--mem-len N] [--threads N] [--json]`
 // Perplexity of a trained language model on a split of the corpus its config names, computed as
 // the trainer computes it (train/lm_trainer.h: train::evaluate_lm), so the numbers match the run's final
 // ones: the same batch size (data.eval_batch_size for valid, data.test_batch_size for test) and
-// bptt unless overridden (--mem-len sets a Transformer-XL memory length). The corpus is read against the run's saved vocabulary, so ids match.
+// bptt unless overridden (--mem-len sets a Transformer-XL memory length). The corpus is read against the run's saved
+// vocabulary, so ids match.
+// --context-window C evaluates as fairseq's eval_lm --context-window does (train::evaluate_lm):
+// windows of bptt tokens advancing by bptt - C, no state carried, every token scored once with at
+// least C tokens of context (fewer only at the start of a stream); the protocol for models without
+// recurrent state (the DeLighT LM), and one every language model can be compared under.
 //
 // --cache FILE: the token cache of `define export-cache` replaces the DeFINE unit (paper §3.4:
 // one table lookup per token instead of the unit). --compare evaluates with the unit and with
@@ -41,10 +46,10 @@ struct Measurement {
   double seconds = 0;
 };
 
-Measurement measure(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt) {
+Measurement measure(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt, std::int64_t context) {
   const auto start = std::chrono::steady_clock::now();
   Measurement m;
-  m.loss = train::evaluate_lm(model, batches, bptt);
+  m.loss = train::evaluate_lm(model, batches, bptt, context);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens = (batches.size(0) - 1) * batches.size(1);  // every row but the last is an input row
   return m;
@@ -74,12 +79,15 @@ std::int64_t positive_option(const Options& opts, const char* name, std::int64_t
 int run_eval(const std::vector<std::string>& args) {
   const Options opts = parse_options(
       kOp, args,
-      {.required = {"run"}, .repeated = {}, .optional = {"checkpoint", "split", "cache", "batch-size", "bptt", "mem-len", "threads"},
+      {.required = {"run"},
+       .repeated = {},
+       .optional = {"checkpoint", "split", "cache", "batch-size", "bptt", "context-window", "mem-len", "threads"},
        .flags = {"compare", "json"}});
   if (opts.help) {
     fmt::print(
         "usage: define eval --run DIR [--checkpoint F] [--split valid|test] [--cache FILE] [--compare]\n"
-        "                   [--batch-size B] [--bptt N] [--mem-len N] [--threads N] [--json]\n"
+        "                   [--batch-size B] [--bptt N] [--context-window C] [--mem-len N] [--threads N]\n"
+        "                   [--json]\n"
         "Prints loss, perplexity, tokens and tokens/s of the run's model on a split of its corpus.\n"
         "  --checkpoint F  weights to use (default DIR/best.ckpt, else DIR/latest.ckpt)\n"
         "  --split S       valid (default) or test\n"
@@ -90,6 +98,10 @@ int run_eval(const std::vector<std::string>& args) {
         "  --batch-size B  streams (default: the run's data.eval_batch_size for valid,\n"
         "                  data.test_batch_size for test: the trainer's numbers)\n"
         "  --bptt N        window length (default the run's data.eval_bptt, else data.bptt)\n"
+        "  --context-window C  windows advance by N - C tokens and carry no state: each scores its\n"
+        "                  tokens after the first C, so every token sees at least C earlier ones\n"
+        "                  (fairseq's eval_lm --context-window; default 0: windows one after another,\n"
+        "                  the state carried across them, as the trainer evaluates)\n"
         "  --mem-len N     Transformer-XL: keep N positions of memory (default the run's\n"
         "                  model.eval_mem_len, else model.mem_len)\n"
         "  --threads N     CPU threads (default the run's train.threads)\n"
@@ -106,6 +118,9 @@ int run_eval(const std::vector<std::string>& args) {
       split == "valid" ? data_cfg.get_int("eval_batch_size", 10) : data_cfg.get_int("test_batch_size", 1));
   const std::int64_t bptt =
       positive_option(opts, "bptt", data_cfg.get_int("eval_bptt", data_cfg.get_int("bptt", 70)));
+  const std::int64_t context = opts.has("context-window") ? opts.get_int("context-window") : 0;
+  if (context < 0 || (context > 0 && context >= bptt))
+    fail(kOp, "--context-window must be at least 0 and less than the window (--bptt {}), got {}", bptt, context);
   if (opts.has("mem-len")) run.model->set_eval_memory(positive_option(opts, "mem-len", 0));
   omp_set_num_threads(static_cast<int>(positive_option(opts, "threads", run.config.section("train").get_int("threads", 2))));
 
@@ -134,16 +149,19 @@ int run_eval(const std::vector<std::string>& args) {
 
   const bool json = opts.has("json");
   if (!json)
-    fmt::print("{} ({}): {} split of {}, batch size {}, bptt {}{}\n", run.dir, run.checkpoint, split, corpus_dir,
-               batch_size, bptt, cache.defined() ? ", cache " + cache_label : "");
+    fmt::print(
+        "{} ({}): {} split of {}, batch size {}, bptt {}{}{}\n", run.dir, run.checkpoint, split, corpus_dir, batch_size,
+        bptt,
+        context > 0 ? fmt::format(", context window {} (stride {}, no state carried)", context, bptt - context) : "",
+        cache.defined() ? ", cache " + cache_label : "");
   std::optional<Measurement> with_unit;
   if (!cache.defined() || opts.has("compare")) {
-    with_unit = measure(*run.model, batches, bptt);
+    with_unit = measure(*run.model, batches, bptt, context);
     report("unit", *with_unit, json);
   }
   if (cache.defined()) {
     input->use_cache(cache);
-    const Measurement with_cache = measure(*run.model, batches, bptt);
+    const Measurement with_cache = measure(*run.model, batches, bptt, context);
     input->use_cache({});
     report("cache", with_cache, json);
     if (with_unit) {

@@ -197,22 +197,43 @@ class LanguageModelTask : public TrainingTask {
 
 }  // namespace
 
-double evaluate_lm(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt) {
+double evaluate_lm(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt, std::int64_t context) {
+  if (bptt < 1) fail(kOp, "the evaluation window must be at least 1 token, got {}", bptt);
+  if (context < 0 || (context > 0 && context >= bptt))
+    fail(kOp, "the context window ({}) must be 0 (state carried across windows) or less than the window ({})", context,
+         bptt);
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  models::LmState state;
-  double total = 0;
-  std::int64_t tokens = 0;
   const std::int64_t T = batches.shape()[0], B = batches.shape()[1];
-  for (std::int64_t i = 0; i + 1 < T; i += bptt) {
-    const std::int64_t len = std::min(bptt, T - 1 - i);
-    const Tensor x = contiguous(narrow(batches, 0, i, len));
-    const Tensor y = contiguous(narrow(batches, 0, i + 1, len));
+  // Summed NLL of the rows [begin, begin + len) predicting the next ones, from `state`.
+  const auto summed_loss = [&](std::int64_t begin, std::int64_t len, models::LmState& state) {
+    const Tensor x = contiguous(narrow(batches, 0, begin, len));
+    const Tensor y = contiguous(narrow(batches, 0, begin + 1, len));
     auto out = model.forward(x, y, state);
     state = std::move(out.state);
-    total += out.loss.item_double() * static_cast<double>(len * B);
-    tokens += len * B;
+    return out.loss.item_double() * static_cast<double>(len * B);
+  };
+  double total = 0;
+  std::int64_t tokens = 0;
+  if (context == 0) {
+    models::LmState state;
+    for (std::int64_t i = 0; i + 1 < T; i += bptt) {
+      const std::int64_t len = std::min(bptt, T - 1 - i);
+      total += summed_loss(i, len, state);
+      tokens += len * B;
+    }
+  } else {
+    // next: the first row not scored yet; each window starts up to `context` rows before it.
+    for (std::int64_t next = 0; next + 1 < T;) {
+      const std::int64_t begin = std::max<std::int64_t>(0, next - context);
+      const std::int64_t len = std::min(bptt, T - 1 - begin), prefix = next - begin;
+      models::LmState fresh, fresh_prefix;
+      total += summed_loss(begin, len, fresh);
+      if (prefix > 0) total -= summed_loss(begin, prefix, fresh_prefix);
+      tokens += (len - prefix) * B;
+      next = begin + len;
+    }
   }
   model.train(was_training);
   if (tokens == 0) fail(kOp, "evaluation split is too short for batch size {}", B);

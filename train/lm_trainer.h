@@ -33,8 +33,16 @@ namespace define::train {
 // and a final summary; returns the final losses.
 TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool resume);
 
-// Mean NLL per token of `batches` [T, B] (data::batchify), in windows of bptt with the state
-// carried across windows, in eval mode without a graph (the model's mode is restored).
-double evaluate_lm(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt);
+// Mean NLL per token of `batches` [T, B] (data::batchify), in eval mode without a graph (the
+// model's mode is restored). Every predicted token is scored exactly once. Two protocols:
+//   context 0   (the trainer's) windows of bptt tokens one after another, the state carried across
+//               windows (a Transformer-XL's memory, an LSTM's h and c; nothing for a DeLighT LM);
+//   context C   (fairseq's eval_lm --context-window C, with bptt as the window) windows of at most
+//               bptt tokens advancing by bptt - C, no state carried: each window scores its tokens
+//               after the first C (all of them in the first window), so every scored token sees at
+//               least min(C, its position) earlier tokens. 0 < C < bptt.
+// With context, a window's scored loss is its summed loss minus that of its unscored prefix run
+// alone: a causal model without carried state predicts the prefix identically either way.
+double evaluate_lm(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt, std::int64_t context = 0);
 
 }  // namespace define::train

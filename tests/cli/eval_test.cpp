@@ -173,3 +173,19 @@ TEST_CASE("export-cache: an embedding-input model is refused with a clear messag
   CHECK_THROWS_WITH(cli::run_corrmap({"--run", dir, "--out", (run.root / "e.png").string(), "--layer", "out"}),
                     Contains("available: map, all"));
 }
+
+// --context-window: the same tokens scored once each (178), the protocol named, an LSTM evaluated
+// without its carried state in overlapping windows; a context as long as the window is refused.
+TEST_CASE("eval: --context-window scores every token once in overlapping windows without carried state",
+          "[cli][commands]") {
+  const TrainedRun& run = define_run();
+  const std::string text = capture(cli::run_eval, {"--run", run.dir, "--bptt", "10", "--context-window", "6"});
+  CHECK_THAT(text, Contains("bptt 10, context window 6 (stride 4, no state carried)") && Contains("178 tokens"));
+  const double windowed =
+      json_loss(capture(cli::run_eval, {"--run", run.dir, "--bptt", "10", "--context-window", "6", "--json"}), "unit");
+  const double carried = json_loss(capture(cli::run_eval, {"--run", run.dir, "--bptt", "10", "--json"}), "unit");
+  CHECK(std::isfinite(windowed));
+  CHECK(windowed != carried);  // the LSTM's state is not carried across windows here
+  CHECK_THROWS_WITH(cli::run_eval({"--run", run.dir, "--bptt", "10", "--context-window", "10"}),
+                    Contains("--context-window must be at least 0 and less than the window (--bptt 10), got 10"));
+}

@@ -17,8 +17,10 @@
 #include "kernels/devices.h"
 #include "models/delight_lm.h"
 #include "models/delight_nmt.h"
+#include "models/registry.h"
 #include "nn/nn.h"
 #include "support/gradients.h"
+#include "train/lm_trainer.h"
 
 using namespace define;
 using namespace define::models;
@@ -318,4 +320,92 @@ TEST_CASE("delight models: the LM has no padding id by default, so word 1 trains
     const std::vector<double> g = values(weight.grad());
     CHECK(std::any_of(g.begin() + dim, g.begin() + 2 * dim, [](double v) { return v != 0.0; }));
   }
+}
+
+// DeLighT's positional dropout as released: one mask per (sequence, channel) shared by every time
+// step (the reference's RecurrentDropout), with positions_mask = element the per-element form; the
+// model draws B x d_m mask values a forward instead of T x B x d_m.
+TEST_CASE("delight models: position dropout keeps one mask per sequence and channel, as released",
+          "[models][delight]") {
+  Generator g(3);
+  const Tensor y = nn::locked_dropout(ones({5, 3, 8}, {.dtype = DType::Float64}), 0.5, true, g);
+  const std::vector<double> v = values(y);
+  int dropped = 0;
+  for (std::size_t bc = 0; bc < 24; ++bc) {
+    for (std::size_t t = 1; t < 5; ++t) CHECK(v[t * 24 + bc] == v[bc]);  // the same at every step
+    CHECK((v[bc] == 0.0 || v[bc] == 2.0));
+    dropped += v[bc] == 0.0;
+  }
+  CHECK(dropped > 0);
+  CHECK(dropped < 24);
+
+  const auto draws = [](const std::string& mask) {
+    const std::string json =
+        R"({"model": {"type": "delight_lm", "vocab_size": 12, "map_dim": 4, "d_m": 8, "max_groups": 2,
+        "emb_depth": 2, "min_depth": 2, "max_depth": 3, "layers": 2, "width_mult": 1.0, "adaptive": false,
+        "dropout": {"positions": 0.5)" +
+        mask + "}}}";
+    Generator gen(1);
+    const BuiltModel m = build_model(Config::from_text(json, "<test>").section("model"), 12, gen);
+    auto& lm = dynamic_cast<DelightLm&>(*m.module);
+    lm.train();
+    Generator dg(9);
+    lm.set_generator(dg);
+    (void)lm.features(tokens({2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9}, {8, 2}));  // T 8, B 2
+    return dg.state().offset;
+  };
+  CHECK(draws("") == 2 * 8);                                      // B x d_m, the released form by default
+  CHECK(draws(R"(, "positions_mask": "element")") == 8 * 2 * 8);  // T x B x d_m
+  CHECK_THROWS_WITH(draws(R"(, "positions_mask": "time")"),
+                    Contains("model.dropout.positions_mask must be 'sequence'") && Contains("got 'time'"));
+}
+
+// fairseq's context-window evaluation (train::evaluate_lm with context C): the first window scores
+// its W tokens, each later one scores W - C tokens after C of context, no state carried. Checked
+// against a closed form, token by token: the token at input position p is scored in the window
+// starting at 0 when p < W, else at W + k (W - C) - C with k = (p - W) / (W - C), and its NLL is
+// read off log_probs of that window alone.
+TEST_CASE("delight models: context-window evaluation scores every token once, with its window's context",
+          "[models][delight][eval]") {
+  Generator gen(5);
+  DelightLm lm({.vocab = 12,
+                .map_dim = 4,
+                .d_m = 8,
+                .max_groups = 2,
+                .emb_depth = 2,
+                .min_depth = 2,
+                .max_depth = 3,
+                .layers = 2,
+                .width_mult = 1.0,
+                .adaptive = false},
+               gen);
+  lm.to(DType::Float64);
+  randomise(lm, gen);
+  const std::int64_t T = 23, B = 2;
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(T * B));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 7 + i / 3) % 12);
+  const Tensor batches = from_vector(ids, {T, B});
+  lm.eval();
+  for (const auto& [W, C] : {std::pair{8, 5}, std::pair{8, 1}, std::pair{5, 4}, std::pair{30, 10}}) {
+    CAPTURE(W, C);
+    double want = 0;
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t p = 0; p + 1 < T; ++p) {
+        const std::int64_t begin = p < W ? 0 : W + (p - W) / (W - C) * (W - C) - C;
+        const std::int64_t end = std::min<std::int64_t>(begin + W, T - 1);
+        REQUIRE(p >= begin);
+        REQUIRE(p < end);
+        std::vector<std::int64_t> window;
+        for (std::int64_t t = begin; t < end; ++t) window.push_back(ids[static_cast<std::size_t>(t * B + b)]);
+        const std::vector<double> lp =
+            values(lm.log_probs(from_vector(window, {static_cast<std::int64_t>(window.size()), 1})));
+        want -= lp[static_cast<std::size_t>((p - begin) * 12 + ids[static_cast<std::size_t>((p + 1) * B + b)])];
+      }
+    want /= static_cast<double>((T - 1) * B);
+    CHECK(train::evaluate_lm(lm, batches, W, C) == Approx(want).epsilon(1e-10));
+  }
+  // Without context the windows follow one another (nothing carried for this model).
+  CHECK(train::evaluate_lm(lm, batches, 8, 0) != Approx(train::evaluate_lm(lm, batches, 8, 5)).epsilon(1e-6));
+  CHECK_THROWS_WITH(train::evaluate_lm(lm, batches, 8, 8),
+                    Contains("context window (8) must be 0") && Contains("less than the window (8)"));
 }

@@ -307,3 +307,21 @@ TEST_CASE("transformer_xl: model.init = reference draws the reference code's lay
   CHECK_THROWS_WITH(build(R"(, "init": "normal")"),
                     Catch::Contains("model.init must be 'xavier' or 'reference', got 'normal'"));
 }
+
+// input.tie_projections: which of the tied projected softmax's cluster projections (d_proj 8 x
+// n 4 each, a head and two tails here) are the input's: the head's (DeFINE Table 2's counts, the
+// default), every tail's (Transformer-XL's tie_projs = [False, True, True, True]), or none.
+TEST_CASE("transformer_xl: tie_projections ties the head's projection, the tails', or none",
+          "[models][transformer_xl]") {
+  const auto count = [](const std::string& tying) {
+    return build_from_json(tiny(R"({"type": "projected", "dim": 4, "out_dim": 8, "cutoffs": [4, 7])" + tying + "}"))
+        .module->num_parameters();
+  };
+  const std::int64_t head = count(""), tails = count(R"(, "tie_projections": "tails")"),
+                     none = count(R"(, "tie_projections": "none")");
+  CHECK(head == count(R"(, "tie_projections": "head")"));
+  CHECK(head - tails == 8 * 4);  // input, tail 1, tail 2 against input (= tails 1, 2) and head
+  CHECK(none - tails == 2 * 8 * 4);
+  CHECK_THROWS_WITH(count(R"(, "tie_projections": "all")"),
+                    Catch::Contains("model.input.tie_projections must be 'head'") && Catch::Contains("got 'all'"));
+}
