@@ -6,7 +6,8 @@ pkgs=(build-essential cmake ninja-build ccache libeigen3-dev libfmt-dev catch2 l
       libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev zlib1g-dev libpng-dev
       libsentencepiece-dev pkg-config  # data/subword.h (SentencePiece subword models)
       libopenmpi-dev openmpi-bin  # data-parallel training over processes (distributed/, mpirun)
-      clang-14 libclang-rt-14-dev libomp-14-dev)  # the fuzz preset: clang, libFuzzer, clang's OpenMP
+      clang-14 libclang-rt-14-dev libomp-14-dev  # the fuzz preset: clang, libFuzzer, clang's OpenMP
+      python3-torch)  # tests/reference/: each model family against PyTorch's own layers (/usr/bin/python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -37,8 +37,8 @@ def sinusoids(length, dim, offset=0):
     """Rows for positions offset .. offset + length - 1: [sin(p f_i), cos(p f_i)], f_i =
     10000^(-i / (dim/2 - 1)) (fairseq's and define's layout)."""
     half = dim // 2
-    freq = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000.0) / (half - 1)))
-    angles = torch.arange(offset, offset + length, dtype=torch.float32)[:, None] * freq[None]
+    freq = torch.exp(torch.arange(half, dtype=torch.get_default_dtype()) * -(math.log(10000.0) / (half - 1)))
+    angles = torch.arange(offset, offset + length, dtype=torch.get_default_dtype())[:, None] * freq[None]
     return torch.cat([angles.sin(), angles.cos()], dim=1)
 
 

@@ -32,6 +32,26 @@ using define::test::values;
 
 namespace {
 
+// A DeLighT LM small enough to check by hand: V 12, n 4, d_m 8, two blocks, no dropout.
+DelightLmConfig tiny_lm(bool adaptive) {
+  return {.vocab = 12,
+          .map_dim = 4,
+          .d_m = 8,
+          .max_groups = 2,
+          .emb_depth = 2,
+          .min_depth = 2,
+          .max_depth = 3,
+          .layers = 2,
+          .width_mult = 1.0,
+          .adaptive = adaptive,
+          .cutoffs = {4, 8},
+          .adaptive_factor = 2.0};
+}
+
+}  // namespace
+
+namespace {
+
 // A tiny model: V = 11, n = 4, d_m = 8, G = 2, embedding DExTra depth 2, 2 + 2 blocks of depth
 // 2..3, every dropout on (gradient checks reset the generator so masks repeat).
 DelightNmtConfig tiny_nmt(bool pre_norm = false) {
@@ -287,19 +307,7 @@ TEST_CASE("delight models: the LM has no padding id by default, so word 1 trains
   for (const bool adaptive : {false, true}) {
     CAPTURE(adaptive);
     Generator gen(7);
-    DelightLm lm({.vocab = 12,
-                  .map_dim = 4,
-                  .d_m = 8,
-                  .max_groups = 2,
-                  .emb_depth = 2,
-                  .min_depth = 2,
-                  .max_depth = 3,
-                  .layers = 2,
-                  .width_mult = 1.0,
-                  .adaptive = adaptive,
-                  .cutoffs = {4, 8},
-                  .adaptive_factor = 2.0},
-                 gen);
+    DelightLm lm(tiny_lm(adaptive), gen);
     lm.to(DType::Float64);
     const Tensor in = tokens({1, 3, 1, 5, 1, 1, 8, 1}, {4, 2}), target = tokens({3, 1, 5, 1, 1, 8, 1, 1}, {4, 2});
     const std::string table = adaptive ? "embed.map.bands.0.weight" : "embed.map.weight";
@@ -368,17 +376,7 @@ TEST_CASE("delight models: position dropout keeps one mask per sequence and chan
 TEST_CASE("delight models: context-window evaluation scores every token once, with its window's context",
           "[models][delight][eval]") {
   Generator gen(5);
-  DelightLm lm({.vocab = 12,
-                .map_dim = 4,
-                .d_m = 8,
-                .max_groups = 2,
-                .emb_depth = 2,
-                .min_depth = 2,
-                .max_depth = 3,
-                .layers = 2,
-                .width_mult = 1.0,
-                .adaptive = false},
-               gen);
+  DelightLm lm(tiny_lm(false), gen);
   lm.to(DType::Float64);
   randomise(lm, gen);
   const std::int64_t T = 23, B = 2;
