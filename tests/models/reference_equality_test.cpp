@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "autograd/views.h"
 #include "core/config.h"
 #include "core/factory.h"
@@ -19,6 +20,7 @@
 #include "models/language_model.h"
 #include "models/registry.h"
 #include "models/translation_model.h"
+#include "nn/delight_block.h"
 #include "nn/safetensors.h"
 #include "support/common.h"
 #include "support/gradients.h"
@@ -194,4 +196,103 @@ TEST_CASE("reference equality: the translation Transformer equals torch.nn.Trans
     CHECK(std::vector<std::int64_t>(got.begin(), got.end()) == want);
     CHECK_FALSE(got.empty());
   }
+}
+
+// DeLighT's block against tests/reference/delight_block.py, a transcription of the papers'
+// equations and the released code's description (the DExTra schedule, group linear transforms with
+// the shuffle and per-chunk norm, the input mixer, single-head attention, the light FFN) that
+// shares only parameter names with define: a pre-norm causal block as the LM stacks them (N = 5,
+// odd: groups 2, 4, 4, 4, 2) and a post-norm decoder block with encoder attention (N = 4).
+TEST_CASE("reference equality: DeLighT blocks equal a PyTorch transcription of the papers' equations",
+          "[models][reference][delight]") {
+  REQUIRE_PYTORCH();
+  struct Case {
+    nn::DelightBlockConfig cfg;
+    const char* json;
+  };
+  const Case cases[] = {
+      {{.d_m = 64, .depth = 5, .width_mult = 1.5, .max_groups = 4, .pre_norm = true, .cross_attention = false},
+       R"({"d_m": 64, "depth": 5, "width_mult": 1.5, "max_groups": 4, "pre_norm": true, "causal": true,
+           "cross_attention": false})"},
+      {{.d_m = 64, .depth = 4, .width_mult = 2.0, .max_groups = 4, .pre_norm = false, .cross_attention = true},
+       R"({"d_m": 64, "depth": 4, "width_mult": 2.0, "max_groups": 4, "pre_norm": false, "causal": true,
+           "cross_attention": true})"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.json);
+    Generator gen(11);
+    nn::DelightDecoderBlock block(c.cfg, gen);
+    block.to(DType::Float64);
+    test::randomise(block, gen);
+    block.eval();
+    const Tensor x = detach(test::random_leaf({7, 2, 64}, gen)), memory = detach(test::random_leaf({5, 2, 64}, gen));
+    const Tensor y = c.cfg.cross_attention ? block.forward(x, memory) : block.forward(x);
+    test::TempDir dir;
+    dir.write("config.json", c.json);
+    nn::NamedTensors inputs = {{"x", x}};
+    if (c.cfg.cross_attention) inputs.emplace_back("memory", memory);
+    const nn::NamedTensors ref = run_reference("delight_block.py", dir.path(), block, inputs);
+    test::check_close(y, named(ref, "y"), 1e-12, 1e-12, "block output");
+  }
+}
+
+// scripts/import_txl_checkpoint.py on a checkpoint in the reference code's layout (kimiyoung's
+// MemTransformerLM names, its pos_emb buffer included) that the PyTorch peer wrote from define's
+// weights: the converted file holds exactly define's state-dict names with the original float32
+// values, loads strictly into a fresh model, which then gives the peer's loss; a name with no place
+// in define's Transformer-XL is refused by name.
+TEST_CASE("reference equality: a reference-layout Transformer-XL checkpoint imports into define",
+          "[models][reference]") {
+  REQUIRE_PYTORCH();
+  const std::string model_json = R"({"type": "transformer_xl", "input": {"type": "projected", "dim": 8,
+      "cutoffs": [10, 20]}, "d_model": 8, "n_head": 2, "d_head": 3, "d_inner": 12, "n_layer": 2, "dropout": 0,
+      "mem_len": 4})";
+  const std::int64_t V = 30;
+  Generator gen(5);
+  const Config cfg = Config::from_text(R"({"model": )" + model_json + "}", "<test>");
+  auto original =
+      std::dynamic_pointer_cast<models::LanguageModel>(models::build_model(cfg.section("model"), V, gen).module);
+  test::randomise(*original, gen);  // float32, as the reference's checkpoints
+  original->eval();
+  test::TempDir dir;
+  dir.write("config.json", R"({"vocab": 30, "d_model": 8, "n_head": 2, "d_head": 3, "d_inner": 12, "n_layer": 2,
+                              "mem_len": 4, "cutoffs": [10, 20]})");
+  const Tensor tokens = token_window(5, 2, V, 3), targets = token_window(5, 2, V, 4);
+  const nn::NamedTensors ref =
+      run_reference("reference_layout.py", dir.path(), *original, {{"tokens0", tokens}, {"targets0", targets}});
+
+  const fs::path converted = dir.path() / "converted.safetensors", log = dir.path() / "import.log";
+  const std::string script = std::string(DEFINE_SOURCE_DIR) + "/scripts/import_txl_checkpoint.py";
+  const int rc = std::system((python() + " " + script + " " + (dir.path() / "reference.pt").string() + " " +
+                              converted.string() + " > " + log.string() + " 2>&1")
+                                 .c_str());
+  INFO(test::read_all(log));
+  REQUIRE(rc == 0);
+  nn::StateDict imported;
+  for (auto& [name, t] : nn::load_safetensors(converted.string()).tensors) imported.insert(name, t);
+  const nn::StateDict want = original->state_dict();
+  REQUIRE(imported.size() == want.size());
+  for (const auto& [name, t] : want) {
+    CAPTURE(name);
+    REQUIRE(imported.contains(name));
+    CHECK(test::values(imported.at(name)) == test::values(t));  // bit for bit
+  }
+  Generator other(99);
+  auto fresh =
+      std::dynamic_pointer_cast<models::LanguageModel>(models::build_model(cfg.section("model"), V, other).module);
+  fresh->load_state_dict(imported);  // strict
+  fresh->eval();
+  CHECK(fresh->forward(tokens, targets, {}).loss.item_double() ==
+        Approx(named(ref, "loss0").item_double()).epsilon(1e-5));  // float32 in both
+
+  // A name define has no place for is refused, naming it.
+  const fs::path odd = dir.path() / "odd.pt";
+  REQUIRE(std::system((python() + " -c \"import torch; torch.save({'layers.0.dec_attn.r_emb': torch.zeros(2)}, '" +
+                       odd.string() + "')\"")
+                          .c_str()) == 0);
+  const int bad = std::system((python() + " " + script + " " + odd.string() + " " +
+                               (dir.path() / "odd.safetensors").string() + " > " + log.string() + " 2>&1")
+                                  .c_str());
+  CHECK(bad != 0);
+  CHECK_THAT(test::read_all(log), Catch::Contains("no define parameter for layers.0.dec_attn.r_emb"));
 }
