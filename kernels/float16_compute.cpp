@@ -16,6 +16,21 @@ bool has_float16_kernels(const Tensor& t) {
   return b == Backend::Cuda || b == Backend::Emu;
 }
 
+bool takes_float16(const Tensor& x, std::initializer_list<Tensor> same,
+                   std::initializer_list<Tensor> same_or_float32) {
+  if (!has_float16_kernels(x) || !is_float16(x.dtype())) return false;
+  for (const Tensor& t : same)
+    if (t.defined() && t.dtype() != x.dtype()) return false;
+  const Tensor* first = nullptr;
+  for (const Tensor& t : same_or_float32) {
+    if (!t.defined()) continue;
+    if ((t.dtype() != x.dtype() && t.dtype() != DType::Float32) || (first && t.dtype() != first->dtype()))
+      return false;
+    first = &t;
+  }
+  return true;
+}
+
 DType float16_compute_dtype(const Tensor& like) {
   return backend_for(like) == Backend::Ref ? DType::Float64 : DType::Float32;
 }

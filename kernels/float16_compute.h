@@ -27,6 +27,10 @@ namespace define::kernels {
 bool any_float16(std::initializer_list<Tensor> ts);
 // Whether t's backend has the GPUs' 16-bit kernels (CUDA and the emulator); the CPU paths widen.
 bool has_float16_kernels(const Tensor& t);
+// Whether an op whose 16-bit kernels take x as it is may run them: x is 16-bit on such a backend,
+// the defined tensors of `same` share x's dtype, and those of `same_or_float32` (master weights,
+// a float cell state) are all x's dtype or all float32.
+bool takes_float16(const Tensor& x, std::initializer_list<Tensor> same, std::initializer_list<Tensor> same_or_float32);
 // The dtype an op without a 16-bit kernel computes in on like's backend.
 DType float16_compute_dtype(const Tensor& like);
 // t in that compute dtype when it is a floating tensor (undefined and integer tensors pass).

@@ -27,25 +27,11 @@ Shape row_shape(const Shape& x) { return Shape(x.begin(), x.end() - 1); }
 
 Tensor maybe_contiguous(const Tensor& t) { return t.defined() ? contiguous(t) : t; }
 
-// The GPUs' kernels take 16-bit activations with parameters in the same dtype or float32 (the
-// master weights); anything else with a 16-bit tensor in it is widened.
-bool native_float16(const Tensor& x, std::initializer_list<Tensor> params) {
-  if (!has_float16_kernels(x) || !is_float16(x.dtype())) return false;
-  const Tensor* first = nullptr;
-  for (const Tensor& p : params) {
-    if (!p.defined()) continue;
-    if (p.dtype() != x.dtype() && p.dtype() != DType::Float32) return false;
-    if (first && p.dtype() != first->dtype()) return false;
-    first = &p;
-  }
-  return true;
-}
-
 }  // namespace
 
 LayerNormOutputs layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "layer_norm";
-  if (any_float16({x_in, weight, bias}) && !native_float16(x_in, {weight, bias})) {
+  if (any_float16({x_in, weight, bias}) && !takes_float16(x_in, {}, {weight, bias})) {
     // Statistics in float (mean and rstd stay float32), y in x's dtype.
     LayerNormOutputs r = layer_norm(widen(x_in, x_in), widen(weight, x_in), widen(bias, x_in), eps);
     return {narrow(r.y, x_in.dtype()), narrow(r.mean, DType::Float32), narrow(r.rstd, DType::Float32)};
@@ -68,7 +54,7 @@ LayerNormOutputs layer_norm(const Tensor& x_in, const Tensor& weight, const Tens
 LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias) {
   const char* op = "layer_norm_backward";
-  if (any_float16({dy_in, x_in, weight}) && !(native_float16(x_in, {weight}) && dy_in.dtype() == x_in.dtype() &&
+  if (any_float16({dy_in, x_in, weight}) && !(takes_float16(x_in, {dy_in}, {weight}) &&
                                               mean.dtype() == DType::Float32 && rstd.dtype() == DType::Float32)) {
     // dx in x's dtype; the parameter gradients in the parameters' dtype (float32 master weights).
     LayerNormGrads r = layer_norm_backward(widen(dy_in, x_in), widen(x_in, x_in), widen(weight, x_in),

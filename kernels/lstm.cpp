@@ -94,26 +94,11 @@ Tensor fresh_copy_or_zeros(const Tensor& t, const Shape& shape, TensorOptions op
   return out;
 }
 
-// Whether the GPUs' 16-bit kernels take these tensors as they are: `same` all in x's 16-bit dtype
-// (undefined ones pass), `state` in that dtype or float32.
-bool native_float16(const Tensor& x, std::initializer_list<Tensor> same, std::initializer_list<Tensor> state) {
-  if (!has_float16_kernels(x) || !is_float16(x.dtype())) return false;
-  for (const Tensor& t : same)
-    if (t.defined() && t.dtype() != x.dtype()) return false;
-  const Tensor* first = nullptr;
-  for (const Tensor& t : state) {
-    if (!t.defined()) continue;
-    if ((t.dtype() != x.dtype() && t.dtype() != DType::Float32) || (first && t.dtype() != first->dtype())) return false;
-    first = &t;
-  }
-  return true;
-}
-
 }  // namespace
 
 LstmForward lstm_forward(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
                          const Tensor& b_ih, const Tensor& b_hh) {
-  if (any_float16({x, h0, c0, w_ih, w_hh, b_ih, b_hh}) && !native_float16(x, {h0, w_ih, w_hh, b_ih, b_hh}, {c0})) {
+  if (any_float16({x, h0, c0, w_ih, w_hh, b_ih, b_hh}) && !takes_float16(x, {h0, w_ih, w_hh, b_ih, b_hh}, {c0})) {
     // Widened; each result comes back in its input's dtype (y, hs and gates in x's, h_n in h0's,
     // c_n and cs in c0's: a float32 c0 keeps the cell state in float).
     const LstmForward w = lstm_forward(widen(x, x), widen(h0, x), widen(c0, x), widen(w_ih, x), widen(w_hh, x),
@@ -154,7 +139,7 @@ LstmGrads lstm_backward(const Tensor& dy, const Tensor& dh_n, const Tensor& dc_n
   if (!dy.defined() || !w_hh.defined() || !f.hs.defined() || !f.cs.defined() || !f.gates.defined())
     fail(op, "dy, w_hh and the forward's saved buffers must be defined");
   if (any_float16({dy, dh_n, dc_n, x, w_ih, w_hh, f.hs, f.cs, f.gates}) &&
-      !native_float16(dy, {dh_n, x, w_ih, w_hh, f.hs, f.gates}, {f.cs, dc_n})) {
+      !takes_float16(dy, {dh_n, x, w_ih, w_hh, f.hs, f.gates}, {f.cs, dc_n})) {
     const Tensor& like = f.hs;
     LstmForward wf;
     wf.hs = widen(f.hs, like);
