@@ -4,6 +4,16 @@
 //
 //   lm_train_bench [--emb 200] [--hidden 200] [--layers 2] [--vocab 10000] [--batch 20]
 //                  [--bptt 35] [--steps 60] [--threads 2] [--rounds 3] [--no-peer]
+//                  [--device cpu|cuda|emu] [--precision fp32|fp16|bf16]
+//
+// Device: define trains on --device (default cpu) in --precision (train.precision's meaning; 16
+// bits only on a GPU), and the peer gets --device cuda --amp <precision> when define is on a GPU
+// (float32 with TF32 off, autocast, GradScaler for fp16; bench/peers/torch_device.py). On a GPU
+// both sides' timed loops end with a device synchronisation, the physical limit is the device's
+// GEMM rate in the precision's dtype (4096^3), and memory is each side's peak of live tensor
+// bytes on the device (define's caching allocator, torch.cuda.max_memory_allocated), next to the
+// peak RSS; the last line is a JSON summary (bench/peers/join_peers.py). On the emulated device
+// (emu: for testing the path without a GPU) the peer runs on the CPU in float32.
 //
 // Rounds: the two frameworks run alternately, define then the peer, `rounds` times, and the
 // ratio is the median of the rounds' ratios. On the 2-core build machine (a VM) one run's
@@ -28,16 +38,17 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "bench/peer_bench_util.h"
 #include "core/config.h"
 #include "core/cpu_allocator.h"
-#include "kernels/cpu/gemm_provider.h"
-#include "kernels/cpu/denormals.h"
-#include "models/registry.h"
-#include "models/lstm_lm.h"
-#include "nn/optim/optim.h"
 #include "core/process_info.h"
+#include "kernels/cpu/denormals.h"
+#include "kernels/cpu/gemm_provider.h"
+#include "models/lstm_lm.h"
+#include "models/registry.h"
+#include "nn/optim/optim.h"
 
 using namespace define;
 
@@ -47,6 +58,8 @@ struct Args {
   std::int64_t emb = 200, hidden = 200, layers = 2, vocab = 10000, batch = 20, bptt = 35, steps = 60, threads = 2,
                rounds = 3;
   bool peer = true;
+  std::string device = "cpu", precision = "fp32";
+  bench::TrainDevice train;  // device and precision, checked
 };
 
 Args parse(int argc, char** argv) {
@@ -65,43 +78,65 @@ Args parse(int argc, char** argv) {
     else if (k == "--steps") a.steps = next();
     else if (k == "--threads") a.threads = next();
     else if (k == "--rounds") a.rounds = next();
+    else if (k == "--device")
+      a.device = argv[++i];
+    else if (k == "--precision")
+      a.precision = argv[++i];
     else throw std::runtime_error("unknown option " + k);
   }
   if (a.rounds < 1) throw std::runtime_error("--rounds must be at least 1");
+  a.train = bench::parse_train_device(a.device, a.precision);
   return a;
 }
 
-double define_tokens_per_s(const Args& a) {
+struct DefineResult {
+  double tokens_per_s = 0;
+  std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
+};
+
+DefineResult define_run(const Args& a) {
+  const bench::TrainDevice& t = a.train;
   const std::string json = fmt::format(
       R"({{"type": "lstm_lm", "vocab_size": {}, "input": {{"type": "embedding", "dim": {}}}, "hidden": {}, "layers": {}}})",
       a.vocab, a.emb, a.hidden, a.layers);
   const Config cfg = Config::from_text(fmt::format(R"({{"model": {}}})", json), "<bench>");
   Generator gen(0);
   auto model = std::dynamic_pointer_cast<models::LstmLm>(models::build_model(cfg.section("model"), 0, gen).module);
+  if (!t.on_cpu()) {
+    bench::reset_device_peak(t.device);
+    model->to(t.device);  // before the optimizer takes the parameters, as the trainer does
+  }
   const auto params = model->named_parameters();
+  const optim::NamedParameters named = optim::to_named_parameters(params);
   optim::SGD opt(params, {.lr = 1.0});
+  bench::LossScale scale;
   const std::int64_t warmup = 5;
-  const Tensor data = rand_int({a.bptt * (a.steps + warmup) + 1, a.batch}, a.vocab, {.dtype = DType::Int64}, gen);
+  Tensor data = rand_int({a.bptt * (a.steps + warmup) + 1, a.batch}, a.vocab, {.dtype = DType::Int64}, gen);
+  if (!t.on_cpu()) data = copy_to_device(data, t.device);
   models::LmState state;
   std::chrono::steady_clock::time_point start;
   for (std::int64_t step = 0; step < a.steps + warmup; ++step) {
-    if (step == warmup) start = std::chrono::steady_clock::now();
+    if (step == warmup) {
+      bench::synchronize(t.device);
+      start = std::chrono::steady_clock::now();
+    }
     const Tensor x = contiguous(narrow(data, 0, step * a.bptt, a.bptt));
     const Tensor y = contiguous(narrow(data, 0, step * a.bptt + 1, a.bptt));
     opt.zero_grad();
+    const autocast::Scope mixed(t.lower);  // forward and backward, as in the trainer's step
     auto out = model->forward(x, y, models::detach(state));
-    backward(out.loss);
     state = std::move(out.state);
-    optim::clip_grad_norm(params, 0.25);
-    opt.step();
+    bench::backward_and_step(out.loss, opt, named, 0.25, t, scale);
   }
+  bench::synchronize(t.device);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return static_cast<double>(a.steps * a.bptt * a.batch) / s;
+  return {static_cast<double>(a.steps * a.bptt * a.batch) / s, bench::device_peak_bytes(t.device)};
 }
 
 struct PeerResult {
   double tokens_per_s = 0, peak_rss_bytes = 0;
   std::string version;
+  std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
 };
 
 // The PyTorch peer in its own process; nothing when python3-torch is not there.
@@ -109,10 +144,15 @@ std::optional<PeerResult> run_peer(const Args& a) {
   const auto j = bench::run_python_peer(
       "bench/peers/lstm_lm_torch.py",
       fmt::format("--vocab {} --emb {} --hidden {} --layers {} --batch {} --bptt {} --steps {} --threads {}", a.vocab,
-                  a.emb, a.hidden, a.layers, a.batch, a.bptt, a.steps, a.threads),
+                  a.emb, a.hidden, a.layers, a.batch, a.bptt, a.steps, a.threads) +
+          bench::peer_device_args(a.train),
       a.threads);
   if (!j) return std::nullopt;
-  return PeerResult{(*j)["tokens_per_s"], (*j)["peak_rss_bytes"], (*j)["torch"].get<std::string>()};
+  PeerResult r{.tokens_per_s = (*j)["tokens_per_s"],
+               .peak_rss_bytes = (*j)["peak_rss_bytes"],
+               .version = (*j)["torch"].get<std::string>()};
+  if (j->contains("peak_device_bytes")) r.peak_device_bytes = (*j)["peak_device_bytes"].get<double>();
+  return r;
 }
 
 }  // namespace
@@ -139,13 +179,18 @@ int main(int argc, char** argv) {
   }
   fmt::print("LSTM LM training, emb {} hidden {} x {} layers, V {}, batch {}, bptt {}, {} threads, {} round(s)\n",
              a.emb, a.hidden, a.layers, a.vocab, a.batch, a.bptt, a.threads, a.rounds);
+  const bench::TrainDevice& t = a.train;
+  if (!t.on_cpu()) fmt::print("device : {}\n", bench::describe(t));
   std::vector<double> define_tps, torch_tps, ratios, limits;
   double rate = 0, torch_mem = 0;
+  std::optional<double> define_dev_mem, torch_dev_mem;  // peaks of live tensor bytes on a GPU
   std::string torch_version;
   for (std::int64_t r = 0; r < a.rounds; ++r) {
-    define_tps.push_back(define_tokens_per_s(a));
+    const DefineResult d = define_run(a);
+    define_tps.push_back(d.tokens_per_s);
+    if (d.peak_device_bytes) define_dev_mem = std::max(define_dev_mem.value_or(0), *d.peak_device_bytes);
     // The best GEMM rate seen is the machine's (a slow measurement is noise, not the limit).
-    rate = std::max(rate, bench::sgemm_gflops());
+    rate = std::max(rate, t.on_cpu() ? bench::sgemm_gflops() : bench::device_gemm_gflops(t));
     const double limit_tps = rate * 1e9 / (3 * fwd);
     std::string line = fmt::format("round {}: define {:7.0f} tokens/s", r + 1, define_tps.back());
     if (a.peer) {
@@ -156,6 +201,7 @@ int main(int argc, char** argv) {
       }
       torch_tps.push_back(peer->tokens_per_s);
       torch_mem = std::max(torch_mem, peer->peak_rss_bytes);
+      if (peer->peak_device_bytes) torch_dev_mem = std::max(torch_dev_mem.value_or(0), *peer->peak_device_bytes);
       torch_version = peer->version;
       ratios.push_back(define_tps.back() / peer->tokens_per_s);
       limits.push_back(limit_tps / peer->tokens_per_s);
@@ -167,17 +213,40 @@ int main(int argc, char** argv) {
   const double define_mem = static_cast<double>(define::peak_rss_bytes());
   // Peak RSS also holds the allocator's cache and moves by several MiB between identical runs; the
   // allocator's peak of live bytes is the stable measure of what training needed.
-  fmt::print("define : {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (peak live tensors {:.1f} MiB)\n",
-             bench::median(define_tps), define_mem / (1 << 20),
-             static_cast<double>(CpuCachingAllocator::instance().stats().peak_active_bytes) / (1 << 20));
-  fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s SGEMM rate)\n",
-             rate * 1e9 / (3 * fwd), 3 * fwd / 1e6, rate);
-  if (!a.peer) return 0;
-  fmt::print("pytorch: {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (torch {})\n", bench::median(torch_tps),
-             torch_mem / (1 << 20), torch_version);
-  fmt::print("ratios : define/pytorch tokens/s {:.2f}x (median of {} rounds, range {:.2f}-{:.2f}x; limit {:.2f}x), "
-             "memory {:.2f}x\n",
-             bench::median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
-             *std::max_element(ratios.begin(), ratios.end()), bench::median(limits), define_mem / torch_mem);
+  if (t.on_cpu())
+    fmt::print("define : {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (peak live tensors {:.1f} MiB)\n",
+               bench::median(define_tps), define_mem / (1 << 20),
+               static_cast<double>(CpuCachingAllocator::instance().stats().peak_active_bytes) / (1 << 20));
+  else
+    fmt::print("define : {:9.0f} tokens/s (median), peak device memory {} (live tensors), peak RSS {:.1f} MiB\n",
+               bench::median(define_tps), bench::mib(define_dev_mem), define_mem / (1 << 20));
+  fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s {} rate)\n",
+             rate * 1e9 / (3 * fwd), 3 * fwd / 1e6, rate, bench::gemm_rate_name(t));
+  if (!a.peer) {
+    if (!t.on_cpu()) bench::print_device_summary("lm", t, bench::median(define_tps), define_dev_mem, {}, {});
+    return 0;
+  }
+  if (t.on_cpu()) {
+    fmt::print("pytorch: {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (torch {})\n", bench::median(torch_tps),
+               torch_mem / (1 << 20), torch_version);
+    fmt::print(
+        "ratios : define/pytorch tokens/s {:.2f}x (median of {} rounds, range {:.2f}-{:.2f}x; limit {:.2f}x), "
+        "memory {:.2f}x\n",
+        bench::median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
+        *std::max_element(ratios.begin(), ratios.end()), bench::median(limits), define_mem / torch_mem);
+    return 0;
+  }
+  fmt::print(
+      "pytorch: {:9.0f} tokens/s (median), peak device memory {} (max_memory_allocated), peak RSS {:.1f} MiB "
+      "(torch {})\n",
+      bench::median(torch_tps), bench::mib(torch_dev_mem), torch_mem / (1 << 20), torch_version);
+  fmt::print(
+      "ratios : define/pytorch tokens/s {:.2f}x (median of {} rounds, range {:.2f}-{:.2f}x; limit {:.2f}x), "
+      "device memory {}\n",
+      bench::median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
+      *std::max_element(ratios.begin(), ratios.end()), bench::median(limits),
+      define_dev_mem && torch_dev_mem ? fmt::format("{:.2f}x", *define_dev_mem / *torch_dev_mem) : "n/a");
+  bench::print_device_summary("lm", t, bench::median(define_tps), define_dev_mem, bench::median(torch_tps),
+                              torch_dev_mem);
   return 0;
 }

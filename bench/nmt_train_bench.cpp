@@ -7,6 +7,7 @@
 //   nmt_train_bench [--vocab 8000] [--d-model 256] [--heads 4] [--ffn 1024] [--layers 3]
 //                   [--batch 256] [--src-len 16] [--tgt-len 16] [--steps 20] [--beam 5]
 //                   [--beam-batch 64] [--threads 2] [--rounds 3] [--no-peer]
+//                   [--device cpu|cuda|emu] [--precision fp32|fp16|bf16]
 //
 // Defaults: the Multi30k model (3 + 3 pre-norm layers of 256, 4 heads, inner 1024, one 8,000-word
 // table shared by source, target and the tied output, sinusoidal positions, dropout 0.3 on the
@@ -18,8 +19,9 @@
 // entropy summed over the target tokens and divided by their number, backward, AdamW (0.9, 0.98,
 // weight decay 1e-4), no clipping (the config's clip 0). define also computes the unsmoothed NLL
 // that `define train` logs (TranslationModel::loss_sum, which on the CPU gets it from the fused
-// output layer's own pass over the logits), so its figure is what the trainer runs. Tokens are Zipf-distributed subword ids (bench::zipf_tokens) without padding; tokens/s
-// counts target tokens, as fairseq's words/s does. 3 warm-up steps are not timed.
+// output layer's own pass over the logits), so its figure is what the trainer runs. Tokens are Zipf-distributed subword
+// ids (bench::zipf_tokens) without padding; tokens/s counts target tokens, as fairseq's words/s does. 3 warm-up steps
+// are not timed.
 //
 // Beam search: --beam-batch source sentences of src-len subwords, beam --beam, length penalty 1,
 // at most 1.2 x src-len + 10 target subwords (the README's translate command), batched, with the
@@ -32,6 +34,15 @@
 // own process (define: this one) and reports its peak resident set (VmHWM / ru_maxrss).
 // Physical limit: training FLOPs per target token (below) over the float32 GEMM rate define
 // measures on this machine in the same run.
+// Device: define trains and decodes on --device (default cpu), training in --precision
+// (train.precision's meaning; 16 bits only on a GPU; beam search stays float32 on both sides, as
+// `define translate` runs it), and the peer gets --device cuda --amp <precision> when define is on
+// a GPU (float32 with TF32 off, autocast, GradScaler for fp16; bench/peers/torch_device.py). On a
+// GPU both sides' timed parts end with a device synchronisation, the physical limit is the
+// device's GEMM rate in the precision's dtype (4096^3), and memory is each side's peak of live
+// tensor bytes on the device (define's caching allocator, torch.cuda.max_memory_allocated), next
+// to the peak RSS; the last line is a JSON summary (bench/peers/join_peers.py). On the emulated
+// device (emu: for testing the path without a GPU) the peer runs on the CPU in float32.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <omp.h>
@@ -42,16 +53,17 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "bench/peer_bench_util.h"
 #include "core/config.h"
-#include "kernels/cpu/gemm_provider.h"
+#include "core/process_info.h"
 #include "kernels/cpu/denormals.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "models/beam_search.h"
 #include "models/registry.h"
 #include "models/translation_model.h"
 #include "nn/optim/optim.h"
-#include "core/process_info.h"
 
 using namespace define;
 
@@ -66,6 +78,8 @@ struct Args {
   std::int64_t vocab = 8000, d_model = 256, heads = 4, ffn = 1024, layers = 3, batch = 256, src_len = 16, tgt_len = 16,
                steps = 20, beam = 5, beam_batch = 64, threads = 2, rounds = 3;
   bool peer = true;
+  std::string device = "cpu", precision = "fp32";
+  bench::TrainDevice train;  // device and precision, checked
 };
 
 Args parse(int argc, char** argv) {
@@ -81,6 +95,11 @@ Args parse(int argc, char** argv) {
       a.peer = false;
       continue;
     }
+    if (k == "--device" || k == "--precision") {
+      if (i + 1 >= argc) throw std::runtime_error("option " + k + " needs a value");
+      (k == "--device" ? a.device : a.precision) = argv[++i];
+      continue;
+    }
     const auto it = std::find_if(options.begin(), options.end(), [&](const auto& o) { return k == o.first; });
     if (it == options.end()) throw std::runtime_error("unknown option " + k);
     if (i + 1 >= argc) throw std::runtime_error("option " + k + " needs a value");
@@ -89,6 +108,7 @@ Args parse(int argc, char** argv) {
   }
   if (a.vocab <= kFirstWord) throw std::runtime_error(fmt::format("--vocab must exceed {}", kFirstWord));
   if (a.src_len < 2 || a.tgt_len < 2) throw std::runtime_error("--src-len and --tgt-len must be at least 2");
+  a.train = bench::parse_train_device(a.device, a.precision);
   return a;
 }
 
@@ -127,28 +147,48 @@ Tensor sentences(std::int64_t len, std::int64_t cols, const Args& a, Generator& 
 
 struct DefineResult {
   double tokens_per_s = 0, sentences_per_s = 0, mean_output_len = 0, first_loss = 0;
+  std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU: training and decoding
 };
 
 DefineResult define_run(const Args& a) {
+  const bench::TrainDevice& t = a.train;
   Generator gen(0);
   auto model = build(a, gen);
-  optim::AdamW opt(model->named_parameters(), {.lr = 1e-3, .betas = {0.9, 0.98}, .weight_decay = 1e-4});
+  if (!t.on_cpu()) {
+    bench::reset_device_peak(t.device);
+    model->to(t.device);  // before the optimizer takes the parameters, as the trainer does
+  }
+  const auto params = model->named_parameters();
+  const optim::NamedParameters named = optim::to_named_parameters(params);
+  optim::AdamW opt(params, {.lr = 1e-3, .betas = {0.9, 0.98}, .weight_decay = 1e-4});
+  bench::LossScale scale;
   DefineResult result;
-  const Tensor src = sentences(a.src_len, a.batch, a, gen), tgt_out = sentences(a.tgt_len, a.batch, a, gen);
-  const Tensor tgt_in = concat({full({1, a.batch}, static_cast<double>(kBos), {.dtype = DType::Int64}),
-                             narrow(tgt_out, 0, 0, a.tgt_len - 1)}, 0);
+  Tensor src = sentences(a.src_len, a.batch, a, gen), tgt_out = sentences(a.tgt_len, a.batch, a, gen);
+  Tensor tgt_in = concat(
+      {full({1, a.batch}, static_cast<double>(kBos), {.dtype = DType::Int64}), narrow(tgt_out, 0, 0, a.tgt_len - 1)},
+      0);
+  if (!t.on_cpu()) {
+    src = copy_to_device(src, t.device);
+    tgt_in = copy_to_device(tgt_in, t.device);
+    tgt_out = copy_to_device(tgt_out, t.device);
+  }
   const double tokens = static_cast<double>(a.tgt_len * a.batch);
   std::chrono::steady_clock::time_point start;
   for (std::int64_t step = 0; step < a.steps + kWarmup; ++step) {
-    if (step == kWarmup) start = std::chrono::steady_clock::now();
+    if (step == kWarmup) {
+      bench::synchronize(t.device);
+      start = std::chrono::steady_clock::now();
+    }
     opt.zero_grad();
+    const autocast::Scope mixed(t.lower);  // forward and backward, as in the trainer's step
     Tensor nll_sum;  // what the trainer logs (train/nmt_trainer.cpp), from the same logits
     const Tensor objective = model->loss_sum(src, tgt_in, tgt_out, 0.1, &nll_sum);
-    backward(mul(objective, 1.0 / tokens));
-    const double nll = nll_sum.item_double() / tokens;
-    if (step == 0) result.first_loss = nll;
-    opt.step();
+    // Read once, in the warm-up: on a GPU a read every step would wait for the device, which the
+    // trainer avoids (it reads the logged losses in batches).
+    if (step == 0) result.first_loss = nll_sum.item_double() / tokens;
+    bench::backward_and_step(mul(objective, 1.0 / tokens), opt, named, 0, t, scale);
   }
+  bench::synchronize(t.device);
   const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.tokens_per_s = static_cast<double>(a.steps) * tokens / train_s;
 
@@ -157,18 +197,23 @@ DefineResult define_run(const Args& a) {
   // trained one has learnt that eos is the most frequent target and stops at random early points.
   Generator beam_gen(1);
   model = build(a, beam_gen);
+  if (!t.on_cpu()) model->to(t.device);
   model->eval();
   NoGradGuard no_grad;
-  const Tensor beam_src = sentences(a.src_len, a.beam_batch, a, gen);
+  Tensor beam_src = sentences(a.src_len, a.beam_batch, a, gen);
+  if (!t.on_cpu()) beam_src = copy_to_device(beam_src, t.device);
   models::BeamSearchOptions opt_bs{.beam = a.beam, .lenpen = 1.0, .max_len_a = kMaxLenA, .max_len_b = kMaxLenB,
                                    .bos = kBos, .eos = kEos};
+  bench::synchronize(t.device);
   const auto beam_start = std::chrono::steady_clock::now();
   const auto hyps = models::beam_search(*model, beam_src, opt_bs);
+  bench::synchronize(t.device);
   const double beam_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - beam_start).count();
   result.sentences_per_s = static_cast<double>(a.beam_batch) / beam_s;
   double len = 0;
   for (const auto& h : hyps) len += static_cast<double>(h.front().tokens.size());
   result.mean_output_len = len / static_cast<double>(hyps.size());
+  result.peak_device_bytes = bench::device_peak_bytes(t.device);
   return result;
 }
 
@@ -176,6 +221,7 @@ struct PeerResult {
   double tokens_per_s = 0, sentences_per_s = 0, mean_output_len = 0, peak_rss_bytes = 0, first_loss = 0;
   std::int64_t params = 0;
   std::string version;
+  std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
 };
 
 // The PyTorch peer in its own process (params_only: its parameter count, nothing timed); nothing
@@ -185,8 +231,10 @@ std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
       "bench/peers/nmt_torch.py",
       fmt::format("--vocab {} --d-model {} --heads {} --ffn {} --layers {} --batch {} --src-len {} --tgt-len {} "
                   "--steps {} --warmup {} --beam {} --beam-batch {} --max-len-a {} --max-len-b {} --threads {}{}",
-                  a.vocab, a.d_model, a.heads, a.ffn, a.layers, a.batch, a.src_len, a.tgt_len, a.steps, kWarmup,
-                  a.beam, a.beam_batch, kMaxLenA, kMaxLenB, a.threads, params_only ? " --params-only" : ""),
+                  a.vocab, a.d_model, a.heads, a.ffn, a.layers, a.batch, a.src_len, a.tgt_len, a.steps, kWarmup, a.beam,
+                  a.beam_batch, kMaxLenA, kMaxLenB, a.threads, params_only ? " --params-only" : "") +
+          // the count alone needs no GPU
+          (params_only ? std::string() : bench::peer_device_args(a.train)),
       a.threads);
   if (!found) return std::nullopt;
   const nlohmann::json& j = *found;
@@ -197,6 +245,7 @@ std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
     r.mean_output_len = j["mean_output_len"];
     r.peak_rss_bytes = j["peak_rss_bytes"];
     r.first_loss = j["first_loss"];
+    if (j.contains("peak_device_bytes")) r.peak_device_bytes = j["peak_device_bytes"].get<double>();
   }
   return r;
 }
@@ -224,6 +273,8 @@ int main(int argc, char** argv) {
              a.d_model, a.heads, a.ffn, a.layers, a.layers, a.vocab, a.batch, a.src_len, a.tgt_len, a.threads, a.rounds);
   fmt::print("cpu    : {}, {} steps after {} warm-up per round; beam {} over {} sentences\n", bench::cpu_model(), a.steps,
              kWarmup, a.beam, a.beam_batch);
+  const bench::TrainDevice& t = a.train;
+  if (!t.on_cpu()) fmt::print("device : {}\n", bench::describe(t));
   std::int64_t define_params = 0;
   {
     Generator gen(0);
@@ -235,13 +286,16 @@ int main(int argc, char** argv) {
   if (const auto stop = bench::report_params(define_params, a.peer, peer_params)) return *stop;
   std::vector<double> define_tps, define_sps, torch_tps, torch_sps, ratios, beam_ratios, limits;
   double rate = 0, torch_mem = 0, define_len = 0, torch_len = 0;
+  std::optional<double> define_dev_mem, torch_dev_mem;  // peaks of live tensor bytes on a GPU
   std::string torch_version;
   for (std::int64_t r = 0; r < a.rounds; ++r) {
     const DefineResult d = define_run(a);
     define_tps.push_back(d.tokens_per_s);
     define_sps.push_back(d.sentences_per_s);
     define_len = d.mean_output_len;
-    rate = std::max(rate, bench::sgemm_gflops());  // the best rate seen is the machine's
+    if (d.peak_device_bytes) define_dev_mem = std::max(define_dev_mem.value_or(0), *d.peak_device_bytes);
+    // the best rate seen is the machine's
+    rate = std::max(rate, t.on_cpu() ? bench::sgemm_gflops() : bench::device_gemm_gflops(t));
     std::string line = fmt::format("round {}: define {:6.0f} tokens/s {:6.1f} sentences/s", r + 1, d.tokens_per_s,
                                    d.sentences_per_s);
     std::optional<PeerResult> peer;
@@ -254,6 +308,7 @@ int main(int argc, char** argv) {
       torch_tps.push_back(peer->tokens_per_s);
       torch_sps.push_back(peer->sentences_per_s);
       torch_mem = std::max(torch_mem, peer->peak_rss_bytes);
+      if (peer->peak_device_bytes) torch_dev_mem = std::max(torch_dev_mem.value_or(0), *peer->peak_device_bytes);
       torch_len = peer->mean_output_len;
       torch_version = peer->version;
       ratios.push_back(d.tokens_per_s / peer->tokens_per_s);
@@ -269,20 +324,38 @@ int main(int argc, char** argv) {
                  std::log(static_cast<double>(a.vocab)));
   }
   const double define_mem = static_cast<double>(define::peak_rss_bytes());
-  fmt::print("define : {:7.0f} tokens/s (median, {:.1f} GFLOP/s), beam {:.1f} sentences/s (mean output {:.1f} subwords), "
-             "peak RSS {:.1f} MiB\n",
-             bench::median(define_tps), bench::median(define_tps) * flops / 1e9, bench::median(define_sps), define_len,
-             define_mem / (1 << 20));
-  fmt::print("limit  : {:7.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s SGEMM rate)\n",
-             rate * 1e9 / flops, flops / 1e6, rate);
-  if (!a.peer) return 0;
-  fmt::print("pytorch: {:7.0f} tokens/s (median, {:.1f} GFLOP/s), beam {:.1f} sentences/s (mean output {:.1f} subwords), "
-             "peak RSS {:.1f} MiB (torch {})\n",
-             bench::median(torch_tps), bench::median(torch_tps) * flops / 1e9, bench::median(torch_sps), torch_len,
-             torch_mem / (1 << 20), torch_version);
-  fmt::print("ratios : define/pytorch training tokens/s {:.2f}x (median of {} rounds, range {}; limit {:.2f}x), "
-             "beam sentences/s {:.2f}x (range {}), memory {:.2f}x\n",
-             bench::median(ratios), ratios.size(), range(ratios), bench::median(limits), bench::median(beam_ratios),
-             range(beam_ratios), define_mem / torch_mem);
+  // On a GPU the memory that counts is the device's; the RSS follows it.
+  const std::string define_memory = t.on_cpu()
+                                        ? fmt::format("peak RSS {:.1f} MiB", define_mem / (1 << 20))
+                                        : fmt::format("peak device memory {} (live tensors), peak RSS {:.1f} MiB",
+                                                      bench::mib(define_dev_mem), define_mem / (1 << 20));
+  fmt::print(
+      "define : {:7.0f} tokens/s (median, {:.1f} GFLOP/s), beam {:.1f} sentences/s (mean output {:.1f} subwords), "
+      "{}\n",
+      bench::median(define_tps), bench::median(define_tps) * flops / 1e9, bench::median(define_sps), define_len,
+      define_memory);
+  fmt::print("limit  : {:7.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s {} rate)\n",
+             rate * 1e9 / flops, flops / 1e6, rate, bench::gemm_rate_name(t));
+  const nlohmann::json beam = {{"define_sentences_per_s", bench::median(define_sps)}};
+  if (!a.peer) {
+    if (!t.on_cpu()) bench::print_device_summary("nmt", t, bench::median(define_tps), define_dev_mem, {}, {}, beam);
+    return 0;
+  }
+  const std::string torch_memory = bench::peer_memory_text(t, torch_mem, torch_dev_mem);
+  const std::string memory_ratio = bench::memory_ratio_text(t, define_mem, torch_mem, define_dev_mem, torch_dev_mem);
+  fmt::print(
+      "pytorch: {:7.0f} tokens/s (median, {:.1f} GFLOP/s), beam {:.1f} sentences/s (mean output {:.1f} subwords), "
+      "{} (torch {})\n",
+      bench::median(torch_tps), bench::median(torch_tps) * flops / 1e9, bench::median(torch_sps), torch_len,
+      torch_memory, torch_version);
+  fmt::print(
+      "ratios : define/pytorch training tokens/s {:.2f}x (median of {} rounds, range {}; limit {:.2f}x), "
+      "beam sentences/s {:.2f}x (range {}), {}\n",
+      bench::median(ratios), ratios.size(), range(ratios), bench::median(limits), bench::median(beam_ratios),
+      range(beam_ratios), memory_ratio);
+  if (!t.on_cpu())
+    bench::print_device_summary(
+        "nmt", t, bench::median(define_tps), define_dev_mem, bench::median(torch_tps), torch_dev_mem,
+        {{"define_sentences_per_s", bench::median(define_sps)}, {"torch_sentences_per_s", bench::median(torch_sps)}});
   return 0;
 }

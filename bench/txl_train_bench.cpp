@@ -5,6 +5,7 @@
 //   txl_train_bench [--vocab 33278] [--d-model 256] [--heads 4] [--d-head 64] [--inner 1024]
 //                   [--layers 4] [--batch 16] [--tgt-len 64] [--mem-len 64] [--cutoffs 2000,10000]
 //                   [--steps 60] [--threads 2] [--rounds 3] [--no-peer]
+//                   [--device cpu|cuda|emu] [--precision fp32|fp16|bf16]
 //
 // Defaults: the architecture of configs/wt2-transformer-xl-standard.json (WikiText-2 vocabulary,
 // projected adaptive input / tied softmax with div_val 1, post-LayerNorm, shared r_w_bias /
@@ -28,6 +29,14 @@
 // Physical limit: the training FLOPs per token (train_flops_per_token below) over the float32
 // GEMM rate define measures on this machine in the same run, printed as a multiple of PyTorch's
 // tokens/s; the achieved GFLOP/s of each side is the same FLOP count times its tokens/s.
+// Device: define trains on --device (default cpu) in --precision (train.precision's meaning; 16
+// bits only on a GPU), and the peer gets --device cuda --amp <precision> when define is on a GPU
+// (float32 with TF32 off, autocast, GradScaler for fp16; bench/peers/torch_device.py). On a GPU
+// both sides' timed loops end with a device synchronisation, the physical limit is the device's
+// GEMM rate in the precision's dtype (4096^3), and memory is each side's peak of live tensor
+// bytes on the device (define's caching allocator, torch.cuda.max_memory_allocated), next to the
+// peak RSS; the last line is a JSON summary (bench/peers/join_peers.py). On the emulated device
+// (emu: for testing the path without a GPU) the peer runs on the CPU in float32.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <omp.h>
@@ -43,15 +52,16 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "bench/peer_bench_util.h"
 #include "core/config.h"
-#include "kernels/cpu/gemm_provider.h"
+#include "core/process_info.h"
 #include "kernels/cpu/denormals.h"
+#include "kernels/cpu/gemm_provider.h"
 #include "models/language_model.h"
 #include "models/registry.h"
 #include "nn/optim/optim.h"
-#include "core/process_info.h"
 
 using namespace define;
 
@@ -64,6 +74,8 @@ struct Args {
                tgt_len = 64, mem_len = 64, steps = 60, threads = 2, rounds = 3;
   std::vector<std::int64_t> cutoffs = {2000, 10000};
   bool peer = true;
+  std::string device = "cpu", precision = "fp32";
+  bench::TrainDevice train;  // device and precision, checked
 };
 
 std::vector<std::int64_t> parse_cutoffs(const std::string& s) {
@@ -94,9 +106,14 @@ Args parse(int argc, char** argv) {
     else if (k == "--threads") a.threads = next();
     else if (k == "--rounds") a.rounds = next();
     else if (k == "--cutoffs") a.cutoffs = parse_cutoffs(argv[++i]);
+    else if (k == "--device")
+      a.device = argv[++i];
+    else if (k == "--precision")
+      a.precision = argv[++i];
     else throw std::runtime_error("unknown option " + k);
   }
   if (a.rounds < 1) throw std::runtime_error("--rounds must be at least 1");
+  a.train = bench::parse_train_device(a.device, a.precision);
   // Checked here rather than left to the model so that the message names the option (the
   // defaults' cutoffs do not fit a small --vocab).
   for (std::size_t i = 0; i < a.cutoffs.size(); ++i)
@@ -161,6 +178,7 @@ double zero_logits_loss(const Args& a) {
 struct DefineResult {
   double tokens_per_s = 0, first_loss = 0;
   std::int64_t params = 0;
+  std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
 };
 
 std::shared_ptr<models::LanguageModel> build(const Args& a, Generator& gen) {
@@ -174,28 +192,40 @@ std::shared_ptr<models::LanguageModel> build(const Args& a, Generator& gen) {
 }
 
 DefineResult define_run(const Args& a) {
+  const bench::TrainDevice& t = a.train;
   Generator gen(0);
   auto model = build(a, gen);
+  if (!t.on_cpu()) {
+    bench::reset_device_peak(t.device);
+    model->to(t.device);  // before the optimizer takes the parameters, as the trainer does
+  }
   const auto params = model->named_parameters();
+  const optim::NamedParameters named = optim::to_named_parameters(params);
   optim::Adam opt(params, {.lr = 1e-3});
-  const Tensor data = bench::zipf_tokens(a.tgt_len * (a.steps + kWarmup) + 1, a.batch, a.vocab, gen);
+  bench::LossScale scale;
+  Tensor data = bench::zipf_tokens(a.tgt_len * (a.steps + kWarmup) + 1, a.batch, a.vocab, gen);
+  if (!t.on_cpu()) data = copy_to_device(data, t.device);
   DefineResult result{.params = model->num_parameters()};
   models::LmState state;
   std::chrono::steady_clock::time_point start;
   for (std::int64_t step = 0; step < a.steps + kWarmup; ++step) {
-    if (step == kWarmup) start = std::chrono::steady_clock::now();
+    if (step == kWarmup) {
+      bench::synchronize(t.device);
+      start = std::chrono::steady_clock::now();
+    }
     const Tensor x = contiguous(narrow(data, 0, step * a.tgt_len, a.tgt_len));
     const Tensor y = contiguous(narrow(data, 0, step * a.tgt_len + 1, a.tgt_len));
     opt.zero_grad();
+    const autocast::Scope mixed(t.lower);  // forward and backward, as in the trainer's step
     auto out = model->forward(x, y, models::detach(state));
-    backward(out.objective);
     if (step == 0) result.first_loss = out.loss.item_double();  // warm-up: not timed
     state = std::move(out.state);
-    optim::clip_grad_norm(params, 0.25);
-    opt.step();
+    bench::backward_and_step(out.objective, opt, named, 0.25, t, scale);
   }
+  bench::synchronize(t.device);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.tokens_per_s = static_cast<double>(a.steps * a.tgt_len * a.batch) / s;
+  result.peak_device_bytes = bench::device_peak_bytes(t.device);
   return result;
 }
 
@@ -203,6 +233,7 @@ struct PeerResult {
   double tokens_per_s = 0, peak_rss_bytes = 0, first_loss = 0;
   std::int64_t params = 0;
   std::string version;
+  std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
 };
 
 // The PyTorch peer in its own process (params_only: build the model and report its parameter
@@ -213,7 +244,9 @@ std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
       fmt::format("--vocab {} --d-model {} --heads {} --d-head {} --inner {} --layers {} --batch {} --tgt-len {} "
                   "--mem-len {} --cutoffs {} --steps {} --warmup {} --threads {}{}",
                   a.vocab, a.d_model, a.heads, a.d_head, a.inner, a.layers, a.batch, a.tgt_len, a.mem_len,
-                  cutoffs_str(a.cutoffs), a.steps, kWarmup, a.threads, params_only ? " --params-only" : ""),
+                  cutoffs_str(a.cutoffs), a.steps, kWarmup, a.threads, params_only ? " --params-only" : "") +
+          // the count alone needs no GPU
+          (params_only ? std::string() : bench::peer_device_args(a.train)),
       a.threads);
   if (!found) return std::nullopt;
   const nlohmann::json& j = *found;
@@ -222,6 +255,7 @@ std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
     r.tokens_per_s = j["tokens_per_s"];
     r.peak_rss_bytes = j["peak_rss_bytes"];
     r.first_loss = j["first_loss"];
+    if (j.contains("peak_device_bytes")) r.peak_device_bytes = j["peak_device_bytes"].get<double>();
   }
   return r;
 }
@@ -245,6 +279,8 @@ int main(int argc, char** argv) {
              a.d_model, a.heads, a.d_head, a.inner, a.layers, a.vocab, cutoffs_str(a.cutoffs), a.batch, a.tgt_len,
              a.mem_len, a.threads, a.rounds);
   fmt::print("cpu    : {}, {} steps after {} warm-up per round\n", bench::cpu_model(), a.steps, kWarmup);
+  const bench::TrainDevice& t = a.train;
+  if (!t.on_cpu()) fmt::print("device : {}\n", bench::describe(t));
   std::int64_t define_params = 0;
   {
     Generator gen(0);
@@ -256,12 +292,14 @@ int main(int argc, char** argv) {
   if (const auto stop = bench::report_params(define_params, a.peer, peer_params)) return *stop;
   std::vector<double> define_tps, torch_tps, ratios, limits;
   double rate = 0, torch_mem = 0;
+  std::optional<double> define_dev_mem, torch_dev_mem;  // peaks of live tensor bytes on a GPU
   std::string torch_version;
   for (std::int64_t r = 0; r < a.rounds; ++r) {
     const DefineResult d = define_run(a);
     define_tps.push_back(d.tokens_per_s);
+    if (d.peak_device_bytes) define_dev_mem = std::max(define_dev_mem.value_or(0), *d.peak_device_bytes);
     // The best GEMM rate seen is the machine's (a slow measurement is noise, not the limit).
-    rate = std::max(rate, bench::sgemm_gflops());
+    rate = std::max(rate, t.on_cpu() ? bench::sgemm_gflops() : bench::device_gemm_gflops(t));
     const double limit_tps = rate * 1e9 / flops;
     std::string line = fmt::format("round {}: define {:7.0f} tokens/s", r + 1, define_tps.back());
     std::optional<PeerResult> peer;
@@ -273,6 +311,7 @@ int main(int argc, char** argv) {
       }
       torch_tps.push_back(peer->tokens_per_s);
       torch_mem = std::max(torch_mem, peer->peak_rss_bytes);
+      if (peer->peak_device_bytes) torch_dev_mem = std::max(torch_dev_mem.value_or(0), *peer->peak_device_bytes);
       torch_version = peer->version;
       ratios.push_back(define_tps.back() / peer->tokens_per_s);
       limits.push_back(limit_tps / peer->tokens_per_s);
@@ -286,16 +325,30 @@ int main(int argc, char** argv) {
                  std::log(static_cast<double>(a.vocab)));
   }
   const double define_mem = static_cast<double>(define::peak_rss_bytes());
-  fmt::print("define : {:9.0f} tokens/s (median, {:.1f} GFLOP/s), peak RSS {:7.1f} MiB\n", bench::median(define_tps),
-             bench::median(define_tps) * flops / 1e9, define_mem / (1 << 20));
-  fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s SGEMM rate)\n",
-             rate * 1e9 / flops, flops / 1e6, rate);
-  if (!a.peer) return 0;
-  fmt::print("pytorch: {:9.0f} tokens/s (median, {:.1f} GFLOP/s), peak RSS {:7.1f} MiB (torch {})\n", bench::median(torch_tps),
-             bench::median(torch_tps) * flops / 1e9, torch_mem / (1 << 20), torch_version);
-  fmt::print("ratios : define/pytorch tokens/s {:.2f}x (median of {} rounds, range {:.2f}-{:.2f}x; limit {:.2f}x), "
-             "memory {:.2f}x\n",
-             bench::median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
-             *std::max_element(ratios.begin(), ratios.end()), bench::median(limits), define_mem / torch_mem);
+  // On a GPU the memory that counts is the device's; the RSS follows it.
+  const std::string define_memory = t.on_cpu()
+                                        ? fmt::format("peak RSS {:7.1f} MiB", define_mem / (1 << 20))
+                                        : fmt::format("peak device memory {} (live tensors), peak RSS {:.1f} MiB",
+                                                      bench::mib(define_dev_mem), define_mem / (1 << 20));
+  fmt::print("define : {:9.0f} tokens/s (median, {:.1f} GFLOP/s), {}\n", bench::median(define_tps),
+             bench::median(define_tps) * flops / 1e9, define_memory);
+  fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s {} rate)\n",
+             rate * 1e9 / flops, flops / 1e6, rate, bench::gemm_rate_name(t));
+  if (!a.peer) {
+    if (!t.on_cpu()) bench::print_device_summary("txl", t, bench::median(define_tps), define_dev_mem, {}, {});
+    return 0;
+  }
+  const std::string torch_memory = bench::peer_memory_text(t, torch_mem, torch_dev_mem);
+  const std::string memory_ratio = bench::memory_ratio_text(t, define_mem, torch_mem, define_dev_mem, torch_dev_mem);
+  fmt::print("pytorch: {:9.0f} tokens/s (median, {:.1f} GFLOP/s), {} (torch {})\n", bench::median(torch_tps),
+             bench::median(torch_tps) * flops / 1e9, torch_memory, torch_version);
+  fmt::print(
+      "ratios : define/pytorch tokens/s {:.2f}x (median of {} rounds, range {:.2f}-{:.2f}x; limit {:.2f}x), "
+      "{}\n",
+      bench::median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
+      *std::max_element(ratios.begin(), ratios.end()), bench::median(limits), memory_ratio);
+  if (!t.on_cpu())
+    bench::print_device_summary("txl", t, bench::median(define_tps), define_dev_mem, bench::median(torch_tps),
+                                torch_dev_mem);
   return 0;
 }

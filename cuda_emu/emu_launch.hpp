@@ -292,8 +292,34 @@ inline void run_launch(LaunchJob& job) {
     throw kernel_error(bad, uint3{0, 0, 0}, -1);
   }
   launch_counter().fetch_add(1, std::memory_order_relaxed);
+  // Profiling (emu_profile.hpp): blocks one at a time in index order on this thread, an evenly
+  // spaced sample of at most settings.max_blocks of them recorded.
+  Profiler& prof = profiler();
+  std::unique_lock<std::mutex> profiling(prof.mu);
+  LaunchRecorder recorder;
+  if (prof.on) {
+    const std::uint64_t nblocks = std::uint64_t(job.grid.x) * job.grid.y * job.grid.z;
+    const std::uint64_t cap = std::max<std::uint64_t>(1, prof.settings.max_blocks);
+    job.record_stride = (nblocks + cap - 1) / cap;
+    job.recorder = &recorder;
+    job.config.threads = 1;
+    job.config.schedule = Schedule::forward;
+    recorder.block_weight = double(nblocks) / double((nblocks + job.record_stride - 1) / job.record_stride);
+    recorder.profile.kernel = kernel_name(job.kernel);
+    recorder.profile.function = job.kernel;
+    recorder.profile.grid = job.grid;
+    recorder.profile.block = job.block;
+    recorder.profile.dynamic_smem = job.smem;
+    recorder.profile.blocks = nblocks;
+  } else {
+    profiling.unlock();
+  }
   Pool::Failure failure;
   Pool::instance().run(job, failure);
+  if (job.recorder) {
+    recorder.finish();
+    prof.launches.push_back(std::move(recorder.profile));
+  }
   if (failure.failed) {
     set_last_error(failure.code);
     throw kernel_error(failure.message, failure.block, failure.linear);

@@ -78,6 +78,20 @@ inline std::size_t physical_memory() {
   return cap ? cap : host_physical_memory();
 }
 
+// The device allocation holding address p as [lo, hi); false when p is in none (host memory).
+inline bool device_block_of(const void* p, std::uintptr_t& lo, std::uintptr_t& hi) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  MemoryLedger& l = ledger();
+  std::lock_guard<std::mutex> lock(l.mu);
+  auto it = l.blocks.upper_bound(a);
+  if (it == l.blocks.begin()) return false;
+  --it;
+  if (a >= it->first + it->second.size) return false;
+  lo = it->first;
+  hi = it->first + it->second.size;
+  return true;
+}
+
 // The device whose block holds address p, or -1 when p is in no device block (host memory).
 inline int owner_of(const void* p) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);

@@ -31,27 +31,32 @@
 #define CUDA_EMU_HOOK extern "C" __attribute__((weak, no_sanitize_thread, visibility("default")))
 
 namespace cuda_emu::detail {
-__attribute__((no_sanitize_thread)) inline void race_hook(const volatile void* address) {
+// pc: the instruction that made the access, for the profile (the hook's return address; the hooks
+// below are never inlined into the kernels, the compiler calls them).
+__attribute__((no_sanitize_thread, always_inline)) inline void access_hook(const volatile void* address, unsigned bytes,
+                                                                           unsigned kind, const void* pc) {
   Runner* r = tls_runner;
-  if (r) r->race_hook(const_cast<const void*>(address));
+  if (r) r->access_hook(const_cast<const void*>(address), bytes, kind, pc);
 }
 }  // namespace cuda_emu::detail
+
+#define CUDA_EMU_ACCESS(a, bytes, kind) cuda_emu::detail::access_hook(a, bytes, kind, __builtin_return_address(0))
 
 CUDA_EMU_HOOK void __tsan_init() {}
 CUDA_EMU_HOOK void __tsan_func_entry(void*) {}
 CUDA_EMU_HOOK void __tsan_func_exit() {}
 CUDA_EMU_HOOK void __tsan_vptr_update(void**, void*) {}
 CUDA_EMU_HOOK void __tsan_vptr_read(void**) {}
-CUDA_EMU_HOOK void __tsan_read_range(void* a, unsigned long) { cuda_emu::detail::race_hook(a); }
-CUDA_EMU_HOOK void __tsan_write_range(void* a, unsigned long) { cuda_emu::detail::race_hook(a); }
+CUDA_EMU_HOOK void __tsan_read_range(void* a, unsigned long n) { CUDA_EMU_ACCESS(a, unsigned(n), 0); }
+CUDA_EMU_HOOK void __tsan_write_range(void* a, unsigned long n) { CUDA_EMU_ACCESS(a, unsigned(n), 1); }
 
-#define CUDA_EMU_ACCESS_HOOKS(bytes)                                                                     \
-  CUDA_EMU_HOOK void __tsan_read##bytes(void* a) { cuda_emu::detail::race_hook(a); }                   \
-  CUDA_EMU_HOOK void __tsan_write##bytes(void* a) { cuda_emu::detail::race_hook(a); }                  \
-  CUDA_EMU_HOOK void __tsan_unaligned_read##bytes(const void* a) { cuda_emu::detail::race_hook(a); }   \
-  CUDA_EMU_HOOK void __tsan_unaligned_write##bytes(void* a) { cuda_emu::detail::race_hook(a); }        \
-  CUDA_EMU_HOOK void __tsan_volatile_read##bytes(void* a) { cuda_emu::detail::race_hook(a); }          \
-  CUDA_EMU_HOOK void __tsan_volatile_write##bytes(void* a) { cuda_emu::detail::race_hook(a); }
+#define CUDA_EMU_ACCESS_HOOKS(bytes)                                                               \
+  CUDA_EMU_HOOK void __tsan_read##bytes(void* a) { CUDA_EMU_ACCESS(a, bytes, 0); }                 \
+  CUDA_EMU_HOOK void __tsan_write##bytes(void* a) { CUDA_EMU_ACCESS(a, bytes, 1); }                \
+  CUDA_EMU_HOOK void __tsan_unaligned_read##bytes(const void* a) { CUDA_EMU_ACCESS(a, bytes, 0); } \
+  CUDA_EMU_HOOK void __tsan_unaligned_write##bytes(void* a) { CUDA_EMU_ACCESS(a, bytes, 1); }      \
+  CUDA_EMU_HOOK void __tsan_volatile_read##bytes(void* a) { CUDA_EMU_ACCESS(a, bytes, 0); }        \
+  CUDA_EMU_HOOK void __tsan_volatile_write##bytes(void* a) { CUDA_EMU_ACCESS(a, bytes, 1); }
 CUDA_EMU_ACCESS_HOOKS(1)
 CUDA_EMU_ACCESS_HOOKS(2)
 CUDA_EMU_ACCESS_HOOKS(4)
@@ -61,55 +66,55 @@ CUDA_EMU_ACCESS_HOOKS(16)
 
 // The atomics the instrumentation replaces: switch point first, then the operation (sequentially
 // consistent whatever order was asked for: stronger is always correct).
-#define CUDA_EMU_ATOMIC_HOOKS(bits, T)                                                                       \
-  CUDA_EMU_HOOK T __tsan_atomic##bits##_load(const volatile T* a, int) {                                     \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                             \
-  }                                                                                                          \
-  CUDA_EMU_HOOK void __tsan_atomic##bits##_store(volatile T* a, T v, int) {                                  \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                                \
-  }                                                                                                          \
-  CUDA_EMU_HOOK T __tsan_atomic##bits##_exchange(volatile T* a, T v, int) {                                  \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                                      \
-  }                                                                                                          \
-  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int) {                                 \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                                       \
-  }                                                                                                          \
-  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int) {                                 \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                                       \
-  }                                                                                                          \
-  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int) {                                 \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                                       \
-  }                                                                                                          \
-  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int) {                                  \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                                        \
-  }                                                                                                          \
-  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int) {                                 \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                                       \
-  }                                                                                                          \
-  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int) {                                \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                                      \
-  }                                                                                                          \
+#define CUDA_EMU_ATOMIC_HOOKS(bits, T)                                                                         \
+  CUDA_EMU_HOOK T __tsan_atomic##bits##_load(const volatile T* a, int) {                                       \
+    CUDA_EMU_ACCESS(a, bits / 8, 0);                                                                           \
+    return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                               \
+  }                                                                                                            \
+  CUDA_EMU_HOOK void __tsan_atomic##bits##_store(volatile T* a, T v, int) {                                    \
+    CUDA_EMU_ACCESS(a, bits / 8, 1);                                                                           \
+    __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                                  \
+  }                                                                                                            \
+  CUDA_EMU_HOOK T __tsan_atomic##bits##_exchange(volatile T* a, T v, int) {                                    \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                                        \
+  }                                                                                                            \
+  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int) {                                   \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                                         \
+  }                                                                                                            \
+  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int) {                                   \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                                         \
+  }                                                                                                            \
+  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int) {                                   \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                                         \
+  }                                                                                                            \
+  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int) {                                    \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                                          \
+  }                                                                                                            \
+  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int) {                                   \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                                         \
+  }                                                                                                            \
+  CUDA_EMU_HOOK T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int) {                                  \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                                        \
+  }                                                                                                            \
   CUDA_EMU_HOOK int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* expected, T v, int, int) { \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_compare_exchange_n(a, expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);           \
-  }                                                                                                          \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    return __atomic_compare_exchange_n(a, expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);             \
+  }                                                                                                            \
   CUDA_EMU_HOOK int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* expected, T v, int, int) {   \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    return __atomic_compare_exchange_n(a, expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);           \
-  }                                                                                                          \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    return __atomic_compare_exchange_n(a, expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);             \
+  }                                                                                                            \
   CUDA_EMU_HOOK T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T expected, T v, int, int) {       \
-    cuda_emu::detail::race_hook(a);                                                                          \
-    __atomic_compare_exchange_n(a, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                 \
-    return expected;                                                                                         \
+    CUDA_EMU_ACCESS(a, bits / 8, 2);                                                                           \
+    __atomic_compare_exchange_n(a, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                   \
+    return expected;                                                                                           \
   }
 CUDA_EMU_ATOMIC_HOOKS(8, std::int8_t)
 CUDA_EMU_ATOMIC_HOOKS(16, std::int16_t)
@@ -120,6 +125,7 @@ CUDA_EMU_ATOMIC_HOOKS(64, std::int64_t)
 CUDA_EMU_HOOK void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 CUDA_EMU_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
+#undef CUDA_EMU_ACCESS
 #undef CUDA_EMU_HOOK
 
 #endif  // CUDA_EMU_RACE_HOOKS

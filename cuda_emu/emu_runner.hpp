@@ -36,11 +36,13 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "cuda_emu/emu_fiber.hpp"
 #include "cuda_emu/emu_memory.hpp"
+#include "cuda_emu/emu_profile.hpp"
 #include "cuda_emu/emu_types.hpp"
 
 namespace cuda_emu::detail {
@@ -102,6 +104,10 @@ struct LaunchJob {
   std::size_t smem = 0;
   std::size_t smem_block_limit = 0;  // static + dynamic shared memory a block may use (set by check_launch)
   Config config;
+  // Profiling mode (emu_profile.hpp): where the recorded blocks' accesses go, and which blocks are
+  // recorded (those whose linear index is a multiple of the stride).
+  LaunchRecorder* recorder = nullptr;
+  std::uint64_t record_stride = 1;
 };
 
 class Runner;
@@ -146,6 +152,13 @@ class Runner {
     if ((next_random() & 3u) == 0 && (is_shared(address) || owner_of(address) >= 0)) yield_current();
     in_race_hook_ = false;
   }
+  // Every instrumented access (emu_race.hpp): the race schedule's switch point, then the profile's
+  // record. kind: AccessKind's read / write / atomic; pc: the instruction.
+  __attribute__((no_sanitize_thread)) void access_hook(const void* address, unsigned bytes, unsigned kind,
+                                                       const void* pc) {
+    if (racing_) race_hook(address);
+    if (recording_) record_access(address, bytes, kind, pc);
+  }
   std::uint32_t active_mask() const {
     const WarpState& w = warps_[cur_->warp];
     return w.exists & ~w.exited;
@@ -179,6 +192,8 @@ class Runner {
   void setup_dynamic_smem(const LaunchJob& job);
   std::string static_smem_overflow() const;
   bool is_shared(const void* p) const;
+  __attribute__((no_sanitize_thread)) void record_access(const void* address, unsigned bytes, unsigned kind,
+                                                         const void* pc);
   void yield_current();
   std::string deadlock_message() const;
 
@@ -302,6 +317,14 @@ class Runner {
   std::size_t static_counted_ = 0;  // bytes counted against the block's limit (as the GPU lays them out)
   bool racing_ = false;             // the race schedule is on for this block
   bool in_race_hook_ = false;
+
+  // Profiling: this block's accesses, and each thread's count of executions per instruction.
+  bool recording_ = false;
+  bool in_record_ = false;  // the recorder's own instrumented accesses come back to the hook
+  bool quiet_ = false;      // the emulator itself is writing shared memory (static_shared's canaries)
+  std::vector<RecordedAccess> recorded_;
+  std::unordered_map<std::uint64_t, std::uint32_t> executions_;
+  std::uintptr_t device_lo_ = 0, device_hi_ = 0;  // the device allocation the last access fell in
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -349,6 +372,10 @@ inline bool Runner::run_block(const LaunchJob& job, uint3 block_index, std::uint
   static_entries_.clear();
   static_used_ = static_counted_ = 0;
   racing_ = job.config.schedule == Schedule::race;
+  recording_ = job.recorder && block_linear % job.record_stride == 0;
+  quiet_ = false;
+  recorded_.clear();
+  executions_.clear();
 
   Fiber* first = acquire_fiber();
   bind(first, take_unstarted());
@@ -367,12 +394,49 @@ inline bool Runner::run_block(const LaunchJob& job, uint3 block_index, std::uint
     error = std::move(overflow);
     return false;
   }
+  if (recording_) {
+    recording_ = false;
+    job.recorder->profile.static_smem = std::max(job.recorder->profile.static_smem, static_counted_);
+    job.recorder->add_block(recorded_);
+  }
   return true;
+}
+
+inline void Runner::record_access(const void* address, unsigned bytes, unsigned kind, const void* pc) {
+  if (in_record_ || quiet_ || !cur_ || cur_->state != ThreadState::running) return;
+  in_record_ = true;
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  std::uint8_t k = std::uint8_t(kind);
+  bool keep = true;
+  if (is_shared(address)) {
+    k |= kShared;
+  } else if (a < device_lo_ || a >= device_hi_) {
+    keep = device_block_of(address, device_lo_, device_hi_);
+  }
+  if (keep) {
+    std::uint32_t& n =
+        executions_[(std::uint64_t(reinterpret_cast<std::uintptr_t>(pc)) << 10) | std::uint64_t(cur_->linear)];
+    const std::uint32_t instance = n++;  // counted even when merged below, so lanes stay paired
+    // g++ splits a copy of an aligned structure (a float4, a packed vector, an 8-byte pair) into
+    // its fields, where nvcc emits one 64- or 128-bit access: back-to-back accesses of one thread
+    // and kind that continue an access, up to 16 bytes in all, are merged into it when its start
+    // is aligned to the merged size (rounded up to a power of two).
+    RecordedAccess* last = recorded_.empty() ? nullptr : &recorded_.back();
+    const std::uint32_t merged = last ? last->bytes + bytes : 0;
+    if (last && last->thread == cur_->linear && last->kind == k && a == last->address + last->bytes && merged <= 16 &&
+        last->address % std::bit_ceil(merged) == 0) {
+      last->bytes += bytes;
+    } else {
+      recorded_.push_back(RecordedAccess{pc, a, instance, bytes, std::uint16_t(cur_->linear), k});
+    }
+  }
+  in_record_ = false;
 }
 
 inline void* Runner::static_shared(const SharedSite* site, std::size_t bytes, std::size_t align) {
   for (const StaticEntry& e : static_entries_)
     if (e.site == site) return static_arena_.get() + e.offset;
+  quiet_ = true;         // the canaries and fill below are not the kernel's accesses
   if (!static_arena_) {  // room for the largest block budget plus a canary per declaration
     static_arena_bytes_ = kMaxDynamicSmem + 64 * (kCanaryBytes + 16);
     static_arena_ = std::make_unique<unsigned char[]>(static_arena_bytes_);
@@ -399,6 +463,7 @@ inline void* Runner::static_shared(const SharedSite* site, std::size_t bytes, st
   static_entries_.push_back(StaticEntry{site, offset, bytes});
   static_used_ = offset + bytes + kCanaryBytes;
   static_counted_ = counted;
+  quiet_ = false;
   return p;
 }
 

@@ -17,6 +17,7 @@
 
 #include "cuda_emu/emu_launch.hpp"
 #include "cuda_emu/emu_memory.hpp"
+#include "cuda_emu/emu_perf_model.hpp"
 #include "cuda_emu/emu_runner.hpp"
 #include "cuda_emu/emu_stream.hpp"
 #include "cuda_emu/emu_types.hpp"
@@ -296,7 +297,10 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   cuda_emu::arch_limits(cuda_emu::config().arch, arch);
   prop->major = arch.major;
   prop->minor = arch.minor;
-  prop->multiProcessorCount = int(cuda_emu::config().threads);
+  // The OS threads that run blocks; in profiling mode the profiled target GPU's multiprocessors, so
+  // that grids sized from this count are those the target would get (emu_perf_model.hpp).
+  const cuda_emu::GpuSpec* target = cuda_emu::profiling() ? cuda_emu::gpu_spec(cuda_emu::config().arch) : nullptr;
+  prop->multiProcessorCount = target ? target->sms : int(cuda_emu::config().threads);
   prop->maxThreadsPerMultiProcessor = 2048;
   prop->l2CacheSize = 50 * 1024 * 1024;
   prop->memoryBusWidth = 5120;

@@ -55,6 +55,9 @@ std::size_t emu_memory_in_use(int device = 0);
 // Kernel launches the emulated devices have run in this process: lets a test count the kernels
 // an op takes (a 16-bit op with its own kernel launches no casts around it).
 std::uint64_t emu_kernel_launches();
+// Whether the emulated kernels carry the memory-access instrumentation the emulator's profiling
+// mode records (cuda_emu/emu_profile.hpp): true in every build but the sanitizer and fuzz ones.
+bool emu_kernels_profiled();
 
 // Sets a capacity for the guard's lifetime (tests).
 class EmuMemoryCapacityGuard {

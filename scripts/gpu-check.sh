@@ -20,14 +20,22 @@
 #      peak tensor memory and the last logged loss per run (mixed.txt); the op harness in modes cuda-f16 and
 #      cuda-bf16 runs in step 1, the GemmEx rates in kernel_bench (step 5); bench/peers/gemm_torch.py times
 #      the same 4096^3 GEMMs through PyTorch (fp32 with TF32 off, fp16, bf16).
-# STAGES picks them (default "tests train bench mixed nccl"; all: "tests sanitize train bench mixed translate
-# nccl").
+#  10. (peers) define against PyTorch on the same GPU: kernel_bench --device cuda beside
+#      bench/peers/kernels_torch.py --device cuda (the same cases, sizes and compulsory bytes through PyTorch's
+#      ops), joined into kernels_vs_torch.txt (each side's time, define/torch, each as a share of the copy rate
+#      its run measured); and lm_train_bench, txl_train_bench and nmt_train_bench --device cuda in fp32, fp16 and
+#      bf16 against their peers (same model on the same GPU, autocast / GradScaler on the peer's side), one
+#      table of tokens/s and peak device memory of both in models_vs_torch.txt. The peers need a python3 whose
+#      torch sees the GPU (DEFINE_PYTHON, else the first of python3 and /usr/bin/python3 that has one).
+# STAGES picks them (default "tests train bench mixed peers nccl"; all: "tests sanitize train bench mixed
+# translate peers nccl").
 # Each step has its own time limit, so one that hangs costs only its own minutes, and writes its log
 # under OUT_DIR; OUT_DIR/summary.txt gets one line per step.
 #
 #   scripts/gpu-check.sh BIN_DIR OUT_DIR [DATA_DIR]
 #
-# BIN_DIR holds define, define_tests and kernel_bench (and, optionally, grouped_linear_bench) from a build for
+# BIN_DIR holds define, define_tests and kernel_bench (and, optionally, grouped_linear_bench, lm_train_bench,
+# txl_train_bench and nmt_train_bench, which stage peers runs) from a build for
 # that GPU (for an H100 / H200: -DCMAKE_CUDA_ARCHITECTURES=90) and, optionally, lib/ with shared libraries the
 # machine lacks. DATA_DIR
 # holds ptb/, wikitext-2/ and multi30k/, default the ../shared/data beside the repository.
@@ -128,7 +136,7 @@ step devices 20 "$BIN/define" devices
 # Catch's file tags of the kernel tests: [#softmax_kernels_test],[#reduce_kernels_test],...
 kernel_files=$(cd tests/cuda && ls *_kernels_test.cpp | sed 's/\.cpp$//; s/^/[#/; s/$/]/' |
   paste -sd,)
-stages=" ${STAGES:-tests train bench mixed nccl} "
+stages=" ${STAGES:-tests train bench mixed peers nccl} "
 
 if [[ $stages == *" tests "* ]]; then
   step harness_cuda 90 env DEFINE_TEST_MODES=cuda,cuda-f16,cuda-bf16 "$BIN/define_tests" "[harness]"
@@ -209,6 +217,52 @@ for model in ("lstm", "txl", "nmt"):
         print(f"{model}_{p:<5} {tok:>10.0f} {ratio:>8} {peak:>16.1f} {train[-1]['loss']:>10.4f} "
               f"{sum(1 for r in rows if r.get('event') == 'overflow'):>9}")
 PY
+fi
+
+# define against PyTorch on the same GPU: kernels case by case, then whole training steps. Small
+# steps: the stage takes about 4 minutes on an H100.
+if [[ $stages == *" peers "* ]]; then
+  peer_python=${DEFINE_PYTHON:-}
+  if [ -z "$peer_python" ]; then
+    for candidate in python3 /usr/bin/python3; do
+      if "$candidate" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
+        peer_python=$(command -v "$candidate")
+        break
+      fi
+    done
+  fi
+  if [ -z "$peer_python" ]; then
+    echo "peers: no python3 whose torch sees a GPU (set DEFINE_PYTHON); stage skipped" | tee -a "$SUMMARY"
+  else
+    export DEFINE_PYTHON=$peer_python  # the training benchmarks start their peers with it
+    echo "peers: $peer_python, torch $("$peer_python" -c 'import torch; print(torch.__version__)' 2>&1)" |
+      tee -a "$SUMMARY"
+    # The bench stage's kernel_bench table when it ran in this invocation; else a run of its own.
+    [[ $stages == *" bench "* ]] || step kernel_bench 60 "$BIN/kernel_bench" --device cuda --runs 5
+    step kernels_torch 60 "$peer_python" bench/peers/kernels_torch.py --device cuda
+    python3 bench/peers/join_peers.py kernels "$OUT/kernel_bench.log" "$OUT/kernels_torch.log" \
+      > "$OUT/kernels_vs_torch.txt"
+    tee -a "$SUMMARY" < "$OUT/kernels_vs_torch.txt"
+    # One round each: the GPU's run-to-run spread is small next to the CPU VM's that --rounds 3 answers.
+    model_logs=()
+    for bench in "lm_train_bench --steps 100" "txl_train_bench --steps 50" "nmt_train_bench --steps 30"; do
+      for p in fp32 fp16 bf16; do
+        read -r binary bench_args <<< "$bench"
+        if [ ! -x "$BIN/$binary" ]; then
+          echo "$binary: not in $BIN; skipped" | tee -a "$SUMMARY"
+          continue
+        fi
+        name=${binary%_train_bench}_vs_torch_$p
+        # shellcheck disable=SC2086 # bench_args holds several options
+        step "$name" 45 "$BIN/$binary" --device cuda --precision "$p" --rounds 1 $bench_args
+        model_logs+=("$OUT/$name.log")
+      done
+    done
+    if [ ${#model_logs[@]} -gt 0 ]; then
+      python3 bench/peers/join_peers.py models "${model_logs[@]}" > "$OUT/models_vs_torch.txt"
+      tee -a "$SUMMARY" < "$OUT/models_vs_torch.txt"
+    fi
+  fi
 fi
 
 # Translation end to end on the GPU: Multi30k de->en with DeFINE (BPE, training, beam search, BLEU);

@@ -45,7 +45,8 @@ run_preset() {
   phase_done "preset $p: tests"
   if [ "$p" = release ] && command -v nvcc > /dev/null; then
     echo "== ptxas report: registers and spills of every kernel (sm_75, sm_80, sm_90; sm_61 with CUDA 12's ptxas)"
-    PTXAS12="$(./scripts/get-ptxas12.sh)" ./scripts/checks/check-ptxas.sh --build build/release
+    PTXAS12="$(./scripts/get-ptxas12.sh)" ./scripts/checks/check-ptxas.sh --build build/release \
+      --registers kernels/cuda/ptxas-registers.txt
     echo "== link safety: no symbol defined by both the nvcc and the emulator build"
     ./scripts/checks/check-symbols.sh build/release
     phase_done "ptxas report and link safety"

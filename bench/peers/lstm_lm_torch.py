@@ -3,6 +3,12 @@
 stacked nn.LSTM, softmax over the vocabulary) on the same token stream shape and prints one JSON
 line with tokens/s and the process's peak resident memory.
 
+  lstm_lm_torch.py [--vocab 10000] [--emb 200] [--hidden 200] [--layers 2] [--batch 20] [--bptt 35]
+                   [--steps 60] [--warmup 5] [--threads 2] [--device cpu|cuda] [--amp none|fp16|bf16]
+
+--device cuda trains on the GPU (float32 with TF32 off; --amp: autocast, fp16 with a GradScaler) and
+adds the peak tensor memory on the device to the JSON line (torch_device.py).
+
 Configured at its best on a small CPU: torch.set_num_threads(threads) for intra-op parallelism, one
 inter-op thread, and the caller should run it with OMP_WAIT_POLICY=PASSIVE (Debian's torch uses
 OpenMP; spinning idle workers and a pthread OpenBLAS oversubscribe 2 cores otherwise).
@@ -14,6 +20,8 @@ import time
 
 import torch
 import torch.nn as nn
+
+import torch_device
 
 
 class LstmLm(nn.Module):
@@ -46,35 +54,39 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    torch_device.add_arguments(ap)
     a = ap.parse_args()
+    device = torch_device.setup(a)
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
     torch.set_flush_denormal(True)  # as define does (kernels/cpu/denormals.h: flush_denormals)
     torch.manual_seed(0)
-    model = LstmLm(a.vocab, a.emb, a.hidden, a.layers)
+    model = LstmLm(a.vocab, a.emb, a.hidden, a.layers).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     loss_fn = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(1)
-    data = torch.randint(0, a.vocab, (a.bptt * (a.steps + a.warmup) + 1, a.batch), generator=g)
+    data = torch.randint(0, a.vocab, (a.bptt * (a.steps + a.warmup) + 1, a.batch), generator=g).to(device)
     sizes = [a.hidden] * (a.layers - 1) + [a.emb]
-    state = [(torch.zeros(1, a.batch, h), torch.zeros(1, a.batch, h)) for h in sizes]
+    state = [(torch.zeros(1, a.batch, h, device=device), torch.zeros(1, a.batch, h, device=device)) for h in sizes]
+    scaler = torch_device.grad_scaler(a)
     start = None
     for step in range(a.steps + a.warmup):
         if step == a.warmup:
+            torch_device.synchronize(a)
             start = time.perf_counter()
         x = data[step * a.bptt:(step + 1) * a.bptt]
         y = data[step * a.bptt + 1:(step + 1) * a.bptt + 1]
         state = [(h.detach(), c.detach()) for h, c in state]
         opt.zero_grad()
-        logits, state = model(x, state)
-        loss = loss_fn(logits.view(-1, a.vocab), y.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-        opt.step()
+        with torch_device.autocast(a):
+            logits, state = model(x, state)
+            loss = loss_fn(logits.view(-1, a.vocab), y.reshape(-1))
+        torch_device.step(loss, opt, model.parameters(), 0.25, scaler)
+    torch_device.synchronize(a)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"tokens_per_s": a.steps * a.bptt * a.batch / seconds, "peak_rss_bytes": peak,
-                      "loss": float(loss), "torch": torch.__version__}))
+                      "loss": float(loss), "torch": torch.__version__, **torch_device.report_fields(a)}))
 
 
 if __name__ == "__main__":

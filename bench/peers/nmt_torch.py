@@ -6,6 +6,15 @@ batched beam search with cached keys and values, and prints one JSON line with t
 beam-search sentences/s, the mean output length, the process's peak resident memory, the first
 step's loss and the parameter count (--params-only: the count alone, nothing run).
 
+  nmt_torch.py [--vocab 8000] [--d-model 256] [--heads 4] [--ffn 1024] [--layers 3] [--batch 256]
+               [--src-len 16] [--tgt-len 16] [--steps 20] [--warmup 3] [--beam 5] [--beam-batch 64]
+               [--max-len-a 1.2] [--max-len-b 10] [--threads 2] [--params-only]
+               [--device cpu|cuda] [--amp none|fp16|bf16]
+
+--device cuda trains and decodes on the GPU (float32 with TF32 off; --amp: autocast around the
+training step's forward and loss, fp16 with a GradScaler; beam search stays float32, as define's
+does) and adds the peak tensor memory on the device to the JSON line (torch_device.py).
+
 nn.Transformer(norm_first=True) has the same parameters as define's model: per attention one
 in-projection for q, k, v with biases and an out-projection, LayerNorms before each sublayer and
 after each stack. Its single `dropout` is set per place to define's values: residual branches 0.3,
@@ -30,15 +39,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import torch_device
+
 PAD, BOS, EOS, FIRST_WORD = 0, 2, 3, 4  # define's subword ids
 
 
-def sinusoids(length, dim, offset=0):
+def sinusoids(length, dim, offset=0, device=None):
     """Rows for positions offset .. offset + length - 1: [sin(p f_i), cos(p f_i)], f_i =
     10000^(-i / (dim/2 - 1)) (fairseq's and define's layout)."""
     half = dim // 2
-    freq = torch.exp(torch.arange(half, dtype=torch.get_default_dtype()) * -(math.log(10000.0) / (half - 1)))
-    angles = torch.arange(offset, offset + length, dtype=torch.get_default_dtype())[:, None] * freq[None]
+    freq = torch.exp(torch.arange(half, dtype=torch.get_default_dtype(), device=device) *
+                     -(math.log(10000.0) / (half - 1)))
+    angles = torch.arange(offset, offset + length, dtype=torch.get_default_dtype(), device=device)[:, None] * freq[None]
     return torch.cat([angles.sin(), angles.cos()], dim=1)
 
 
@@ -59,17 +71,18 @@ class Seq2Seq(nn.Module):
         self._masks = {}
 
     def embed_tokens(self, tokens, offset=0):
-        x = self.embed(tokens) * math.sqrt(self.d_model) + sinusoids(tokens.shape[1], self.d_model, offset)
+        x = self.embed(tokens) * math.sqrt(self.d_model) + sinusoids(tokens.shape[1], self.d_model, offset,
+                                                                      tokens.device)
         return self.embed_drop(x)
 
-    def causal(self, t):
+    def causal(self, t, device):
         if t not in self._masks:
-            self._masks[t] = torch.full((t, t), float("-inf")).triu(1)
+            self._masks[t] = torch.full((t, t), float("-inf"), device=device).triu(1)
         return self._masks[t]
 
     def forward(self, src, tgt_in):
         """src [B, S], tgt_in [B, T] -> logits [B, T, V] (no padding: no padding masks)."""
-        h = self.transformer(self.embed_tokens(src), self.embed_tokens(tgt_in), tgt_mask=self.causal(tgt_in.shape[1]))
+        h = self.transformer(self.embed_tokens(src), self.embed_tokens(tgt_in), tgt_mask=self.causal(tgt_in.shape[1], tgt_in.device))
         return F.linear(h, self.embed.weight)
 
     # ---- incremental decoding over the decoder layers' weights ----
@@ -116,13 +129,13 @@ class Seq2Seq(nn.Module):
 def beam_search(model, src, beam, max_len, min_len=1):
     """src [B, S] -> per sentence the best finished hypothesis (tokens without bos / eos): at most
     max_len tokens before eos and at least min_len, as fairseq's SequenceGenerator counts them."""
-    b_count, vocab = src.shape[0], model.embed.weight.shape[0]
+    b_count, vocab, dev = src.shape[0], model.embed.weight.shape[0], src.device
     caches = model.begin_decoding(src.repeat_interleave(beam, 0))
-    scores = torch.zeros(b_count, beam)
+    scores = torch.zeros(b_count, beam, device=dev)
     scores[:, 1:] = float("-inf")  # at the first step every beam holds the same prefix
-    tokens = torch.full((b_count * beam, 1), BOS, dtype=torch.long)
+    tokens = torch.full((b_count * beam, 1), BOS, dtype=torch.long, device=dev)
     finished = [[] for _ in range(b_count)]
-    done = torch.zeros(b_count, dtype=torch.bool)
+    done = torch.zeros(b_count, dtype=torch.bool, device=dev)
     for step in range(max_len + 1):
         lprobs = model.decode_step(caches, tokens[:, -1], step)
         lprobs[:, PAD] = float("-inf")
@@ -142,11 +155,11 @@ def beam_search(model, src, beam, max_len, min_len=1):
             if len(finished[b]) < beam and top_s[b, k] > float("-inf"):
                 row = b * beam + int(top_beam[b, k])
                 finished[b].append((float(top_s[b, k]) / (step + 1), tokens[row, 1:].tolist()))
-        done |= torch.tensor([len(f) >= beam for f in finished])
+        done |= torch.tensor([len(f) >= beam for f in finished], device=dev)
         if bool(done.all()):
             break
         next_s, pos = top_s.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)
-        rows = (torch.arange(b_count)[:, None] * beam + top_beam.gather(1, pos)).view(-1)
+        rows = (torch.arange(b_count, device=dev)[:, None] * beam + top_beam.gather(1, pos)).view(-1)
         tokens = torch.cat([tokens[rows], top_tok.gather(1, pos).view(-1, 1)], 1)
         scores = next_s.masked_fill(done[:, None], float("-inf"))
         for c in caches:
@@ -175,6 +188,7 @@ def main():
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--max-len-a", type=float, default=1.2)
     ap.add_argument("--params-only", action="store_true")
+    torch_device.add_arguments(ap)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
@@ -185,39 +199,48 @@ def main():
     if a.params_only:
         print(json.dumps({"params": params, "torch": torch.__version__}))
         return
+    device = torch_device.setup(a)
+    model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=1e-4)
     g = torch.Generator().manual_seed(1)
     src = sentences(a.batch, a.src_len, a.vocab, g)
     tgt_out = sentences(a.batch, a.tgt_len, a.vocab, g)
     tgt_in = torch.cat([torch.full((a.batch, 1), BOS, dtype=torch.long), tgt_out[:, :-1]], 1)
+    src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
     tokens = a.batch * a.tgt_len
+    scaler = torch_device.grad_scaler(a)
     start, first_loss = None, None
     for step in range(a.steps + a.warmup):
         if step == a.warmup:
+            torch_device.synchronize(a)
             start = time.perf_counter()
         opt.zero_grad()
-        logits = model(src, tgt_in)
-        loss = F.cross_entropy(logits.reshape(tokens, -1), tgt_out.reshape(-1), ignore_index=PAD,
-                               label_smoothing=0.1, reduction="sum") / tokens
-        loss.backward()
+        with torch_device.autocast(a):
+            logits = model(src, tgt_in)
+            loss = F.cross_entropy(logits.reshape(tokens, -1), tgt_out.reshape(-1), ignore_index=PAD,
+                                   label_smoothing=0.1, reduction="sum") / tokens
         if step == 0:
-            with torch.no_grad():
-                first_loss = float(F.cross_entropy(logits.reshape(tokens, -1), tgt_out.reshape(-1)))
-        opt.step()
+            with torch.no_grad():  # read before the step updates nothing it depends on
+                first_loss = float(F.cross_entropy(logits.float().reshape(tokens, -1), tgt_out.reshape(-1)))
+        torch_device.step(loss, opt, model.parameters(), 0, scaler)
+    torch_device.synchronize(a)
     train_s = time.perf_counter() - start
 
     torch.manual_seed(1)
-    model = Seq2Seq(a.vocab, a.d_model, a.heads, a.ffn, a.layers).eval()  # fresh: hypotheses run to the limit
+    model = Seq2Seq(a.vocab, a.d_model, a.heads, a.ffn, a.layers).eval().to(device)  # fresh: hypotheses run to the limit
     with torch.no_grad():
-        beam_src = sentences(a.beam_batch, a.src_len, a.vocab, g)
+        beam_src = sentences(a.beam_batch, a.src_len, a.vocab, g).to(device)
         max_len = int(a.max_len_a * (a.src_len - 1) + a.max_len_b)  # subwords before eos; the source's eos not counted
+        torch_device.synchronize(a)
         t0 = time.perf_counter()
         hyps = beam_search(model, beam_src, a.beam, max_len)
+        torch_device.synchronize(a)
         beam_s = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"tokens_per_s": a.steps * tokens / train_s, "sentences_per_s": a.beam_batch / beam_s,
                       "mean_output_len": sum(len(h) for h in hyps) / len(hyps), "peak_rss_bytes": peak,
-                      "first_loss": first_loss, "params": params, "torch": torch.__version__}))
+                      "first_loss": first_loss, "params": params, "torch": torch.__version__,
+                      **torch_device.report_fields(a)}))
 
 
 if __name__ == "__main__":

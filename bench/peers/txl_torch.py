@@ -6,6 +6,13 @@ table scaled by sqrt(d_model) tied to a projected adaptive softmax with div_val 
 and prints one JSON line with tokens/s, the process's peak resident memory, the first step's loss
 and the parameter count (--params-only: the count alone, nothing trained).
 
+  txl_torch.py [--vocab 33278] [--d-model 256] [--heads 4] [--d-head 64] [--inner 1024] [--layers 4]
+               [--batch 16] [--tgt-len 64] [--mem-len 64] [--cutoffs 2000,10000|none] [--steps 60]
+               [--warmup 5] [--threads 2] [--params-only] [--device cpu|cuda] [--amp none|fp16|bf16]
+
+--device cuda trains on the GPU (float32 with TF32 off; --amp: autocast, fp16 with a GradScaler) and
+adds the peak tensor memory on the device to the JSON line (torch_device.py).
+
 Written after the Transformer-XL paper and its reference pieces (RelPartialLearnableMultiHeadAttn,
 PositionalEmbedding, AdaptiveEmbedding / ProjectedAdaptiveLogSoftmax); with d_embed == d_model
 there are no projections. Same math in a different layout: the attention works on [B, H, T, d]
@@ -27,13 +34,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import torch_device
+
 INIT_STD = 0.02  # the reference train.py's init_std (tables, linear weights, biases of attention)
 
 
-def sinusoids(klen, dim):
+def sinusoids(klen, dim, device):
     """Rows for the distances klen-1 .. 0: [sin(d f), cos(d f)], f_i = 10000^(-2i/dim)."""
-    dist = torch.arange(klen - 1, -1, -1.0)
-    freq = 1.0 / (10000 ** (torch.arange(0.0, dim, 2.0) / dim))
+    dist = torch.arange(klen - 1, -1, -1.0, device=device)
+    freq = 1.0 / (10000 ** (torch.arange(0.0, dim, 2.0, device=device) / dim))
     angles = torch.outer(dist, freq)
     return torch.cat([angles.sin(), angles.cos()], dim=-1)
 
@@ -117,7 +126,7 @@ class TiedAdaptiveLogSoftmax(nn.Module):
         head_w = torch.cat([self.table[:c0], self.cluster_weight])
         head_b = torch.cat([self.bias[:c0], self.cluster_bias])
         head = F.log_softmax(F.linear(h, head_w, head_b), dim=-1)  # [N, c0 + tails]
-        nll = h.new_zeros(target.shape[0])
+        nll = h.new_zeros(target.shape[0], dtype=torch.float32)  # float32 also when autocast made h 16-bit
         for c, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:])):
             rows = ((target >= lo) & (target < hi)).nonzero().squeeze(1)
             if rows.numel() == 0:
@@ -149,19 +158,19 @@ class TransformerXL(nn.Module):
                     nn.init.zeros_(m.bias)
         self._masks = {}
 
-    def causal_mask(self, tq, mlen):
+    def causal_mask(self, tq, mlen, device):
         # query i sees keys j <= i + mlen (the whole memory and the segment up to itself)
         key = (tq, mlen)
         if key not in self._masks:
-            self._masks[key] = torch.ones(tq, tq + mlen, dtype=torch.bool).triu(1 + mlen)
+            self._masks[key] = torch.ones(tq, tq + mlen, dtype=torch.bool, device=device).triu(1 + mlen)
         return self._masks[key]
 
     def forward(self, tokens, targets, mems):
         tq = tokens.shape[0]
         mlen = mems[0].shape[0] if mems else 0
         x = self.drop(self.embed(tokens) * math.sqrt(self.d_model))
-        r = self.drop(sinusoids(tq + mlen, self.d_model))
-        mask = self.causal_mask(tq, mlen)
+        r = self.drop(sinusoids(tq + mlen, self.d_model, tokens.device))
+        mask = self.causal_mask(tq, mlen, tokens.device)
         new_mems = []
         for l, layer in enumerate(self.layers):
             mem = mems[l] if mems else None
@@ -189,6 +198,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--params-only", action="store_true")
+    torch_device.add_arguments(ap)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
@@ -200,28 +210,32 @@ def main():
     if a.params_only:
         print(json.dumps({"params": params, "torch": torch.__version__}))
         return
+    device = torch_device.setup(a)
+    model.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
     # Zipf-distributed ids, as the C++ side draws them (id = floor(V^u) - 1): words by frequency rank.
     u = torch.rand((a.tgt_len * (a.steps + a.warmup) + 1, a.batch), generator=g, dtype=torch.float64)
-    data = (float(a.vocab) ** u).floor().long().sub(1).clamp(0, a.vocab - 1)
+    data = (float(a.vocab) ** u).floor().long().sub(1).clamp(0, a.vocab - 1).to(device)
+    scaler = torch_device.grad_scaler(a)
     mems, start, first_loss = [], None, None
     for step in range(a.steps + a.warmup):
         if step == a.warmup:
+            torch_device.synchronize(a)
             start = time.perf_counter()
         x = data[step * a.tgt_len:(step + 1) * a.tgt_len]
         y = data[step * a.tgt_len + 1:(step + 1) * a.tgt_len + 1]
         opt.zero_grad()
-        loss, mems = model(x, y, mems)
-        loss.backward()
+        with torch_device.autocast(a):
+            loss, mems = model(x, y, mems)
+        torch_device.step(loss, opt, model.parameters(), 0.25, scaler)
         if step == 0:
             first_loss = float(loss)  # warm-up: not timed
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-        opt.step()
+    torch_device.synchronize(a)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"tokens_per_s": a.steps * a.tgt_len * a.batch / seconds, "peak_rss_bytes": peak,
-                      "first_loss": first_loss, "loss": float(loss), "params": params, "torch": torch.__version__}))
+                      "first_loss": first_loss, "loss": float(loss), "params": params, "torch": torch.__version__, **torch_device.report_fields(a)}))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,19 @@ inline unsigned grid_for(std::int64_t n, int block = kBlockSize) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxGridBlocks));
 }
 
+// Multiprocessors of the current device, for grids sized to fill it (the emulated device: its
+// OS threads, or the profiled target GPU's count in profiling mode). Asked each time: a cheap
+// attribute query, and the current device may change between calls.
+inline int multiprocessor_count() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count < 1) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return count;
+}
+
 // Launches a kernel and turns any failure into define::Error "<op>: ...": a launch error
 // reported by the runtime (nvcc build), or an exception a kernel raised in the emulator (which
 // names the failing block). Synchronous errors only; asynchronous faults surface at the next

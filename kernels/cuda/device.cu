@@ -3,6 +3,7 @@
 // emulator's runtime shim into define::cuda_emu, serving Device::emu() from host memory. The code
 // is the same; only the runtime under it differs, which is what lets the caching allocator and
 // the copy paths be exercised on machines without a GPU.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -246,6 +247,30 @@ int compute_capability(int index) {
 void synchronize() {
   DEFINE_CUDA_CHECK(cudaDeviceSynchronize());
   raise_index_errors();
+}
+
+double seconds_per_call(int index, const std::function<void()>& f, int reps) {
+  DeviceScope scope(index);
+  f();  // warm-up: allocations, first-launch costs
+  cudaEvent_t start = nullptr, stop = nullptr;
+  DEFINE_CUDA_CHECK(cudaEventCreate(&start));
+  DEFINE_CUDA_CHECK(cudaEventCreate(&stop));
+  float ms = 0;
+  try {
+    DEFINE_CUDA_CHECK(cudaEventRecord(start, nullptr));
+    for (int i = 0; i < reps; ++i) f();
+    DEFINE_CUDA_CHECK(cudaEventRecord(stop, nullptr));
+    DEFINE_CUDA_CHECK(cudaEventSynchronize(stop));
+    DEFINE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  } catch (...) {
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(stop);
+    throw;
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  raise_index_errors();
+  return double(ms) * 1e-3 / std::max(reps, 1);
 }
 
 std::uint64_t device_to_host_copies() { return d2h_copies.load(std::memory_order_relaxed); }

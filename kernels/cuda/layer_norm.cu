@@ -19,9 +19,18 @@
 // weights of a mixed-precision run); dweight / dbias come out in the parameters' dtype.
 //
 // dweight/dbias are column sums over rows, done without atomics: rows are cut into chunks whose
-// number depends only on the shape, one kernel writes a partial sum per (chunk, column) into a
-// scratch tensor, and a second adds the partials of each column in chunk order. The result is
-// therefore bit-identical for any schedule of the blocks and threads.
+// number depends only on the shape, a partial sum per (chunk, column) goes into a scratch tensor,
+// and a second kernel adds the partials of each column in chunk order. The result is therefore
+// bit-identical for any schedule of the blocks and threads.
+//
+// The backward pass of rows up to 2,048 long reads dy and x once (layer_norm_backward_kernel): a
+// 256-thread block takes the rows of one chunk in turn, each thread owning the same columns of
+// every row, so it computes its elements of dx and adds their dy * xhat and dy to per-column sums
+// it keeps in registers, written as the chunk's partials at the end. Whichever gradients are
+// asked for, the same kernel computes them, so each comes out the same bits either way. Longer
+// rows take dx (layer_norm_dx_kernel) and the partials (layer_norm_param_partials_kernel)
+// separately, each reading the inputs.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -217,6 +226,86 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
+// dx, and the partial column sums of dy * xhat and dy, of the rows of chunk blockIdx.x in one pass
+// (each output may be null: not needed).
+// Block (32, kFusedWarps); thread t owns columns t, t + kFusedThreads, ... (kPer of them, the last
+// ones possibly past the row's end) of every row; the rows of the chunk are taken in order, each by
+// the whole block (two block reductions a row: the sums of g and g * xhat).
+constexpr int kFusedWarps = 8;
+constexpr int kFusedThreads = kWarp * kFusedWarps;
+constexpr int kFusedMaxPerThread = 8;  // columns per thread: rows up to 2,048 long
+
+template <typename T, typename W, int kPer>
+__global__ void __launch_bounds__(kFusedThreads)
+    layer_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ weight,
+                               const compute_t<T>* __restrict__ mean, const compute_t<T>* __restrict__ rstd,
+                               T* __restrict__ dx, compute_t<T>* __restrict__ partial_w,
+                               compute_t<T>* __restrict__ partial_b, std::int64_t rows, std::int64_t cols,
+                               std::int64_t rows_per_chunk) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFusedThreads);
+  using C = compute_t<T>;
+  const int t = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+  C w[kPer];
+  SumAcc<C> pw[kPer], pb[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+    w[k] = weight && col < cols ? static_cast<C>(load_value(weight[col])) : C(1);
+    pw[k] = SumAcc<C>::zero();
+    pb[k] = SumAcc<C>::zero();
+  }
+  const std::int64_t chunk = blockIdx.x;
+  const std::int64_t row_begin = chunk * rows_per_chunk;
+  const std::int64_t row_end = row_begin + rows_per_chunk < rows ? row_begin + rows_per_chunk : rows;
+  for (std::int64_t row = row_begin; row < row_end; ++row) {  // block-uniform: the barriers are safe
+    const C mu = mean[row], rs = rstd[row];
+    C xhat[kPer], g[kPer];
+    if (!dx) {  // parameter gradients only: no row sums (block-uniform)
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+        if (col < cols) {
+          const C d = load_value(dy[row * cols + col]);
+          pw[k].add(d * ((load_value(x[row * cols + col]) - mu) * rs));
+          pb[k].add(d);
+        }
+      }
+      continue;
+    }
+    SumAcc<C> sums[2] = {SumAcc<C>::zero(), SumAcc<C>::zero()};  // sum of g, sum of g * xhat
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+      xhat[k] = C(0);
+      g[k] = C(0);
+      if (col < cols) {
+        const C d = load_value(dy[row * cols + col]);
+        xhat[k] = (load_value(x[row * cols + col]) - mu) * rs;
+        g[k] = weight ? d * w[k] : d;
+        sums[0].add(g[k]);
+        sums[1].add(g[k] * xhat[k]);
+        pw[k].add(d * xhat[k]);
+        pb[k].add(d);
+      }
+    }
+    row_all_sum<true>(sums);
+    const C mean_g = sums[0].value() / static_cast<C>(cols), mean_gx = sums[1].value() / static_cast<C>(cols);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+      if (dx && col < cols) dx[row * cols + col] = store_value<T>(rs * (g[k] - mean_g - xhat[k] * mean_gx));
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+    if (col < cols) {
+      if (partial_w) partial_w[chunk * cols + col] = pw[k].value();
+      if (partial_b) partial_b[chunk * cols + col] = pb[k].value();
+    }
+  }
+}
+
 // Partial column sums of dy * xhat (dweight) and dy (dbias) over the rows of chunk blockIdx.y, for
 // columns blockIdx.x * kColTile + threadIdx.x. Block (kColTile, kColRowThreads): the threads of a
 // column take every kColRowThreads-th row of the chunk, then thread y = 0 adds their sums in y
@@ -356,6 +445,37 @@ void param_grads(const Tensor& dy, const Tensor& x, const Tensor& mean, const Te
                  optional_mutable_data<W>(dweight), optional_mutable_data<W>(dbias), chunks, cols);
 }
 
+// Chunks of the one-pass backward: a function of the row count only (reproducible dweight/dbias),
+// about 16 rows each and at most 1,024 of them (several blocks per multiprocessor of any GPU).
+std::int64_t fused_chunks(std::int64_t rows) { return std::min<std::int64_t>((rows + 15) / 16, 1024); }
+
+// dx, dweight and dbias (whichever are defined) in one pass over dy and x
+// (layer_norm_backward_kernel), then the chunks' partials added.
+template <typename T, typename W>
+void fused_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                    const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  using C = compute_t<T>;
+  const char* op = "layer_norm_backward";
+  const std::int64_t cols = x.shape().back(), rows = x.numel() / cols;
+  const std::int64_t chunks = fused_chunks(rows);
+  const std::int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  const bool params = dweight.defined() || dbias.defined();
+  const Tensor partials = params ? empty({2, chunks, cols}, {dtype_of<C>::value, x.device()}) : Tensor();
+  C* partial_w = dweight.defined() ? partials.data<C>() : nullptr;
+  C* partial_b = dbias.defined() ? partials.data<C>() + chunks * cols : nullptr;
+  const std::int64_t per = (cols + kFusedThreads - 1) / kFusedThreads;
+  auto* kernel = per <= 1   ? layer_norm_backward_kernel<T, W, 1>
+                 : per <= 2 ? layer_norm_backward_kernel<T, W, 2>
+                 : per <= 4 ? layer_norm_backward_kernel<T, W, 4>
+                            : layer_norm_backward_kernel<T, W, kFusedMaxPerThread>;
+  launch_checked(op, kernel, dim3(static_cast<unsigned>(chunks)), dim3(kWarp, kFusedWarps), 0, dy.data<T>(),
+                 x.data<T>(), optional_data<W>(weight), mean.data<C>(), rstd.data<C>(), optional_mutable_data<T>(dx),
+                 partial_w, partial_b, rows, cols, rows_per_chunk);
+  if (dweight.defined() || dbias.defined())
+    launch_checked(op, layer_norm_param_finish_kernel<C, W>, grid_for(cols), kBlockSize, 0, partial_w, partial_b,
+                   optional_mutable_data<W>(dweight), optional_mutable_data<W>(dbias), chunks, cols);
+}
+
 template <typename T>
 void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                     const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
@@ -366,6 +486,10 @@ void backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   const Tensor& param = weight.defined() ? weight : (dweight.defined() ? dweight : dbias);
   with_same_or_float32<T>(op, "parameters", param.defined() ? param.dtype() : x.dtype(), [&](auto w_tag) {
     using W = decltype(w_tag);
+    if (cols <= kFusedThreads * kFusedMaxPerThread) {
+      fused_backward<T, W>(dy, x, weight, mean, rstd, dx, dweight, dbias);
+      return;
+    }
     if (dx.defined()) {
       const RowLaunch l = row_launch<C>(rows, cols, 2 * cols);
       auto* kernel = l.block_per_row ? layer_norm_dx_kernel<T, W, true> : layer_norm_dx_kernel<T, W, false>;

@@ -21,7 +21,13 @@
 // (blockIdx.y); each block writes a partial result and a second kernel combines the partials of
 // each output in chunk order.
 //
-// Determinism: every choice (layout, lanes, splits) depends on the shapes and strides alone, and
+// Memory-level parallelism: each thread of a sum walks its elements four at a time into four
+// independent accumulators (combined in a fixed order at the end), so four loads per thread are in
+// flight where a single accumulator would wait for each load before issuing the next. The block count aims at
+// eight blocks per multiprocessor of the device (at least kTargetBlocks).
+//
+// Determinism: every choice (layout, lanes, splits) depends on the shapes, the strides and the
+// device's multiprocessor count alone (the count only on GPUs with more than 64), and
 // every combination happens in a fixed order (per-thread loops in index order, shuffle trees,
 // warps in order, chunks in order); no atomics. Results are bitwise identical from run to run and
 // whatever the schedule. Sums accumulate in SumAcc (kernels/cuda/float_sum.cuh): float32 in float
@@ -50,7 +56,8 @@ namespace {
 constexpr int kReduceThreads = 256;
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
-// Below this many blocks the reduced range is split across blocks as well ...
+// Below this many blocks (or eight per multiprocessor, when that is more) the reduced range is
+// split across blocks as well ...
 constexpr std::int64_t kTargetBlocks = 512;
 // ... but never so finely that a thread adds fewer than this many elements.
 constexpr std::int64_t kMinElementsPerThread = 32;
@@ -65,6 +72,7 @@ template <typename T, bool kSquares = false, typename O = T>
 struct SumOp {
   using value_t = T;
   using acc_t = SumAcc<compute_t<T>>;
+  static constexpr bool kWalkUnrolled = true;
   O* out;
   double scale;
 
@@ -96,6 +104,7 @@ template <typename T>
 struct MaxOp {
   using value_t = T;
   using acc_t = ArgMax<compute_t<T>>;  // a 16-bit value widens exactly and is stored back as it was
+  static constexpr bool kWalkUnrolled = false;
   T* values;  // null for argmax
   std::int64_t* indices;
 
@@ -141,6 +150,30 @@ __device__ __forceinline__ std::int64_t reduced_offset(const OffsetCalc<1>& calc
   return off[0];
 }
 
+// op's accumulation of base[reduced offset of r] for r = begin, begin + step, ... below end: four
+// loads in flight per thread (four accumulators over consecutive quads of the walk, combined in a
+// fixed order), then the remainder one at a time. Not for max / argmax (kWalkUnrolled false): four
+// (value, index) pairs spill registers at sm_61.
+template <typename Op>
+__device__ __forceinline__ typename Op::acc_t accumulate_walk(const Op& op, const typename Op::value_t* base,
+                                                              const OffsetCalc<1>& reduced, std::int64_t begin,
+                                                              std::int64_t end, std::int64_t step) {
+  using Acc = typename Op::acc_t;
+  Acc a0 = op.identity(), a1 = op.identity(), a2 = op.identity(), a3 = op.identity();
+  std::int64_t r = begin;
+  if (Op::kWalkUnrolled && reduced.ndim == 1) {  // the usual case: offsets without divisions
+    const std::int64_t s = reduced.strides[0][0];
+    for (; r + 3 * step < end; r += 4 * step) {
+      op.accumulate(a0, base + r * s, r);
+      op.accumulate(a1, base + (r + step) * s, r + step);
+      op.accumulate(a2, base + (r + 2 * step) * s, r + 2 * step);
+      op.accumulate(a3, base + (r + 3 * step) * s, r + 3 * step);
+    }
+  }
+  for (; r < end; r += step) op.accumulate(a0, base + reduced_offset(reduced, r), r);
+  return Op::combine(Op::combine(a0, a1), Op::combine(a2, a3));
+}
+
 // Output o's result: final (one split) or this block's partial.
 template <typename Op>
 __device__ __forceinline__ void store_result(const Op& op, const ReduceGeometry& g, typename Op::acc_t* partial,
@@ -180,8 +213,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     Acc acc = op.identity();
     if (o < g.outputs) {
       g.kept.get(o, off);
-      for (std::int64_t r = r_begin + lane; r < r_end; r += lanes)
-        op.accumulate(acc, x + off[0] + reduced_offset(g.reduced, r), r);
+      acc = accumulate_walk(op, x + off[0], g.reduced, r_begin + lane, r_end, lanes);
     }
     acc = warp_reduce<Op>(acc, lanes < kWarpSize ? lanes : kWarpSize);
     if (warps_per_output > 1) {
@@ -218,8 +250,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     Acc acc = op.identity();
     if (o < g.outputs) {
       g.kept.get(o, off);
-      for (std::int64_t r = r_begin + part; r < r_end; r += parts)
-        op.accumulate(acc, x + off[0] + reduced_offset(g.reduced, r), r);
+      acc = accumulate_walk(op, x + off[0], g.reduced, r_begin + part, r_end, parts);
     }
     // Each thread writes only its own slot, and a slot is read by another thread only between
     // two barriers, so the next outputs can overwrite slots without a trailing barrier.
@@ -375,10 +406,11 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
     outputs_per_block = g.lanes;
   }
   const std::int64_t blocks = ceil_div(g.outputs, outputs_per_block);
+  const std::int64_t target = std::max<std::int64_t>(kTargetBlocks, 8 * std::int64_t(multiprocessor_count()));
   std::int64_t splits = 1;
-  if (blocks < kTargetBlocks)
+  if (blocks < target)
     splits = std::max<std::int64_t>(
-        1, std::min(ceil_div(kTargetBlocks, blocks), ceil_div(g.length, threads_per_output * kMinElementsPerThread)));
+        1, std::min(ceil_div(target, blocks), ceil_div(g.length, threads_per_output * kMinElementsPerThread)));
   g.chunk = ceil_div(g.length, splits);
   g.splits = g.chunk == 0 ? 1 : static_cast<int>(ceil_div(g.length, g.chunk));  // no empty chunks
   if (g.chunk == 0) g.chunk = 1;

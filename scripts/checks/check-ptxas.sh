@@ -12,6 +12,9 @@
 # (scripts/checks/ptxas-log.sh), for the architectures that build targets; only their compute_75
 # PTX for the sm_61 rows is compiled here (through ccache where there is one). Other files are
 # compiled here for every architecture.
+# --registers TABLE: also fails when a kernel's registers at sm_61, sm_75 or sm_90 differ from TABLE
+# (kernels/cuda/ptxas-registers.txt, the emulator performance model's input), or a kernel of a
+# checked kernels/cuda file is missing from it; scripts/checks/update-ptxas-registers.sh rewrites it.
 # Environment: ARCHS (default "75 80 90"; "none" for none), NVCC (default: nvcc on PATH or
 # /usr/local/cuda/bin/nvcc), PTXAS12 (a CUDA 12 ptxas, e.g. from scripts/get-ptxas12.sh: adds sm_61).
 #
@@ -31,11 +34,22 @@ archs="${ARCHS:-75 80 90}"
 ptxas12="${PTXAS12:-}"
 known_sm61=scripts/checks/ptxas-sm61-known-spills.txt
 build=""
-if [ "${1:-}" = --build ]; then
-  build="$2"
-  shift 2
-  [ -d "$build" ] || { echo "check-ptxas: no build folder '$build'" >&2; exit 2; }
-fi
+registers=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build)
+      build="$2"
+      shift 2
+      [ -d "$build" ] || { echo "check-ptxas: no build folder '$build'" >&2; exit 2; }
+      ;;
+    --registers)
+      registers="$2"
+      shift 2
+      [ -f "$registers" ] || { echo "check-ptxas: no register table '$registers'" >&2; exit 2; }
+      ;;
+    *) break ;;
+  esac
+done
 if [ $# -gt 0 ]; then files=("$@"); else files=(kernels/cuda/*.cu tests/cuda_emu/kernels/*.cu); fi
 # The PTX compiles of --build go through ccache where there is one (a second run is then quick).
 launcher=()
@@ -184,4 +198,25 @@ for ((j = 0; j < i; ++j)); do
   cat "$tmp/$j/messages" >&2
   [ "$(cat "$tmp/$j/status")" = 0 ] || status=1
 done
+
+# The register table against this run: "file arch regs kernel" of the kernels/cuda files checked, at
+# the table's architectures that this run produced.
+if [ -n "$registers" ]; then
+  for ((j = 0; j < i; ++j)); do cat "$tmp/$j/table"; done |
+    awk '$1 ~ /^kernels\/cuda\// && ($2 == "sm_61" || $2 == "sm_75" || $2 == "sm_90") {
+           k = $7; for (f = 8; f <= NF; ++f) k = k " " $f; print $1, $2, $3, k }' | sort -u > "$tmp/now"
+  checked_archs="$(awk '{print $2}' "$tmp/now" | sort -u | paste -sd'|')"
+  checked_files="$(awk '{print $1}' "$tmp/now" | sort -u | paste -sd'|' | sed 's/[.]/[.]/g')"
+  if [ -n "$checked_archs" ]; then
+    grep -v '^#' "$registers" |
+      awk -v archs="^($checked_archs)\$" -v files="^($checked_files)\$" '$2 ~ archs && $1 ~ files {
+           k = $7; for (f = 8; f <= NF; ++f) k = k " " $f; print $1, $2, $3, k }' | sort -u > "$tmp/table"
+    if ! diff -q "$tmp/table" "$tmp/now" > /dev/null; then
+      echo "check-ptxas: $registers is out of date (< table, > this run):" >&2
+      diff "$tmp/table" "$tmp/now" | grep '^[<>]' | head -20 >&2
+      echo "check-ptxas: run scripts/checks/update-ptxas-registers.sh $(diff "$tmp/table" "$tmp/now" | grep '^[<>]' | awk '{print $2}' | sort -u | paste -sd' ')" >&2
+      status=1
+    fi
+  fi
+fi
 exit $status

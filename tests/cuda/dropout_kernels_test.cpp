@@ -89,6 +89,25 @@ TEST_CASE("cuda dropout: equal bit for bit to the CPU paths", "[cuda][dropout][f
   }
 }
 
+TEST_CASE("cuda dropout: a tensor not aligned to four elements takes the element-by-element path, equally",
+          "[cuda][dropout][family:dropout]") {
+  REQUIRE(kernels::register_devices().emu);
+  for (const std::int64_t shift : {1, 2, 3}) {
+    INFO("data starts " << shift << " element(s) into its storage");
+    Generator gen(11);
+    const Tensor whole = rand_uniform({1030}, -2, 2, {DType::Float32}, gen);
+    const Tensor x = whole.as_strided({1024}, {1}, shift);  // contiguous, not 16-byte aligned
+    Tensor ref;
+    {
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      ref = kernels::dropout_apply(x, 0.4, 5, 8);
+    }
+    const Tensor xe = copy_to_device(whole, kernel_test_device()).as_strided({1024}, {1}, shift);
+    const Tensor emu = kernels::dropout_apply(xe, 0.4, 5, 8);
+    CHECK(bits32(emu) == bits32(ref));
+  }
+}
+
 TEST_CASE("cuda dropout: element i keeps x_i exactly when its Philox word says so", "[cuda][dropout][family:dropout]") {
   REQUIRE(kernels::register_devices().emu);
   const std::uint64_t seed = 2024, offset = 13;

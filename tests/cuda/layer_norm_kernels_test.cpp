@@ -139,8 +139,10 @@ TEST_CASE("cuda layer_norm: results are bit-identical under every thread schedul
           "[cuda][layer_norm][family:layer_norm]") {
   REQUIRE(kernels::register_devices().emu);
   // Block per row (1031 cols) and warp per row (33 cols, 4 rows per block with the last block
-  // partly empty); dweight/dbias come from per-chunk partials summed in chunk order.
-  for (std::int64_t cols : {1031, 33}) {
+  // partly empty) forward; the one-pass backward (up to 2,048 cols) and, for 3000 cols, the
+  // separate dx and parameter-partial kernels; dweight/dbias come from per-chunk partials summed
+  // in chunk order.
+  for (std::int64_t cols : {1031, 33, 3000}) {
     INFO("cols " << cols);
     const Problem p = make_problem(257, cols, DType::Float32, 5);
     LayerNormRun forward;
@@ -159,7 +161,10 @@ TEST_CASE("cuda layer_norm: results are bit-identical under every thread schedul
 TEST_CASE("cuda layer_norm: parameter gradients do not depend on which gradients are requested",
           "[cuda][layer_norm][family:layer_norm]") {
   REQUIRE(kernels::register_devices().emu);
-  const Problem p = make_problem(100, 70, DType::Float32, 6);
+  // 70 cols: the one-pass kernel; 2500: dx and the parameter partials in kernels of their own.
+  const std::int64_t cols = GENERATE(70, 2500);
+  INFO("cols " << cols);
+  const Problem p = make_problem(100, cols, DType::Float32, 6);
   const Tensor x = on_emu(p.x), w = on_emu(p.w), dy = on_emu(p.dy);
   const kernels::LayerNormOutputs f = kernels::layer_norm(x, w, Tensor(), 1e-5);
   const kernels::LayerNormGrads all = kernels::layer_norm_backward(dy, x, w, f.mean, f.rstd, true, true, true);

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""PyTorch peer of kernel_bench (bench/kernels/kernel_bench.cpp): the same cases under the same
+names, through PyTorch's own ops, at the same GPU sizes (each case's size_gpu in
+bench/kernels/kernel_cases.h) and with the same compulsory bytes (every input read once, every
+output written once) or FLOPs, next to the device-to-device copy rate of 512 MiB measured in the
+same run. Prints a table like kernel_bench's and one JSON line per case (name, size, ms, bytes,
+gbps or flops and gflops, pct_of_copy) for bench/peers/join_peers.py to join with kernel_bench.
+
+  kernels_torch.py [--device cuda|cpu] [--small] [--filter SUBSTRING] [--warmup 20] [--rounds 5]
+                   [--launches 50]
+
+Timing: `warmup` untimed calls, then `rounds` rounds of `launches` back-to-back calls, each round
+timed with CUDA events around the whole round (the host clock on the CPU); a call's time is the
+median round's over `launches`. On a GPU: float32 with TF32 off (define's SGEMM is full float32).
+--device cpu with --small (kernel_cases.h's emulator sizes, size_emu) runs the same code on the CPU:
+it tests the script where there is no GPU; its figures say nothing about a GPU.
+
+Cases without a PyTorch op of their own are left out (rel_attention rows / unshift: Transformer-XL's
+fused kernels; gemm (tiled kernel): define's own GEMM kernel); the join shows them as "-". Some
+ops do more than the compulsory work by design and are still timed as PyTorch runs them:
+dropout also writes its mask (one byte per element); the transposed copy allocates its output
+through the caching allocator (x.t().contiguous()).
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+F32 = 4.0
+
+
+def f32_bytes(elements):
+    return F32 * elements
+
+
+def uniform(shape, dev, dtype=torch.float32):
+    return (torch.rand(shape, device=dev) * 2 - 1).to(dtype)
+
+
+def cases(dev, gpu):
+    """(name, size shown, bytes, flops, build) as kernel_cases.h has them; build() makes the
+    inputs and returns the call to time."""
+    n = (64 << 20) if gpu else (1 << 20)
+    size_n = "64M" if gpu else "1M"
+    c = []
+
+    def transpose():
+        m = 8192 if gpu else 1024
+        x = uniform((m, m), dev)
+        return lambda: x.t().contiguous()
+    m = 8192 if gpu else 1024
+    c.append(("copy (transpose)", f"{m}x{m}", f32_bytes(2.0 * m * m), 0, transpose))
+
+    def fill():
+        y = torch.empty(n, device=dev)
+        return lambda: y.fill_(1.5)
+    c.append(("fill", size_n, f32_bytes(n), 0, fill))
+
+    def gelu():
+        x = uniform((n,), dev)
+        return lambda: F.gelu(x)  # the erf form, as define's Gelu
+    c.append(("unary gelu", size_n, f32_bytes(2.0 * n), 0, gelu))
+
+    r, k = (16384, 4096) if gpu else (1024, 1024)
+
+    def add():
+        a, b, y = uniform((r, k), dev), uniform((k,), dev), torch.empty(r, k, device=dev)
+        return lambda: torch.add(a, b, out=y)
+    c.append(("binary add (row broadcast)", f"{r}x{k} + {k}", f32_bytes(2.0 * r * k + k), 0, add))
+
+    def sum_last():
+        x = uniform((r, k), dev)
+        return lambda: x.sum(1)
+    c.append(("sum (last dim)", f"{r}x{k}", f32_bytes(1.0 * r * k + r), 0, sum_last))
+
+    def sum_first():
+        x = uniform((r, k), dev)
+        return lambda: x.sum(0)
+    c.append(("sum (first dim)", f"{r}x{k}", f32_bytes(1.0 * r * k + k), 0, sum_first))
+    # define's column_sum (a GEMM-family kernel for bias gradients) is the same reduction in PyTorch.
+    c.append(("column_sum", f"{r}x{k}", f32_bytes(1.0 * r * k + k), 0, sum_first))
+
+    rv, v = (4096, 32000) if gpu else (256, 10000)
+
+    def log_softmax():
+        x = uniform((rv, v), dev)
+        return lambda: F.log_softmax(x, 1)
+    c.append(("log_softmax", f"{rv}x{v}", f32_bytes(2.0 * rv * v), 0, log_softmax))
+
+    def cross_entropy():
+        x, t = uniform((rv, v), dev), torch.randint(0, v, (rv,), device=dev)
+        return lambda: F.cross_entropy(x, t, reduction="none")
+    c.append(("cross_entropy rows", f"{rv}x{v}", f32_bytes(1.0 * rv * v + 2.0 * rv), 0, cross_entropy))
+
+    rl, kl = (16384 if gpu else 1024), 1024
+
+    def ln_forward():
+        x, w, b = uniform((rl, kl), dev), uniform((kl,), dev), uniform((kl,), dev)
+        return lambda: torch.native_layer_norm(x, [kl], w, b, 1e-5)  # output, mean and rstd, as define's
+    c.append(("layer_norm forward", f"{rl}x{kl}", f32_bytes(2.0 * rl * kl + 2.0 * rl), 0, ln_forward))
+
+    def ln_backward():
+        x, w, b, dy = uniform((rl, kl), dev), uniform((kl,), dev), uniform((kl,), dev), uniform((rl, kl), dev)
+        _, mean, rstd = torch.native_layer_norm(x, [kl], w, b, 1e-5)
+        return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [kl], mean, rstd, w, b, [True, True, True])
+    c.append(("layer_norm backward", f"{rl}x{kl}", f32_bytes(3.0 * rl * kl + 2.0 * rl), 0, ln_backward))
+
+    def adam():
+        p = torch.nn.Parameter(uniform((n,), dev))
+        p.grad = uniform((n,), dev)
+        opt = None
+        if dev.type == "cuda":
+            try:  # the fused multi-tensor kernel where this torch has it (1.13+)
+                opt = torch.optim.Adam([p], lr=1e-3, fused=True)
+            except (TypeError, RuntimeError):
+                opt = None
+        if opt is None:
+            opt = torch.optim.Adam([p], lr=1e-3, foreach=dev.type == "cuda")
+        opt.step()  # creates the moments: the timed steps read and write them
+        with torch.no_grad():
+            st = opt.state[p]
+            st["exp_avg"].copy_(uniform((n,), dev))
+            st["exp_avg_sq"].copy_(torch.rand(n, device=dev))  # a second moment is >= 0
+        return opt.step
+    c.append(("adam_update", size_n, f32_bytes(7.0 * n), 0, adam))
+
+    def dropout():
+        x = uniform((n,), dev)
+        return lambda: F.dropout(x, 0.3, training=True)
+    c.append(("dropout", size_n, f32_bytes(2.0 * n), 0, dropout))
+
+    t, e, vocab = (65536, 1024, 10000) if gpu else (8192, 400, 10000)
+
+    def emb_forward():
+        w, idx = uniform((vocab, e), dev), torch.randint(0, vocab, (t,), device=dev)
+        return lambda: F.embedding(idx, w)
+    c.append(("embedding forward", f"{t} tok x {e}", f32_bytes(2.0 * t * e) + 8.0 * t, 0, emb_forward))
+
+    def emb_backward():
+        g, idx = uniform((t, e), dev), torch.randint(0, vocab, (t,), device=dev)
+        return lambda: torch.ops.aten.embedding_dense_backward(g, idx, vocab, -1, False)
+    c.append(("embedding backward", f"{t} tok x {e}", f32_bytes(1.0 * t * e + 1.0 * vocab * e) + 8.0 * t, 0,
+              emb_backward))
+
+    ti, ri, mi = (65536, 16384, 1024) if gpu else (8192, 4096, 256)
+
+    def index_select():
+        x, idx = uniform((ri, mi), dev), torch.randint(0, ri, (ti,), device=dev)
+        return lambda: torch.index_select(x, 0, idx)
+    c.append(("index_select rows", f"{ti} of {ri}x{mi}", f32_bytes(2.0 * ti * mi) + 8.0 * ti, 0, index_select))
+
+    g = 4096 if gpu else 256
+    for name, dtype, elem in (("gemm (default path)", torch.float32, 4.0),
+                              ("gemm float16 (GemmEx)", torch.float16, 2.0),
+                              ("gemm bfloat16 (GemmEx)", torch.bfloat16, 2.0)):
+        if dtype == torch.float16 and not gpu:
+            continue  # the CPU has no float16 GEMM in this torch
+
+        def gemm(dtype=dtype):
+            a, b = uniform((g, g), dev, dtype), uniform((g, g), dev, dtype)
+            return lambda: torch.matmul(a, b)
+        c.append((name, f"{g}^3", elem * 3.0 * g * g, 2.0 * g * g * g, gemm))
+
+    batch, nb = (64 if gpu else 8), 128
+
+    def bmm():
+        a, b = uniform((batch, nb, nb), dev), uniform((batch, nb, nb), dev)
+        return lambda: torch.bmm(a, b)
+    c.append(("bmm 64 x 128^3", f"{batch}x{nb}^3", f32_bytes(3.0 * batch * nb * nb), 2.0 * batch * nb ** 3, bmm))
+    return c
+
+
+def time_call(fn, dev, warmup, rounds, launches):
+    """Seconds per call: the median round of `launches` back-to-back calls."""
+    for _ in range(warmup):
+        fn()
+    per_round = []
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        for _ in range(rounds):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(launches):
+                fn()
+            end.record()
+            end.synchronize()
+            per_round.append(start.elapsed_time(end) / 1e3 / launches)
+    else:
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            for _ in range(launches):
+                fn()
+            per_round.append((time.perf_counter() - t0) / launches)
+    return statistics.median(per_round)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--small", action="store_true", help="kernel_cases.h's emulator sizes (size_emu)")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--launches", type=int, default=50)
+    a = ap.parse_args()
+    dev = torch.device(a.device)
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("kernels_torch.py: no CUDA device in this torch (%s); --device cpu --small tests the "
+                             "script without one" % torch.__version__)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    gpu = not a.small
+    torch.manual_seed(0)
+    with torch.no_grad():
+        copy_n = (128 << 20) if gpu else (4 << 20)  # floats: 512 MiB (16 MiB at --small)
+        x, y = torch.zeros(copy_n, device=dev), torch.empty(copy_n, device=dev)
+        copy_s = time_call(lambda: y.copy_(x), dev, min(a.warmup, 5), a.rounds, min(a.launches, 10))
+        copy_gbps = 2.0 * F32 * copy_n / copy_s / 1e9
+        del x, y
+        name = torch.cuda.get_device_name() if a.device == "cuda" else "CPU"
+        print(f"device {a.device} ({name}, torch {torch.__version__}): measured copy bandwidth {copy_gbps:.0f} GB/s"
+              f" ({copy_n * F32 / 2**20:.0f} MiB)\n")
+        rows = [{"name": "copy rate", "device": a.device, "gpu": name, "torch": torch.__version__,
+                 "small": a.small, "gbps": copy_gbps, "bytes": 2.0 * F32 * copy_n, "ms": copy_s * 1e3}]
+        print(f"{'kernel':<28} {'size':>22} {'time':>10} {'achieved':>12} {'of limit':>9}")
+        for case, size, nbytes, flops, build in cases(dev, gpu):
+            if a.filter and a.filter not in case:
+                continue
+            s = time_call(build(), dev, a.warmup, a.rounds, a.launches)
+            row = {"name": case, "size": size, "ms": s * 1e3, "bytes": nbytes}
+            if flops:
+                row.update(flops=flops, gflops=flops / s / 1e9)
+                print(f"{case:<28} {size:>22} {s * 1e3:>8.3f}ms {flops / s / 1e9:>7.0f} GF/s {'':>9}")
+            else:
+                gbps = nbytes / s / 1e9
+                row.update(gbps=gbps, pct_of_copy=100 * gbps / copy_gbps)
+                print(f"{case:<28} {size:>22} {s * 1e3:>8.3f}ms {gbps:>7.0f} GB/s {100 * gbps / copy_gbps:>8.0f}%")
+            rows.append(row)
+            if a.device == "cuda":
+                torch.cuda.empty_cache()  # the next case's inputs get the memory back
+    print()
+    for row in rows:
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

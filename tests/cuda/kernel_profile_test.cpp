@@ -1,0 +1,123 @@
+// The access-pattern check: every bandwidth-bound case of the kernel benchmark
+// (bench/kernels/kernel_cases.h) through the emulator's profiling mode (cuda_emu/emu_profile.hpp),
+// at the emulator sizes, against what its kernels claim: the share of each 32-byte sector they use
+// on global loads and stores, no shared-memory bank conflicts, and the theoretical occupancy on a
+// GTX 1080 Ti (sm_61) and an RTX 2080 Ti (sm_75) from ptxas's register counts
+// (kernels/cuda/ptxas-registers.txt). A change that makes an access pattern slower on a GPU fails
+// here, without a GPU. The claims are the measured values rounded down; a kernel below the general
+// target (80% of each sector, 50% occupancy) says why in its row.
+//
+// Each launch that moves at least a tenth of its case's global bytes is judged (the small
+// finishing kernels of a split reduction are not), and of it each direction (loads, stores) that
+// carries at least a tenth of its bytes (a reduction's one result per row is not).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/kernels/kernel_cases.h"
+#include "bench/kernels/kernel_profile.h"
+#include "kernels/devices.h"
+
+#if !defined(__SANITIZE_ADDRESS__)  // the sanitizer builds' kernels carry no access instrumentation
+
+namespace {
+
+using namespace define;
+using bench::kernel_bench::Case;
+
+struct Claim {
+  std::string name;    // the kernel_cases.h case
+  double load = 0.8;   // least sector efficiency of global loads
+  double store = 0.8;  // ... and of global stores
+  bool conflict_free = true;
+  double occupancy = 0.5;  // least theoretical occupancy at sm_61 and sm_75
+  std::string why;         // for a claim below the general target
+
+  Claim(const char* case_name) : name(case_name) {}  // the general target
+  Claim(const char* case_name, double ld, double st, bool no_conflicts, double occ, const char* reason)
+      : name(case_name), load(ld), store(st), conflict_free(no_conflicts), occupancy(occ), why(reason) {}
+};
+
+const std::vector<Claim>& claims() {
+  static const std::vector<Claim> c = {
+      {"copy (transpose)"},
+      {"fill"},
+      {"unary gelu"},
+      {"binary add (row broadcast)"},
+      {"sum (last dim)"},
+      {"sum (first dim)"},
+      {"column_sum"},
+      {"log_softmax", 0.8, 0.8, false, 0.5,
+       "block_allreduce's per-warp slots: 12-byte states read by 16 lanes, a few extra wavefronts a row"},
+      {"cross_entropy rows", 0.8, 0.8, false, 0.5,
+       "block_allreduce's per-warp slots: 12-byte states read by 16 lanes, a few extra wavefronts a row"},
+      {"layer_norm forward", 0.8, 0.8, true, 0.37,
+       "the row cache: 16 KB of shared memory for a block of 4 rows of 1024 (6 blocks on an sm_61 multiprocessor)"},
+      {"layer_norm backward"},
+      {"adam_update"},
+      {"dropout"},
+      {"rel_attention rows", 0.37, 0.36, true, 0.5,
+       "open: a lane reads and writes its row elements at the warp's stride over two inputs and two outputs"},
+      {"rel_attention unshift"},
+      {"embedding forward"},
+      {"embedding backward", 0.64, 0.8, true, 0.5,
+       "rows of 400 floats (1,600 bytes) gathered by index: partial sectors at both ends of each row"},
+      {"index_select rows"},
+  };
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("kernel profile: bandwidth-bound kernels keep their access patterns", "[cuda][profile][kernel_profile]") {
+  kernels::register_devices();
+  REQUIRE(kernels::emu_kernels_profiled());
+  const bench::kernel_bench::RegisterTable regs(DEFINE_SOURCE_DIR "/kernels/cuda/ptxas-registers.txt");
+  REQUIRE_FALSE(regs.empty());
+  std::vector<std::string> table;
+  for (const Claim& claim : claims()) {
+    const Case* found = nullptr;
+    for (const Case& c : bench::kernel_bench::cases())
+      if (c.name == claim.name) found = &c;
+    INFO(claim.name);
+    REQUIRE(found != nullptr);
+    const std::vector<::cuda_emu::KernelProfile> launches =
+        bench::kernel_bench::profile_case(*found, Device::emu(), false);
+    REQUIRE_FALSE(launches.empty());
+    double bytes = 0;
+    for (const auto& k : launches) bytes += k.total_global_bytes();
+    for (const ::cuda_emu::KernelProfile& k : launches) {
+      if (k.total_global_bytes() < 0.1 * bytes) continue;
+      INFO(k.kernel);
+      const double ld = k.global_load.efficiency(false), st = k.global_store.efficiency(false);
+      const double conflicts =
+          (k.shared_load.sectors + k.shared_store.sectors) - (k.shared_load.ideal + k.shared_store.ideal);
+      double occ[2] = {0, 0};
+      for (int a = 0; a < 2; ++a) {
+        const ::cuda_emu::GpuSpec& g = *::cuda_emu::gpu_spec(a == 0 ? 61 : 75);
+        const int r = regs.registers(g.arch, k.kernel);
+        CHECK(r > 0);  // in the table: scripts/checks/update-ptxas-registers.sh adds it
+        occ[a] =
+            ::cuda_emu::occupancy(g, k.threads_per_block(), r > 0 ? r : 32, k.static_smem + k.dynamic_smem).fraction;
+      }
+      table.push_back(
+          fmt::format("{:<28} {:<50} ld {:>4.0f}% st {:>4.0f}% conflicts {:>6.0f} occupancy {:.0f}% / {:.0f}%",
+                      claim.name, k.kernel.substr(0, 50), 100 * ld, 100 * st, conflicts, 100 * occ[0], 100 * occ[1]));
+      // A direction that carries under a tenth of the launch's bytes (a row's one result) is not judged.
+      if (k.global_load.bytes >= 0.1 * k.total_global_bytes()) CHECK(ld >= claim.load);
+      if (k.global_store.bytes >= 0.1 * k.total_global_bytes()) CHECK(st >= claim.store);
+      if (claim.conflict_free) CHECK(conflicts == 0);
+      CHECK(occ[0] >= claim.occupancy);
+      CHECK(occ[1] >= claim.occupancy);
+    }
+  }
+  // The measured table, for updating the claims: DEFINE_PRINT_PROFILE=1 define_tests "[kernel_profile]".
+  if (std::getenv("DEFINE_PRINT_PROFILE"))
+    for (const std::string& row : table) fmt::print("{}\n", row);
+}
+
+#endif
