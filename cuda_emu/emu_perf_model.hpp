@@ -5,8 +5,9 @@
 //   dram     distinct bytes the launch reads and writes / the device's copy rate;
 //   latency  the same bytes / the rate the resident warps can sustain: warps resident on the GPU x
 //            bytes each has in flight / memory latency (Little's law). A warp has in flight one
-//            request's sectors for each distinct load instruction of the kernel (up to 8): a
-//            loop with one scalar load keeps 128 bytes in flight per warp, a float4 load 512;
+//            request's sectors for each load a thread issues before repeating an instruction (one
+//            loop iteration's loads, up to 8; KernelProfile::loads_in_flight): a loop with one
+//            scalar load keeps 128 bytes in flight per warp, unrolled by four 512;
 //   l2       32-byte sectors the requests move between L2 and the multiprocessors / L2 bandwidth:
 //            a request that uses 4 bytes of each sector moves 8x the data it needs;
 //   shared   shared-memory wavefronts / (multiprocessors x one wavefront a clock): bank conflicts;
@@ -111,7 +112,7 @@ inline Estimate estimate(const KernelProfile& p, const GpuSpec& g, int registers
   const double loads = p.global_load.requests + p.global_atomic.requests;
   if (loads > 0) {
     const double bytes_per_request = 32.0 * (p.global_load.sectors + p.global_atomic.sectors) / loads;
-    const double in_flight = resident_warps * bytes_per_request * std::clamp(p.load_instructions, 1, 8);
+    const double in_flight = resident_warps * bytes_per_request * p.loads_in_flight;
     const double sustained_gbs = std::min(g.copy_gbs, in_flight / g.latency_ns);  // bytes per ns = GB/s
     e.latency_us = dram_bytes / (sustained_gbs * 1e3);
   }

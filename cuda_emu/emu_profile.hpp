@@ -96,7 +96,11 @@ struct KernelProfile {
   AccessCounts global_load, global_store, global_atomic;
   AccessCounts shared_load, shared_store, shared_atomic;
   double dram_read_bytes = 0, dram_write_bytes = 0;  // distinct sectors x 32 (an L2 that holds the launch)
-  int load_instructions = 0;  // distinct global load instructions (how many loads a thread can have in flight)
+  int load_instructions = 0;  // distinct global load instructions
+  // Global loads a thread issues before it executes one of them again, on average: the loads of
+  // one loop iteration, which nothing orders (a loop with one load: 1; unrolled by four: 4; two
+  // loops one after the other: 1). How many a thread can have in flight.
+  double loads_in_flight = 1;
 
   std::uint64_t threads_per_block() const { return std::uint64_t(block.x) * block.y * block.z; }
   double total_global_bytes() const { return global_load.bytes + global_store.bytes + global_atomic.bytes; }
@@ -260,6 +264,7 @@ class LaunchRecorder {
 
   // Adds one block's accesses (sorted here).
   void add_block(std::vector<RecordedAccess>& acc) {
+    count_load_windows(acc);
     std::sort(acc.begin(), acc.end(), [](const RecordedAccess& x, const RecordedAccess& y) {
       if (x.pc != y.pc) return x.pc < y.pc;
       if (x.instance != y.instance) return x.instance < y.instance;
@@ -283,9 +288,37 @@ class LaunchRecorder {
     profile.dram_read_bytes = 32.0 * double(read_sectors_.size()) * block_weight;
     profile.dram_write_bytes = 32.0 * double(write_sectors_.size()) * block_weight;
     profile.load_instructions = int(load_pcs_.size());
+    profile.loads_in_flight = windows_ > 0 ? std::clamp(window_loads_ / windows_, 1.0, 8.0) : 1.0;
   }
 
  private:
+  // Splits each thread's global loads, in the order it made them (the recording keeps each thread's
+  // order), into windows that end where an instruction repeats: a window's loads have no load of
+  // the same instruction between them, as one loop iteration's.
+  void count_load_windows(const std::vector<RecordedAccess>& acc) {
+    struct Window {
+      const void* pcs[8];
+      int n = 0;
+    };
+    std::unordered_map<std::uint16_t, Window> open;
+    for (const RecordedAccess& a : acc) {
+      if (a.kind != kRead) continue;  // global loads only
+      Window& w = open[a.thread];
+      bool repeat = w.n == 8;
+      for (int i = 0; i < w.n && !repeat; ++i) repeat = w.pcs[i] == a.pc;
+      if (repeat) {
+        window_loads_ += w.n;
+        windows_ += 1;
+        w.n = 0;
+      }
+      w.pcs[w.n++] = a.pc;
+    }
+    for (const auto& [thread, w] : open) {
+      window_loads_ += w.n;
+      windows_ += 1;
+    }
+  }
+
   void add_request(const RecordedAccess* a, std::size_t n,
                    std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& ranges,
                    std::vector<std::uintptr_t>& sectors) {
@@ -323,6 +356,7 @@ class LaunchRecorder {
 
   std::unordered_set<std::uintptr_t> read_sectors_, write_sectors_;
   std::unordered_set<const void*> load_pcs_;
+  double window_loads_ = 0, windows_ = 0;
 };
 
 // The process-wide profiler: on between profile_start() and profile_stop(), one launch at a time.

@@ -126,7 +126,9 @@ class TiedAdaptiveLogSoftmax(nn.Module):
         head_w = torch.cat([self.table[:c0], self.cluster_weight])
         head_b = torch.cat([self.bias[:c0], self.cluster_bias])
         head = F.log_softmax(F.linear(h, head_w, head_b), dim=-1)  # [N, c0 + tails]
-        nll = h.new_zeros(target.shape[0], dtype=torch.float32)  # float32 also when autocast made h 16-bit
+        # At least float32 (autocast makes h 16-bit; log_softmax comes back float32), float64 in the
+        # reference-equality tests.
+        nll = h.new_zeros(target.shape[0], dtype=torch.promote_types(h.dtype, torch.float32))
         for c, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:])):
             rows = ((target >= lo) & (target < hi)).nonzero().squeeze(1)
             if rows.numel() == 0:

@@ -50,6 +50,7 @@ TEST_CASE("emu profile: coalesced and strided global loads, sectors and efficien
     CHECK(p.dram_read_bytes == 32 * 32 * sectors_per_request);
     CHECK(p.dram_write_bytes == 4096);
     CHECK(p.load_instructions == 1);
+    CHECK(p.loads_in_flight == 1.0);
     CHECK(p.shared_load.requests == 0);
     CHECK(p.shared_store.requests == 0);
   }
@@ -116,6 +117,18 @@ TEST_CASE("emu profile: a large grid is sampled and scaled to every block", "[em
   CHECK(some.global_load.sectors == all.global_load.sectors);
   CHECK(some.dram_read_bytes == all.dram_read_bytes);
   CHECK(y.download() == values);  // every block ran, recorded or not
+}
+
+TEST_CASE("emu profile: loads in flight are the loads of one loop iteration", "[emu][profile]") {
+  const int n = 512;
+  DeviceBuffer<float> x(std::size_t(n) * 8), y(n);
+  const cuda_emu::KernelProfile four = profile_one([&] { emu_test::four_loads(x.get(), y.get(), n); });
+  CHECK(four.load_instructions == 4);
+  CHECK(four.loads_in_flight == 4.0);
+  // Two loops of one load each, one after the other: one load in flight at a time.
+  const cuda_emu::KernelProfile looped = profile_one([&] { emu_test::looped_loads(x.get(), y.get(), n, 8); });
+  CHECK(looped.load_instructions == 2);
+  CHECK(looped.loads_in_flight == Approx(1.0).epsilon(0.15));
 }
 
 TEST_CASE("emu profile: nothing is recorded outside profile_start / profile_stop", "[emu][profile]") {

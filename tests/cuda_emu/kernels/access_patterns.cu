@@ -35,6 +35,20 @@ __global__ void shared_stride_kernel(float* y, int stride) {
   y[lane] = s[lane * stride];
 }
 
+__global__ void four_loads_kernel(const float* x, float* y, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) y[i] = x[i] + x[i + n] + x[i + 2 * n] + x[i + 3 * n];
+}
+
+__global__ void looped_loads_kernel(const float* x, float* y, int n, int reps) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n) return;
+  float a = 0, b = 0;
+  for (int k = 0; k < reps; ++k) a += x[i + k * n];
+  for (int k = 0; k < reps; ++k) b += x[i + k * n] * 2.0f;
+  y[i] = a + b;
+}
+
 }  // namespace
 
 namespace emu_test {
@@ -51,6 +65,12 @@ void vector_copy(const float* x, float* y, int n4, cudaStream_t stream) {
 }
 void partial_warp_copy(const float* x, float* y, int active, cudaStream_t stream) {
   launch(partial_warp_copy_kernel, dim3(1), dim3(64), 0, stream, x, y, active);
+}
+void four_loads(const float* x, float* y, int n, cudaStream_t stream) {
+  launch(four_loads_kernel, dim3((n + 255) / 256), dim3(256), 0, stream, x, y, n);
+}
+void looped_loads(const float* x, float* y, int n, int reps, cudaStream_t stream) {
+  launch(looped_loads_kernel, dim3((n + 255) / 256), dim3(256), 0, stream, x, y, n, reps);
 }
 void shared_stride(float* y, int stride, cudaStream_t stream) {
   launch(shared_stride_kernel, dim3(1), dim3(32), 0, stream, y, stride);

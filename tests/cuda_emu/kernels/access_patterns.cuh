@@ -20,4 +20,10 @@ void partial_warp_copy(const float* x, float* y, int active, cudaStream_t stream
 // of 32 * stride floats, stride at most 32).
 void shared_stride(float* y, int stride, cudaStream_t stream = nullptr);
 
+// y[i] = x[i] + x[i + n] + x[i + 2n] + x[i + 3n] for i < n: four independent loads a thread.
+void four_loads(const float* x, float* y, int n, cudaStream_t stream = nullptr);
+// y[i] = sum over k < reps of x[i + k n], one load a loop iteration, then the same again in a
+// second loop: loads that wait for nothing, but one at a time per loop.
+void looped_loads(const float* x, float* y, int n, int reps, cudaStream_t stream = nullptr);
+
 }  // namespace emu_test
