@@ -1,7 +1,7 @@
 // Microbenchmarks of the CUDA backend's kernels, one case per kernel (the table: kernel_cases.h).
 //
 //   kernel_bench [--device cuda|emu] [--filter SUBSTRING] [--runs N]
-//   kernel_bench --device emu --profile [--size emu|gpu] [--max-blocks N] [--filter SUBSTRING]
+//   kernel_bench --device emu --profile [--size emu|gpu] [--arch 61|75|90] [--max-blocks N] [--filter SUBSTRING]
 //
 // Times on a GPU come from CUDA events around back-to-back calls (enough for about 20 ms a round;
 // the median of `runs` rounds), so a small kernel reports the kernel, not a launch plus a host-side
@@ -25,7 +25,8 @@
 // and the occupancy they allow, and the estimated time on a GTX 1080 Ti (sm_61), an RTX 2080 Ti
 // (sm_75) and an H200 (sm_90) with the limit that binds; per case the estimated share of each
 // GPU's copy rate, the figure kernel_bench --device cuda measures. --size gpu profiles the GPU
-// sizes (minutes: every block runs; at most --max-blocks blocks a launch are recorded, default 4096).
+// sizes (minutes: every block runs; at most --max-blocks blocks a launch are recorded, default 4096);
+// --arch profiles for that target alone (a third of the time; the other columns show "-").
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -88,7 +89,7 @@ std::string shorten(std::string s, std::size_t n) {
 // The profile table (see the header comment). Each case is profiled once per target: grids sized
 // from the device's multiprocessor count differ between them (the emulated device reports the
 // target's count while profiling).
-void print_profiles(const std::string& filter, bool gpu_size, std::uint64_t max_blocks) {
+void print_profiles(const std::string& filter, bool gpu_size, std::uint64_t max_blocks, int only_arch) {
   using bench::kernel_bench::kProfileArchs;
   const bench::kernel_bench::RegisterTable regs(bench::kernel_bench::default_register_table());
   if (regs.empty())
@@ -109,7 +110,10 @@ void print_profiles(const std::string& filter, bool gpu_size, std::uint64_t max_
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
     const Problem p = c.make(emu, gpu_size);
     std::vector<::cuda_emu::KernelProfile> launches[3];
+    bool profiled[3] = {false, false, false};
     for (int a = 0; a < 3; ++a) {
+      if (only_arch && kProfileArchs[a] != only_arch) continue;
+      profiled[a] = true;
       ::cuda_emu::config().arch = kProfileArchs[a];
       launches[a] =
           bench::kernel_bench::profile_case(c, emu, gpu_size, ::cuda_emu::ProfileSettings{.max_blocks = max_blocks});
@@ -132,11 +136,14 @@ void print_profiles(const std::string& filter, bool gpu_size, std::uint64_t max_
     const auto pct = [](const ::cuda_emu::AccessCounts& a, bool shared) {
       return a.requests > 0 ? fmt::format("{:.0f}", 100 * a.efficiency(shared)) : std::string("-");
     };
-    for (std::size_t i = 0; i < launches[0].size(); ++i) {
-      const ::cuda_emu::KernelProfile& k = launches[0][i];
+    int ref = 0;  // the launches the per-launch columns show: the first target profiled
+    while (!profiled[ref]) ++ref;
+    for (std::size_t i = 0; i < launches[ref].size(); ++i) {
+      const ::cuda_emu::KernelProfile& k = launches[ref][i];
       std::string r, o, t, limit = "-";
       for (int a = 0; a < 3; ++a) {
-        const bool same = launches[a].size() == launches[0].size() && launches[a][i].kernel == k.kernel;
+        const bool same =
+            profiled[a] && launches[a].size() == launches[ref].size() && launches[a][i].kernel == k.kernel;
         const auto* e = same ? &est[a][i] : nullptr;
         r += (a ? "/" : "") + (!e             ? std::string("-")
                                : e->registers ? std::to_string(e->registers)
@@ -162,13 +169,16 @@ void print_profiles(const std::string& filter, bool gpu_size, std::uint64_t max_
     }
     std::string shares;
     for (int a = 0; a < 3; ++a) {
+      if (!profiled[a]) continue;
       const ::cuda_emu::GpuSpec& g = *::cuda_emu::gpu_spec(kProfileArchs[a]);
       const double share =
           p.flops > 0 ? p.flops / (total_us[a] * 1e3) / g.fp32_gflops : p.bytes / (total_us[a] * 1e3) / g.copy_gbs;
-      shares += fmt::format("{}{} {:.0f}%", a ? ", " : "", g.name, 100 * share);
+      shares += fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ", g.name, 100 * share);
     }
-    fmt::print("  = estimated {:.1f} / {:.1f} / {:.1f} us; of the {} limit: {}\n", total_us[0], total_us[1],
-               total_us[2], p.flops > 0 ? "FP32" : "copy-rate", shares);
+    std::string totals;
+    for (int a = 0; a < 3; ++a)
+      totals += (a ? " / " : "") + (profiled[a] ? fmt::format("{:.1f}", total_us[a]) : std::string("-"));
+    fmt::print("  = estimated {} us; of the {} limit: {}\n", totals, p.flops > 0 ? "FP32" : "copy-rate", shares);
   }
 }
 
@@ -181,6 +191,7 @@ int main(int argc, char** argv) {
   int runs = 5;
   bool profile = false, gpu_size = false;
   std::uint64_t max_blocks = 4096;
+  int only_arch = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--device" && i + 1 < argc) device_name = argv[++i];
@@ -190,12 +201,15 @@ int main(int argc, char** argv) {
       gpu_size = std::string(argv[++i]) == "gpu";
     else if (a == "--max-blocks" && i + 1 < argc)
       max_blocks = std::uint64_t(std::max(1, std::atoi(argv[++i])));
+    else if (a == "--arch" && i + 1 < argc && ::cuda_emu::gpu_spec(std::atoi(argv[i + 1])))
+      only_arch = std::atoi(argv[++i]);
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--runs" && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
     else {
       fmt::print(stderr,
                  "usage: kernel_bench [--device cuda|emu] [--filter SUBSTRING] [--runs N]\n"
-                 "       kernel_bench --device emu --profile [--size emu|gpu] [--max-blocks N] [--filter SUBSTRING]\n");
+                 "       kernel_bench --device emu --profile [--size emu|gpu] [--arch 61|75|90] [--max-blocks N] "
+                 "[--filter SUBSTRING]\n");
       return 2;
     }
   }
@@ -208,7 +222,7 @@ int main(int argc, char** argv) {
     if (gpu && avail.cuda_devices == 0) fail("kernel_bench", "no GPU here (run with --device emu)");
     if (profile) {
       if (gpu) fail("kernel_bench", "--profile runs on the emulated device (--device emu); on a GPU use ncu");
-      print_profiles(filter, gpu_size, max_blocks);
+      print_profiles(filter, gpu_size, max_blocks, only_arch);
       return 0;
     }
 

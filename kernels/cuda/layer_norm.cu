@@ -446,8 +446,9 @@ void param_grads(const Tensor& dy, const Tensor& x, const Tensor& mean, const Te
 }
 
 // Chunks of the one-pass backward: a function of the row count only (reproducible dweight/dbias),
-// about 16 rows each and at most 1,024 of them (several blocks per multiprocessor of any GPU).
-std::int64_t fused_chunks(std::int64_t rows) { return std::min<std::int64_t>((rows + 15) / 16, 1024); }
+// about 16 rows each and at most 256 of them: the finishing kernel adds a column's partials one
+// after the other, so more chunks would make it the slower of the two.
+std::int64_t fused_chunks(std::int64_t rows) { return std::min<std::int64_t>((rows + 15) / 16, 256); }
 
 // dx, dweight and dbias (whichever are defined) in one pass over dy and x
 // (layer_norm_backward_kernel), then the chunks' partials added.
