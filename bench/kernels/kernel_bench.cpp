@@ -115,8 +115,7 @@ void print_profiles(const std::string& filter, bool gpu_size, std::uint64_t max_
       if (only_arch && kProfileArchs[a] != only_arch) continue;
       profiled[a] = true;
       ::cuda_emu::config().arch = kProfileArchs[a];
-      launches[a] =
-          bench::kernel_bench::profile_case(c, emu, gpu_size, ::cuda_emu::ProfileSettings{.max_blocks = max_blocks});
+      launches[a] = bench::kernel_bench::profile_problem(p, ::cuda_emu::ProfileSettings{.max_blocks = max_blocks});
     }
     ::cuda_emu::config().arch = arch_before;
     // Per target: each launch's estimate (FLOPs go to the launch that moves the most bytes).

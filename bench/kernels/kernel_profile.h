@@ -61,11 +61,10 @@ inline std::string default_register_table() {
 #endif
 }
 
-// A case's launches, profiled on the emulated device after one unprofiled run (allocations and
+// A problem's launches, profiled on the emulated device after one unprofiled run (allocations and
 // caches settle first, as in the timed runs).
-inline std::vector<::cuda_emu::KernelProfile> profile_case(const Case& c, Device emu, bool gpu_size,
-                                                           ::cuda_emu::ProfileSettings settings = {}) {
-  const Problem p = c.make(emu, gpu_size);
+inline std::vector<::cuda_emu::KernelProfile> profile_problem(const Problem& p,
+                                                              ::cuda_emu::ProfileSettings settings = {}) {
   p.run();
   ::cuda_emu::profile_start(settings);
   try {
@@ -75,6 +74,11 @@ inline std::vector<::cuda_emu::KernelProfile> profile_case(const Case& c, Device
     throw;
   }
   return ::cuda_emu::profile_stop();
+}
+
+inline std::vector<::cuda_emu::KernelProfile> profile_case(const Case& c, Device emu, bool gpu_size,
+                                                           ::cuda_emu::ProfileSettings settings = {}) {
+  return profile_problem(c.make(emu, gpu_size), settings);
 }
 
 // One launch on one target: its estimate, with the registers it was estimated with (0: unknown,

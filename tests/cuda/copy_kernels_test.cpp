@@ -80,6 +80,18 @@ Tensor copied(const Tensor& src_view, DType to) {
   return out;
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
+// The one launch of a case's copy on the emulated device, profiled.
+::cuda_emu::KernelProfile profiled_copy(const Case& c) {
+  const Tensor xd = copy_to_device(source(c), Device::emu());
+  ::cuda_emu::profile_start();
+  (void)copied(permuted(xd, c.perm), c.to);
+  const std::vector<::cuda_emu::KernelProfile> launches = ::cuda_emu::profile_stop();
+  REQUIRE(launches.size() == 1);
+  return launches[0];
+}
+#endif
+
 }  // namespace
 
 TEST_CASE("copy kernels: transposing copies equal the CPU's", "[cuda][copy][family:copy]") {
@@ -103,12 +115,7 @@ TEST_CASE("copy kernels: a transposing copy moves whole sectors on both sides", 
   // Which kernel each case of the table takes.
   for (const Case& c : cases()) {
     INFO(c.name);
-    const Tensor xd = copy_to_device(source(c), Device::emu());
-    ::cuda_emu::profile_start();
-    (void)copied(permuted(xd, c.perm), c.to);
-    const std::vector<::cuda_emu::KernelProfile> launches = ::cuda_emu::profile_stop();
-    REQUIRE(launches.size() == 1);
-    CHECK((launches[0].kernel.rfind("transpose_copy_kernel<", 0) == 0) == c.tiled);
+    CHECK((profiled_copy(c).kernel.rfind("transpose_copy_kernel<", 0) == 0) == c.tiled);
   }
   // Whole tiles (sizes in multiples of 32): every sector moved is used, on both sides, and the
   // padded tile has no bank conflicts. The per-element loop reads an eighth of each sector.
@@ -121,12 +128,7 @@ TEST_CASE("copy kernels: a transposing copy moves whole sectors on both sides", 
   };
   for (const Case& c : whole) {
     INFO(c.name);
-    const Tensor xd = copy_to_device(source(c), Device::emu());
-    ::cuda_emu::profile_start();
-    (void)copied(permuted(xd, c.perm), c.to);
-    const std::vector<::cuda_emu::KernelProfile> launches = ::cuda_emu::profile_stop();
-    REQUIRE(launches.size() == 1);
-    const ::cuda_emu::KernelProfile& k = launches[0];
+    const ::cuda_emu::KernelProfile k = profiled_copy(c);
     CHECK(k.kernel.rfind("transpose_copy_kernel<", 0) == 0);
     CHECK(k.global_load.efficiency(false) == 1.0);
     CHECK(k.global_store.efficiency(false) == 1.0);
