@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -89,15 +91,23 @@ Json& slot(Json& root, const std::vector<std::string>& parts) {
 
 std::string describe(const Json& v) {
   switch (v.type()) {
-    case Json::value_t::string: return fmt::format("the string {}", v.dump());
-    case Json::value_t::boolean: return fmt::format("the boolean {}", v.dump());
-    case Json::value_t::number_float: return fmt::format("the number {}", v.dump());
+    case Json::value_t::string:
+      return fmt::format("the string {}", v.dump());
+    case Json::value_t::boolean:
+      return fmt::format("the boolean {}", v.dump());
+    case Json::value_t::number_float:
+      return fmt::format("the number {}", v.dump());
     case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return fmt::format("the integer {}", v.dump());
-    case Json::value_t::array: return "a list";
-    case Json::value_t::object: return "an object";
-    case Json::value_t::null: return "null";
-    default: return "a value of another kind";
+    case Json::value_t::number_unsigned:
+      return fmt::format("the integer {}", v.dump());
+    case Json::value_t::array:
+      return "a list";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::null:
+      return "null";
+    default:
+      return "a value of another kind";
   }
 }
 
@@ -134,7 +144,8 @@ void collect_leaves(const Json& j, const std::string& prefix, std::vector<std::s
 }  // namespace
 
 Config::Config() : state_(std::make_shared<State>()) {}
-Config::Config(std::shared_ptr<State> state, std::string prefix) : state_(std::move(state)), prefix_(std::move(prefix)) {}
+Config::Config(std::shared_ptr<State> state, std::string prefix)
+    : state_(std::move(state)), prefix_(std::move(prefix)) {}
 
 Config Config::from_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -155,8 +166,7 @@ Config Config::from_text(std::string_view json_text, std::string source) {
 
 void Config::set(std::string_view assignment) {
   const std::size_t eq = assignment.find('=');
-  if (eq == std::string_view::npos || eq == 0)
-    fail(kOp, "--set expects key=value, got '{}'", assignment);
+  if (eq == std::string_view::npos || eq == 0) fail(kOp, "--set expects key=value, got '{}'", assignment);
   const std::string key = path(assignment.substr(0, eq));
   const std::string text(assignment.substr(eq + 1));
   if (!is_utf8(text)) fail(kOp, "--set {}: the value is not valid UTF-8", key);
@@ -172,11 +182,40 @@ void Config::set(std::string_view assignment) {
   const Json* old = find_value(state_->root, parts, &blocked);
   if (blocked > 0) {
     const std::string walked = joined(parts, blocked);
-    fail(kOp, "--set {}: '{}' is {}, not a section", key, walked, describe(*find_value(state_->root, parts_of(walked))));
+    fail(kOp, "--set {}: '{}' is {}, not a section", key, walked,
+         describe(*find_value(state_->root, parts_of(walked))));
   }
   if (old && old->is_object()) fail(kOp, "--set {}: '{}' is a section; set one of its keys", key, key);
   slot(state_->root, parts) = value;
   slot(state_->resolved, parts) = value;
+}
+
+void Config::remove(std::string_view key) {
+  const std::vector<std::string> parts = parts_of(path(key));
+  for (Json* root : {&state_->root, &state_->resolved}) {
+    Json* at = root;
+    for (std::size_t i = 0; at && i + 1 < parts.size(); ++i) {
+      const auto it = at->is_object() ? at->find(parts[i]) : at->end();
+      at = it == at->end() ? nullptr : &*it;
+    }
+    if (at && at->is_object()) at->erase(parts.back());
+  }
+}
+
+std::int64_t Config::largest_integer() const {
+  const Json* at =
+      prefix_.empty() ? &state_->root : find_value(state_->root, parts_of(prefix_.substr(0, prefix_.size() - 1)));
+  std::int64_t best = 0;
+  const auto walk = [&best](const auto& self, const Json& v) -> void {
+    if (v.is_number_unsigned())
+      best = std::max(best, static_cast<std::int64_t>(std::min<std::uint64_t>(v.get<std::uint64_t>(), INT64_MAX)));
+    else if (v.is_number_integer())
+      best = std::max(best, v.get<std::int64_t>());
+    if (v.is_structured())
+      for (const Json& child : v) self(self, child);
+  };
+  if (at) walk(walk, *at);
+  return best;
 }
 
 std::string Config::path(std::string_view key) const { return prefix_ + std::string(key); }

@@ -53,6 +53,13 @@ class Config {
   std::string get_string(std::string_view key, std::string_view fallback) const;
   std::vector<std::int64_t> get_int_list(std::string_view key, const std::vector<std::int64_t>& fallback) const;
 
+  // Deletes a key of this view (no-op when absent), e.g. one alternative of two when a command
+  // line sets the other (data.dir replaces data.corpus).
+  void remove(std::string_view key);
+  // The largest integer anywhere in this view (0 when none), without marking anything used: a
+  // stand-in size that meets every bound the view names, e.g. a vocabulary above every cutoff.
+  std::int64_t largest_integer() const;
+
   // Throws listing every key of this view (the whole config, or a section) that no getter read
   // (objects count as read when all their keys were).
   void require_all_used() const;

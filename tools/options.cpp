@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <string_view>
+#include <utility>
 
 #include "core/error.h"
 
@@ -67,7 +69,8 @@ Options parse_options(const char* command, const std::vector<std::string>& args,
       continue;
     }
     const bool single = contains(spec.required, name) || contains(spec.optional, name);
-    if (!single && !contains(spec.repeated, name)) fail(command, "unknown option --{} (see `define {} --help`)", name, command);
+    if (!single && !contains(spec.repeated, name))
+      fail(command, "unknown option --{} (see `define {} --help`)", name, command);
     if (!has_value) {
       if (i + 1 >= args.size()) fail(command, "--{} needs a value", name);
       value = args[++i];
@@ -83,7 +86,17 @@ Options parse_options(const char* command, const std::vector<std::string>& args,
 
 Config load_config(const Options& opts) {
   Config cfg = Config::from_file(opts.get("config"));
-  for (const std::string& s : opts.get_all("set")) cfg.set(s);
+  // Keys that say the same thing two ways: the one set on the command line replaces the file's
+  // other (a config naming data.corpus pointed at a folder with --set data.dir=...).
+  static constexpr std::pair<std::string_view, std::string_view> kAlternatives[] = {{"data.dir", "data.corpus"}};
+  for (const std::string& s : opts.get_all("set")) {
+    cfg.set(s);
+    const std::string_view key = std::string_view(s).substr(0, s.find('='));
+    for (const auto& [a, b] : kAlternatives) {
+      if (key == a) cfg.remove(b);
+      if (key == b) cfg.remove(a);
+    }
+  }
   return cfg;
 }
 

@@ -23,15 +23,16 @@ struct Options {
   bool help = false;
   std::map<std::string, std::vector<std::string>> values;
   bool has(const std::string& name) const { return values.count(name) > 0; }
-  const std::string& get(const std::string& name) const;                   // single value
-  std::int64_t get_int(const std::string& name) const;                     // single integer
-  double get_double(const std::string& name) const;                        // single number
-  std::vector<std::string> get_all(const std::string& name) const;         // repeated (may be empty)
+  const std::string& get(const std::string& name) const;            // single value
+  std::int64_t get_int(const std::string& name) const;              // single integer
+  double get_double(const std::string& name) const;                 // single number
+  std::vector<std::string> get_all(const std::string& name) const;  // repeated (may be empty)
 };
 
 Options parse_options(const char* command, const std::vector<std::string>& args, const OptionSpec& spec);
 
-// The config named by --config with every --set applied in order.
+// The config named by --config with every --set applied in order; a --set of data.dir removes the
+// file's data.corpus and the other way round (two names for where the corpus is).
 Config load_config(const Options& opts);
 
 }  // namespace define::cli

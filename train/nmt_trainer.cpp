@@ -41,9 +41,14 @@ TranslationDataSettings read_translation_data(const Config& c) {
   d.valid = c.get_string("valid", d.valid);
   d.test = c.get_string("test", d.test);
   const bool tokenized = c.get_bool("tokenized", false);
+  if (c.has("dir") && c.has("corpus"))
+    fail(kOp, "{} and {} both say where the corpus is; keep one (a --set of either replaces the other)", c.path("dir"),
+         c.path("corpus"));
   if (c.has("dir")) {
     d.dir = c.get_string("dir");
-    if (tokenized) fail(kOp, "{} is for the multi30k corpus; with {} point at the files you want", c.path("tokenized"), c.path("dir"));
+    if (tokenized)
+      fail(kOp, "{} is for the multi30k corpus; with {} point at the files you want", c.path("tokenized"),
+           c.path("dir"));
   } else {
     const std::string corpus = c.get_string("corpus", "multi30k");
     d.dir = find_corpus(corpus, {d.train + "." + d.source, d.train + "." + d.target});
@@ -89,10 +94,10 @@ BatchLoss batch_loss(const models::TranslationModel& model, const data::Translat
 // A translation model on token-count batches of parallel text.
 class TranslationTask : public TrainingTask {
  public:
-  TranslationTask(std::shared_ptr<models::TranslationModel> model, models::PartRules parts, std::string subword_fingerprint,
-                  const data::ParallelData& train, data::ParallelData valid, data::ParallelData test,
-                  const TranslationDataSettings& ds, Device device, std::uint64_t seed, double label_smoothing,
-                  std::int64_t update_freq, const dist::Communicator& comm)
+  TranslationTask(std::shared_ptr<models::TranslationModel> model, models::PartRules parts,
+                  std::string subword_fingerprint, const data::ParallelData& train, data::ParallelData valid,
+                  data::ParallelData test, const TranslationDataSettings& ds, Device device, std::uint64_t seed,
+                  double label_smoothing, std::int64_t update_freq, const dist::Communicator& comm)
       : model_(std::move(model)),
         parts_(std::move(parts)),
         subword_fingerprint_(std::move(subword_fingerprint)),
@@ -116,9 +121,7 @@ class TranslationTask : public TrainingTask {
 
   nn::Module& model() override { return *model_; }
   const models::PartRules& parts() const override { return parts_; }
-  std::int64_t approx_steps_per_epoch() const override {
-    return (per_rank_ + update_freq_ - 1) / update_freq_;
-  }
+  std::int64_t approx_steps_per_epoch() const override { return (per_rank_ + update_freq_ - 1) / update_freq_; }
 
   void start_epoch() override { batches_.start_epoch(++epoch_); }
 
@@ -161,8 +164,10 @@ class TranslationTask : public TrainingTask {
   void restore(const nn::Checkpoint& ck) override {
     // The position means something only for the same batches (data, subwords, max_tokens).
     if (const std::string& b = checkpoint_field(ck, "batches"); b != batches_.fingerprint())
-      fail(kOp, "the checkpoint's batches ({}) are not this run's ({}): the data, the subword model or "
-                "data.max_tokens changed since it was written", b, batches_.fingerprint());
+      fail(kOp,
+           "the checkpoint's batches ({}) are not this run's ({}): the data, the subword model or "
+           "data.max_tokens changed since it was written",
+           b, batches_.fingerprint());
     const std::string& pos = checkpoint_field(ck, "data_position");
     long long epoch = 0, index = 0;
     char extra = 0;
@@ -234,6 +239,16 @@ TrainResult train_translation_model(Config& cfg, const std::string& run_dir, boo
   const std::int64_t update_freq = train_cfg.get_int("update_freq", 1);
   require_positive(train_cfg, "update_freq", update_freq);
 
+  {
+    // Every key checked before the subword model is trained and the data read: the model built
+    // once from the configured subword vocabulary size, then dropped.
+    Generator gen(1);
+    const models::BuiltModel dry = models::build_model(cfg.section("model"), ds.subword.vocab_size, gen);
+    if (!std::dynamic_pointer_cast<models::TranslationModel>(dry.module))
+      fail(kOp, "model.type '{}' is not a translation model", dry.type);
+    cfg.require_all_used();
+  }
+
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(ts.distributed, ts.device);
   const bool writer = comm->rank() == 0;
   RunDir run(run_dir, resume, writer);
@@ -251,7 +266,8 @@ TrainResult train_translation_model(Config& cfg, const std::string& run_dir, boo
   comm->barrier();
   if (!writer) sw_built.emplace(data::Subword::load(sw_path));
   const data::Subword& sw = *sw_built;
-  const data::ParallelData train = data::load_parallel(ds.file(ds.train, ds.source), ds.file(ds.train, ds.target), sw, ds.max_len);
+  const data::ParallelData train =
+      data::load_parallel(ds.file(ds.train, ds.source), ds.file(ds.train, ds.target), sw, ds.max_len);
   // Evaluation keeps every pair (no length limit): its loss covers the whole split.
   data::ParallelData valid = data::load_parallel(ds.file(ds.valid, ds.source), ds.file(ds.valid, ds.target), sw, 0);
   data::ParallelData test = data::load_parallel(ds.file(ds.test, ds.source), ds.file(ds.test, ds.target), sw, 0);

@@ -21,8 +21,8 @@
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/crash_point.h"
-#include "core/process_info.h"
 #include "core/error.h"
+#include "core/process_info.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_reducer.h"
 #include "kernels/devices.h"
@@ -57,18 +57,29 @@ std::vector<optim::GroupSpec> parameter_groups(
   return {std::move(rest), std::move(unit)};
 }
 
+void check_optimizer_name(const std::string& name) {
+  for (const char* known : {"sgd", "adam", "adamw", "ntasgd"})
+    if (name == known) return;
+  fail(kOp, "unknown train.optimizer '{}' (expected sgd, adam, adamw or ntasgd)", name);
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const LoopSettings& t, std::vector<optim::GroupSpec> params) {
   if (t.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = t.lr, .momentum = t.momentum, .weight_decay = t.weight_decay});
+    return std::make_unique<optim::SGD>(
+        params, optim::SGDOptions{.lr = t.lr, .momentum = t.momentum, .weight_decay = t.weight_decay});
   if (t.optimizer == "ntasgd")
-    return std::make_unique<optim::NTASGD>(params, optim::NTASGDOptions{.lr = t.lr, .weight_decay = t.weight_decay, .nonmono = t.nonmono});
+    return std::make_unique<optim::NTASGD>(
+        params, optim::NTASGDOptions{.lr = t.lr, .weight_decay = t.weight_decay, .nonmono = t.nonmono});
   if (t.optimizer == "adam")
     return std::make_unique<optim::Adam>(
-        params, optim::AdamOptions{.lr = t.lr, .betas = {t.beta1, t.beta2}, .eps = t.eps, .weight_decay = t.weight_decay});
+        params,
+        optim::AdamOptions{.lr = t.lr, .betas = {t.beta1, t.beta2}, .eps = t.eps, .weight_decay = t.weight_decay});
   if (t.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(
-        params, optim::AdamWOptions{.lr = t.lr, .betas = {t.beta1, t.beta2}, .eps = t.eps, .weight_decay = t.weight_decay});
-  fail(kOp, "unknown train.optimizer '{}' (expected sgd, adam, adamw or ntasgd)", t.optimizer);
+        params,
+        optim::AdamWOptions{.lr = t.lr, .betas = {t.beta1, t.beta2}, .eps = t.eps, .weight_decay = t.weight_decay});
+  check_optimizer_name(t.optimizer);
+  fail(kOp, "train.optimizer '{}' has no constructor", t.optimizer);
 }
 
 // The learning rate as a multiple of train.lr for the update after `step` completed ones,
@@ -79,7 +90,8 @@ class LrFactor {
       : lr_(t.lr), over_time_(t.schedule_over_time), budget_s_(t.max_minutes * 60) {
     if (over_time_) {
       if (t.schedule != "cosine")
-        fail(kOp, "train.schedule_over time needs train.schedule cosine (the schedule that ends), got '{}'", t.schedule);
+        fail(kOp, "train.schedule_over time needs train.schedule cosine (the schedule that ends), got '{}'",
+             t.schedule);
       if (!(t.max_minutes > 0)) fail(kOp, "train.schedule_over time needs a time budget: set train.max_minutes");
       if (t.schedule_steps > 0)
         fail(kOp, "train.schedule_steps and train.schedule_over time both size the schedule; set one of them");
@@ -96,13 +108,19 @@ class LrFactor {
            t.schedule);
     if (t.schedule == "cosine") {
       if (total_steps <= t.warmup_steps)
-        fail(kOp, "train.schedule cosine needs more steps ({}, train.schedule_steps or train.max_steps) than "
-                  "train.warmup_steps ({})", total_steps, t.warmup_steps);
-      cosine_ = {.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .total_steps = total_steps,
-                 .min_lr = t.min_lr, .warmup_init_lr = t.warmup_init_lr};
+        fail(kOp,
+             "train.schedule cosine needs more steps ({}, train.schedule_steps or train.max_steps) than "
+             "train.warmup_steps ({})",
+             total_steps, t.warmup_steps);
+      cosine_ = {.peak_lr = t.lr,
+                 .warmup_steps = t.warmup_steps,
+                 .total_steps = total_steps,
+                 .min_lr = t.min_lr,
+                 .warmup_init_lr = t.warmup_init_lr};
       schedule_ = optim::WarmupCosine(cosine_);
     } else if (t.schedule == "inverse_sqrt") {
-      schedule_ = optim::InverseSqrt({.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .warmup_init_lr = t.warmup_init_lr});
+      schedule_ =
+          optim::InverseSqrt({.peak_lr = t.lr, .warmup_steps = t.warmup_steps, .warmup_init_lr = t.warmup_init_lr});
     } else {
       fail(kOp, "unknown train.schedule '{}' (expected constant, cosine or inverse_sqrt)", t.schedule);
     }
@@ -138,7 +156,8 @@ void step_with_factor(optim::Optimizer& optimizer, const std::vector<double>& ba
 std::string state_string(const GeneratorState& s) { return fmt::format("{} {}", s.seed, s.offset); }
 GeneratorState parse_state(const std::string& s, const char* what) {
   GeneratorState g;
-  if (std::sscanf(s.c_str(), "%lu %lu", &g.seed, &g.offset) != 2) fail(kOp, "checkpoint field {} is malformed: '{}'", what, s);
+  if (std::sscanf(s.c_str(), "%lu %lu", &g.seed, &g.offset) != 2)
+    fail(kOp, "checkpoint field {} is malformed: '{}'", what, s);
   return g;
 }
 
@@ -148,7 +167,7 @@ struct Progress {
   std::int64_t step = 0;
   double best_valid = std::numeric_limits<double>::infinity();
   double seconds = 0;
-  bool mid_epoch = false;  // the data position is inside `epoch`
+  bool mid_epoch = false;    // the data position is inside `epoch`
   std::int64_t skipped = 0;  // steps skipped for a non-finite loss or gradient (train.skip_nonfinite)
   // The log window in progress (its mean is logged every log_interval steps): saved, so a run
   // resumed between two log lines logs the same means as an uninterrupted one.
@@ -178,8 +197,8 @@ T number_field_or(const nn::Checkpoint& ck, const std::string& key, T fallback) 
 // A step whose loss or gradient norm is not finite: what to say about it.
 std::string nonfinite_reason(double loss, double norm, const optim::NamedParameters& params) {
   const std::string who = optim::first_nonfinite_gradient(params);
-  const std::string grad = who.empty() ? fmt::format("gradient norm {}", norm)
-                                       : fmt::format("first non-finite gradient: '{}'", who);
+  const std::string grad =
+      who.empty() ? fmt::format("gradient norm {}", norm) : fmt::format("first non-finite gradient: '{}'", who);
   if (!std::isfinite(loss)) return fmt::format("the training loss became {} ({})", loss, grad);
   return fmt::format("the gradient is not finite ({}, loss {})", grad, loss);
 }
@@ -411,10 +430,15 @@ LoopSettings read_loop_settings(const Config& c) {
   require_positive(c, "log_interval", t.log_interval);
   require_positive(c, "threads", t.threads);
   if (!(t.lr > 0)) fail(kOp, "{} must be positive, got {}", c.path("lr"), t.lr);
-  if (!(t.unit_lr_scale > 0))
-    fail(kOp, "{} must be positive, got {}", c.path("unit_lr_scale"), t.unit_lr_scale);
+  if (!(t.unit_lr_scale > 0)) fail(kOp, "{} must be positive, got {}", c.path("unit_lr_scale"), t.unit_lr_scale);
   if (t.warmup_steps < 0) fail(kOp, "{} must be >= 0, got {}", c.path("warmup_steps"), t.warmup_steps);
   if (t.schedule_steps < 0) fail(kOp, "{} must be >= 0, got {}", c.path("schedule_steps"), t.schedule_steps);
+  // What can be checked before any data is read is checked now: the optimizer's name and the
+  // schedule with its length when the config fixes it (schedule_steps or max_steps; otherwise it
+  // is epochs x steps per epoch, known once the data is).
+  check_optimizer_name(t.optimizer);
+  const std::int64_t fixed_steps = t.schedule_steps > 0 ? t.schedule_steps : t.max_steps;
+  static_cast<void>(LrFactor(t, fixed_steps > 0 ? fixed_steps : std::numeric_limits<std::int64_t>::max()));
   return t;
 }
 
@@ -618,8 +642,8 @@ void TrainingRun::save_latest(std::int64_t resume_epoch) {
   std::map<std::string, std::string> rank_fields;
   if (world_ > 1) {
     const GeneratorState mine = model_gen_.state();
-    const Tensor all = comm_->all_gather(from_vector(std::vector<std::int64_t>{
-        static_cast<std::int64_t>(mine.seed), static_cast<std::int64_t>(mine.offset)}));
+    const Tensor all = comm_->all_gather(from_vector(
+        std::vector<std::int64_t>{static_cast<std::int64_t>(mine.seed), static_cast<std::int64_t>(mine.offset)}));
     const std::int64_t* v = all.data<std::int64_t>();
     for (int r = 1; r < world_; ++r)
       rank_fields[fmt::format("model_generator_rank{}", r)] =
@@ -654,8 +678,10 @@ void TrainingRun::checkpoint(const char* which, Save&& save) {
     save();
   } catch (const Error& e) {
     if (ts_.stop_on_checkpoint_error)
-      fail(kOp, "the {} checkpoint at step {} was not saved, training stopped (train.on_checkpoint_error = "
-                "continue keeps training): {}", which, p_.step, e.what());
+      fail(kOp,
+           "the {} checkpoint at step {} was not saved, training stopped (train.on_checkpoint_error = "
+           "continue keeps training): {}",
+           which, p_.step, e.what());
     fmt::print(stderr, "warning: the {} checkpoint at step {} was not saved, training goes on: {}\n", which, p_.step,
                e.what());
     run_.log_metrics("checkpoint_error", {{"step", static_cast<double>(p_.step)}}, {{"error", e.what()}});
@@ -768,8 +794,8 @@ bool TrainingRun::train_step() {
     if ((p_.step + 1) % ts_.log_interval == 0)
       for (const auto& [part, members] : parts_)
         pending_.add_part_norm("grad_norm " + part, optim::grad_norm_on_device(members));
-    const Tensor loss = batch->loss_tensor.defined() ? batch->loss_tensor
-                                                     : scalar_tensor(batch->loss, {.dtype = DType::Float64});
+    const Tensor loss =
+        batch->loss_tensor.defined() ? batch->loss_tensor : scalar_tensor(batch->loss, {.dtype = DType::Float64});
     pending_.add(p_.epoch, p_.step + 1, loss, norm);
   } else if (batch->loss_tensor.defined()) {
     batch->loss = batch->loss_tensor.item_double();
@@ -790,9 +816,11 @@ bool TrainingRun::train_step() {
                       : fmt::format("the first non-finite gradient was '{}'", who);
     scaler_->overflow(p_.epoch, p_.step + 1, what);
     if (writer_)
-      run_.log_metrics("overflow", {{"epoch", static_cast<double>(p_.epoch)}, {"step", static_cast<double>(p_.step)},
-                                    {"loss_scale", scaler_->scale()},
-                                    {"overflows", static_cast<double>(scaler_->overflows())}},
+      run_.log_metrics("overflow",
+                       {{"epoch", static_cast<double>(p_.epoch)},
+                        {"step", static_cast<double>(p_.step)},
+                        {"loss_scale", scaler_->scale()},
+                        {"overflows", static_cast<double>(scaler_->overflows())}},
                        {{"reason", what}});
     task_.discard_carried_state();
     return true;
@@ -802,12 +830,17 @@ bool TrainingRun::train_step() {
     if (!ts_.skip_nonfinite) fail_nonfinite(why, p_.epoch, p_.step + 1);
     ++p_.skipped;
     if (++skipped_in_a_row_ >= kMaxSkippedInARow)
-      fail(kOp, "{} steps in a row had a non-finite loss or gradient (the last at epoch {}, after step {}: {}); "
-                "skipping does not help, lower train.lr or check the data", skipped_in_a_row_, p_.epoch, p_.step, why);
+      fail(kOp,
+           "{} steps in a row had a non-finite loss or gradient (the last at epoch {}, after step {}: {}); "
+           "skipping does not help, lower train.lr or check the data",
+           skipped_in_a_row_, p_.epoch, p_.step, why);
     if (writer_) fmt::print(stderr, "skipping a step at epoch {}, after step {}: {}\n", p_.epoch, p_.step, why);
     if (writer_)
-      run_.log_metrics("skipped", {{"epoch", static_cast<double>(p_.epoch)}, {"step", static_cast<double>(p_.step)},
-                                   {"skipped_steps", static_cast<double>(p_.skipped)}}, {{"reason", why}});
+      run_.log_metrics("skipped",
+                       {{"epoch", static_cast<double>(p_.epoch)},
+                        {"step", static_cast<double>(p_.step)},
+                        {"skipped_steps", static_cast<double>(p_.skipped)}},
+                       {{"reason", why}});
     task_.discard_carried_state();
     return true;
   }
@@ -844,8 +877,12 @@ void TrainingRun::log_window(double lr) {
   const double tok_s = static_cast<double>(p_.window_tokens) / dt;
   if (writer_) progress_->update(p_.epoch, p_.step, total_steps_, mean_loss, tok_s, lr, elapsed(), budget_s_);
   std::map<std::string, double> metrics = {
-      {"epoch", static_cast<double>(p_.epoch)}, {"step", static_cast<double>(p_.step)},
-      {"loss", mean_loss}, {"perplexity", std::exp(mean_loss)}, {"tokens_per_s", tok_s}, {"lr", lr},
+      {"epoch", static_cast<double>(p_.epoch)},
+      {"step", static_cast<double>(p_.step)},
+      {"loss", mean_loss},
+      {"perplexity", std::exp(mean_loss)},
+      {"tokens_per_s", tok_s},
+      {"lr", lr},
       // mean over the window, before clipping; the per-part norms are of this step alone
       {"grad_norm", p_.window_grad_norm / static_cast<double>(p_.window_steps)},
       {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())},
@@ -928,9 +965,12 @@ TrainResult TrainingRun::finish() {
   fmt::print("done: {} steps in {:.0f} s | valid ppl {:.2f} | test ppl {:.2f} | peak memory {:.0f} MiB\n", result.steps,
              result.seconds, std::exp(result.valid_loss), std::exp(result.test_loss),
              static_cast<double>(peak_rss_bytes()) / (1 << 20));
-  run_.log_metrics("final", {{"steps", static_cast<double>(result.steps)}, {"seconds", result.seconds},
-                             {"valid_loss", result.valid_loss}, {"valid_perplexity", std::exp(result.valid_loss)},
-                             {"test_loss", result.test_loss}, {"test_perplexity", std::exp(result.test_loss)},
+  run_.log_metrics("final", {{"steps", static_cast<double>(result.steps)},
+                             {"seconds", result.seconds},
+                             {"valid_loss", result.valid_loss},
+                             {"valid_perplexity", std::exp(result.valid_loss)},
+                             {"test_loss", result.test_loss},
+                             {"test_perplexity", std::exp(result.test_loss)},
                              {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())}});
   return result;
 }

@@ -5,14 +5,17 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "tools/command.h"
-#include "train/corpus_location.h"
 #include "tools/dispatch.h"
 #include "tools/options.h"
+#include "train/corpus_location.h"
 
 using namespace define;
 using Catch::Contains;
@@ -42,4 +45,24 @@ TEST_CASE("cli: a file name the system refuses is a define::Error naming it", "[
   CHECK_THROWS_WITH(cli::run_eval({"--run", long_name}), Contains("run folder '" + long_name + "' does not exist"));
   CHECK_THROWS_AS(train::find_corpus(long_name), Error);
   CHECK(cli::run_command("eval", {"--run", long_name}) == 2);  // an error, not an internal error (3)
+}
+
+TEST_CASE("cli: --set data.dir replaces the config's data.corpus, and the other way round", "[cli]") {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "define_options_test_alternatives.json";
+  std::ofstream(file) << R"({"data": {"corpus": "wikitext-103", "bptt": 5}, "model": {"type": "lstm_lm"}})";
+  const cli::OptionSpec spec{.required = {"config"}, .repeated = {"set"}, .optional = {}, .flags = {}};
+  const Config by_dir =
+      cli::load_config(cli::parse_options("t", {"--config", file.string(), "--set", "data.dir=/x/wt103"}, spec));
+  CHECK(by_dir.has("data.dir"));
+  CHECK_FALSE(by_dir.has("data.corpus"));
+  CHECK(by_dir.section("data").get_int("bptt") == 5);
+  CHECK(by_dir.resolved().find("wikitext-103") == std::string::npos);
+  const Config back = cli::load_config(
+      cli::parse_options("t", {"--config", file.string(), "--set", "data.dir=/x", "--set", "data.corpus=ptb"}, spec));
+  CHECK_FALSE(back.has("data.dir"));
+  CHECK(back.section("data").get_string("corpus") == "ptb");
+  const Config untouched =
+      cli::load_config(cli::parse_options("t", {"--config", file.string(), "--set", "data.bptt=7"}, spec));
+  CHECK(untouched.section("data").get_string("corpus") == "wikitext-103");
+  std::filesystem::remove(file);
 }

@@ -14,17 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "support/runs.h"
 #include "core/config.h"
 #include "nn/checkpoint.h"
 #include "support/common.h"
+#include "support/runs.h"
 #include "tools/command.h"
 #include "train/nmt_trainer.h"
 
 using namespace define;
 using Catch::Contains;
-using define::test::read_all;
 using define::test::fresh_parallel_root;
+using define::test::read_all;
 using define::test::reversed_in_capitals;
 namespace fs = std::filesystem;
 
@@ -37,8 +37,8 @@ std::string config_text(const fs::path& data, int max_steps, const std::string& 
               "d_model": 48, "heads": 4, "ffn_dim": 96, "encoder_layers": 2, "decoder_layers": 2, "pre_norm": true,
               "dropout": {"residual": 0.1}},
     "train": {"optimizer": "adam", "lr": 0.003, "adam_beta2": 0.98, "schedule": "inverse_sqrt", "warmup_steps": 50,
-              "clip": 1.0, "epochs": 1000, "max_steps": )" + std::to_string(max_steps) +
-         R"(, "checkpoint_interval": 100, "threads": 1)" + extra_train + "}}";
+              "clip": 1.0, "epochs": 1000, "max_steps": )" +
+         std::to_string(max_steps) + R"(, "checkpoint_interval": 100, "threads": 1)" + extra_train + "}}";
 }
 
 std::vector<std::string> lines_of(const fs::path& f) {
@@ -52,7 +52,8 @@ std::vector<std::string> lines_of(const fs::path& f) {
 
 TEST_CASE("translate: train, translate, resume exactly", "[cli][translate]") {
   const fs::path root = fresh_parallel_root("define_translate_test");
-  Config cfg = Config::from_text(config_text(root / "data", 800, R"(, "keep_epoch_checkpoints": 2, "log_interval": 50)"), "<test>");
+  Config cfg = Config::from_text(
+      config_text(root / "data", 800, R"(, "keep_epoch_checkpoints": 2, "log_interval": 50)"), "<test>");
   const train::TrainResult r = train::train_translation_model(cfg, (root / "run").string(), false);
   CHECK(r.steps == 800);
   for (const char* f : {"config.json", "subword.model", "subword.vocab", "latest.ckpt", "best.ckpt", "metrics.jsonl"})
@@ -80,7 +81,8 @@ TEST_CASE("translate: train, translate, resume exactly", "[cli][translate]") {
 
   // Standard input, greedy.
   const auto [status, text] =
-      test::run_command("printf 'ka tor\\n' | " + std::string(DEFINE_CLI_BINARY) + " translate --run " + (root / "run").string() + " --beam 1 2>/dev/null");
+      test::run_command("printf 'ka tor\\n' | " + std::string(DEFINE_CLI_BINARY) + " translate --run " +
+                        (root / "run").string() + " --beam 1 2>/dev/null");
   CHECK(status == 0);
   CHECK(text == "TOR KA\n");
 
@@ -93,11 +95,14 @@ TEST_CASE("translate: train, translate, resume exactly", "[cli][translate]") {
 
 TEST_CASE("translate: a resumed run equals an uninterrupted one", "[cli][translate]") {
   const fs::path root = fresh_parallel_root("define_translate_resume_test");
-  Config whole = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
+  Config whole =
+      Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
   train::train_translation_model(whole, (root / "a").string(), false);
-  Config first = Config::from_text(config_text(root / "data", 35, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
+  Config first =
+      Config::from_text(config_text(root / "data", 35, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
   train::train_translation_model(first, (root / "b").string(), false);
-  Config again = Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
+  Config again =
+      Config::from_text(config_text(root / "data", 60, R"(, "update_freq": 2, "log_interval": 5)"), "<test>");
   train::train_translation_model(again, (root / "b").string(), true);
   CHECK(test::logged_without_clock(root / "a") == test::logged_without_clock(root / "b"));
   const nn::Checkpoint a = nn::load_checkpoint((root / "a" / "latest.ckpt").string());
@@ -113,8 +118,9 @@ TEST_CASE("translate: errors name the file, the line or the key", "[cli][transla
   SECTION("misaligned files") {
     std::ofstream(root / "data" / "val.tgt", std::ios::app) << "EXTRA LINE\n";
     Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
-    CHECK_THROWS_WITH(train::train_translation_model(cfg, (root / "run").string(), false),
-                      Contains("val.src") && Contains("val.tgt") && Contains("not line-aligned") && Contains("after line 40"));
+    CHECK_THROWS_WITH(
+        train::train_translation_model(cfg, (root / "run").string(), false),
+        Contains("val.src") && Contains("val.tgt") && Contains("not line-aligned") && Contains("after line 40"));
   }
   SECTION("an empty file") {
     std::ofstream(root / "data" / "test.src", std::ios::trunc);
@@ -131,9 +137,11 @@ TEST_CASE("translate: errors name the file, the line or the key", "[cli][transla
   SECTION("bad options and files") {
     Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
     train::train_translation_model(cfg, (root / "run").string(), false);
-    CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string(), "--input", (root / "missing.txt").string()}),
-                      Contains("missing.txt"));
-    CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string(), "--beam", "0"}), Contains("beam must be >= 1"));
+    CHECK_THROWS_WITH(
+        cli::run_translate({"--run", (root / "run").string(), "--input", (root / "missing.txt").string()}),
+        Contains("missing.txt"));
+    CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string(), "--beam", "0"}),
+                      Contains("beam must be >= 1"));
     // A subword model replaced after training.
     fs::copy_file(root / "run" / "subword.model", root / "subword.bak");
     {
@@ -142,6 +150,13 @@ TEST_CASE("translate: errors name the file, the line or the key", "[cli][transla
       std::ofstream(root / "run" / "subword.model", std::ios::binary | std::ios::trunc) << bytes;
     }
     CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string()}), Contains("subword.model"));
+  }
+  SECTION("a config mistake is reported before the subword model is trained or any data read") {
+    Config cfg = Config::from_text(config_text(root / "nowhere", 2), "<test>");
+    cfg.set("model.d_modle=8");
+    CHECK_THROWS_WITH(train::train_translation_model(cfg, (root / "run").string(), false),
+                      Contains("unknown config key 'model.d_modle'"));
+    CHECK_FALSE(fs::exists(root / "run"));
   }
   SECTION("train.update_freq and label_smoothing are checked") {
     Config cfg = Config::from_text(config_text(root / "data", 2, R"(, "update_freq": 0)"), "<test>");
@@ -174,7 +189,8 @@ TEST_CASE("translate: training and beam search on the emulated GPU match the CPU
   REQUIRE(cli::run_translate({"--run", (root / "emu").string(), "--input", input.string(), "--output",
                               (root / "emu.txt").string(), "--beam", "3", "--max-len-b", "8"}) == 0);
   REQUIRE(cli::run_translate({"--run", (root / "emu").string(), "--input", input.string(), "--output",
-                              (root / "on_emu.txt").string(), "--beam", "3", "--max-len-b", "8", "--device", "emu"}) == 0);
+                              (root / "on_emu.txt").string(), "--beam", "3", "--max-len-b", "8", "--device", "emu"}) ==
+          0);
   CHECK(lines_of(root / "emu.txt") == lines_of(root / "on_emu.txt"));
   fs::remove_all(root);
 }

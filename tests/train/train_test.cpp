@@ -6,20 +6,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <utility>
-#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
-#include "support/runs.h"
-#include "support/common.h"
 #include "core/error.h"
 #include "kernels/cuda/device.h"
 #include "nn/checkpoint.h"
+#include "support/common.h"
+#include "support/runs.h"
 #include "train/lm_trainer.h"
 #include "train/training_loop.h"
 
@@ -30,18 +30,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 // An empty folder `name` under the temporary directory with the tiny corpus in its data/.
 fs::path fresh_root(const std::string& name) { return test::fresh_root(name, 12345, 400, 30); }
 
 constexpr const char* kDefineInput = R"({"type": "define", "dim": 8, "out_dim": 12, "k": 16, "depth": 2, "g_max": 2})";
 
 std::string config_text(const fs::path& data, int max_steps, const std::string& input = kDefineInput) {
-  return R"({"data": {"dir": ")" + data.string() + R"(", "batch_size": 4, "eval_batch_size": 2, "test_batch_size": 2, "bptt": 8},
-    "model": {"type": "lstm_lm", "input": )" + input + R"(, "hidden": 10, "layers": 2,
+  return R"({"data": {"dir": ")" + data.string() +
+         R"(", "batch_size": 4, "eval_batch_size": 2, "test_batch_size": 2, "bptt": 8},
+    "model": {"type": "lstm_lm", "input": )" +
+         input + R"(, "hidden": 10, "layers": 2,
               "dropout": {"embedding": 0.1, "input": 0.2, "hidden": 0.2, "output": 0.2, "weight": 0.3}},
-    "train": {"optimizer": "ntasgd", "lr": 5, "max_steps": )" + std::to_string(max_steps) +
-         R"(, "log_interval": 1, "checkpoint_interval": 3, "threads": 1}})";
+    "train": {"optimizer": "ntasgd", "lr": 5, "max_steps": )" +
+         std::to_string(max_steps) + R"(, "log_interval": 1, "checkpoint_interval": 3, "threads": 1}})";
 }
 
 std::vector<std::string> train_lines(const fs::path& run) {
@@ -124,7 +125,8 @@ TEST_CASE("train: full epochs validate, keep the best checkpoint and average und
   text.replace(text.find(from), from.size(), "\"log_interval\": 50, \"epochs\": 3, \"nonmono\": 1,");
   Config cfg = Config::from_text(text, "<test>");
   // Learning, not regularisation, is under test here.
-  for (const char* k : {"embedding", "input", "hidden", "output", "weight"}) cfg.set(std::string("model.dropout.") + k + "=0");
+  for (const char* k : {"embedding", "input", "hidden", "output", "weight"})
+    cfg.set(std::string("model.dropout.") + k + "=0");
   cfg.set("model.hidden=32");
   cfg.set("train.lr=10");
   cfg.set("train.epochs=3");
@@ -163,7 +165,35 @@ TEST_CASE("train: a diverging run stops with a clear error, config errors name t
   fs::remove_all(root);
 }
 
-TEST_CASE("train: train.device runs the same training on the emulated GPU, unknown devices are refused", "[cli][train]") {
+TEST_CASE("train: config mistakes are reported before any data is read", "[cli][train]") {
+  // A corpus whose training split is empty: reading it fails, so each error below must come first.
+  const fs::path root = fresh_root("define_train_test_early");
+  const fs::path empty = root / "empty";
+  fs::create_directories(empty);
+  for (const char* f : {"train.txt", "valid.txt", "test.txt"}) std::ofstream(empty / f).put('\n');
+  std::ofstream(empty / "train.txt", std::ios::trunc);  // 0 bytes
+  const auto attempt = [&](const std::vector<std::string>& sets) {
+    Config c = Config::from_text(config_text(empty, 20), "<test>");
+    for (const std::string& s : sets) c.set(s);
+    train::train_language_model(c, (root / "run").string(), false);
+  };
+  CHECK_THROWS_WITH(attempt({}), Contains("is empty"));  // the data is read when the config is fine
+  CHECK_THROWS_WITH(attempt({"model.hiden=3"}), Contains("unknown config key 'model.hiden'"));
+  CHECK_THROWS_WITH(attempt({"model.input.dept=3"}), Contains("unknown config key 'model.input.dept'"));
+  CHECK_THROWS_WITH(attempt({"train.optimizer=adamx"}), Contains("unknown train.optimizer 'adamx'"));
+  CHECK_THROWS_WITH(attempt({"train.optimizer=adam", "train.schedule=cosine", "train.warmup_steps=30"}),
+                    Contains("needs more steps (20"));
+  CHECK_THROWS_WITH(attempt({"train.optimizer=adam", "train.schedule=cosin"}),
+                    Contains("unknown train.schedule 'cosin'"));
+  // A shape the model refuses, found by building it with a stand-in vocabulary.
+  CHECK_THROWS_WITH(attempt({"model.input.g_max=3"}), Contains("g_max must be a power of two, got 3"));
+  // Both ways of naming the corpus in one config: refused, naming the two keys.
+  CHECK_THROWS_WITH(attempt({"data.corpus=ptb"}), Contains("data.dir and data.corpus both say where the corpus is"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("train: train.device runs the same training on the emulated GPU, unknown devices are refused",
+          "[cli][train]") {
   // The emulated device runs the CUDA kernels (LSTM cells, GLT, split-mix, LayerNorm, dropout on
   // the shared Philox stream, ...) on the CPU: the same losses as the CPU run, to float32 rounding.
   const fs::path root = fresh_root("define_train_test_device");
