@@ -11,19 +11,19 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "support/trained_run.h"
 #include "core/config.h"
 #include "models/token_cache.h"
 #include "nn/safetensors.h"
+#include "support/trained_run.h"
 #include "tools/command.h"
 #include "train/run_loader.h"
 
 using namespace define;
+using Catch::Contains;
 using define::test::capture;
 using define::test::define_run;
 using define::test::read_all;
 using define::test::TrainedRun;
-using Catch::Contains;
 namespace fs = std::filesystem;
 using define::test::json_loss;
 
@@ -38,7 +38,8 @@ std::vector<std::string> split_words(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("eval: reproduces the trainer's perplexities, and the exported token cache gives the same", "[cli][commands]") {
+TEST_CASE("eval: reproduces the trainer's perplexities, and the exported token cache gives the same",
+          "[cli][commands]") {
   const TrainedRun& run = define_run();
   REQUIRE(fs::exists(fs::path(run.dir) / "best.ckpt"));
 
@@ -76,7 +77,8 @@ TEST_CASE("eval: reproduces the trainer's perplexities, and the exported token c
 
   // use_cache: the table must fit, and serves eval only.
   models::TokenInput& mutable_input = loaded.model->submodule_as<models::TokenInput>("input");
-  CHECK_THROWS_WITH(mutable_input.use_cache(zeros({41, 11})), Contains("cached table has shape [41,11], this input needs [41,12]"));
+  CHECK_THROWS_WITH(mutable_input.use_cache(zeros({41, 11})),
+                    Contains("cached table has shape [41,11], this input needs [41,12]"));
   mutable_input.use_cache(file.table);
   CHECK(mutable_input.uses_cache());
   CHECK(reshape(mutable_input.forward(from_vector(std::vector<std::int64_t>{7}, {1, 1})), {12}).to_vector<float>() ==
@@ -88,20 +90,24 @@ TEST_CASE("eval: reproduces the trainer's perplexities, and the exported token c
   CHECK_FALSE(mutable_input.uses_cache());
 
   for (const char* split : {"valid", "test"}) {
-    const double with_cache = json_loss(capture(cli::run_eval, {"--run", run.dir, "--split", split, "--cache", cache, "--json"}), "cache");
+    const double with_cache =
+        json_loss(capture(cli::run_eval, {"--run", run.dir, "--split", split, "--cache", cache, "--json"}), "cache");
     const double reference = std::string(split) == "valid" ? run.result.valid_loss : run.result.test_loss;
     CHECK(std::abs(std::exp(with_cache) - std::exp(reference)) / std::exp(reference) < 1e-5);
   }
   // --compare: both timings and the agreement line; without --cache the table is computed here.
   const std::string compared = capture(cli::run_eval, {"--run", run.dir, "--cache", cache, "--compare"});
-  CHECK_THAT(compared, Contains("unit:") && Contains("cache:") && Contains("cache vs unit: perplexity relative difference"));
+  CHECK_THAT(compared,
+             Contains("unit:") && Contains("cache:") && Contains("cache vs unit: perplexity relative difference"));
   CHECK_THAT(capture(cli::run_eval, {"--run", run.dir, "--compare"}), Contains("cache vs unit"));
 
-  CHECK_THROWS_WITH(cli::run_eval({"--run", run.dir, "--split", "train"}), Contains("--split must be valid or test, got 'train'"));
+  CHECK_THROWS_WITH(cli::run_eval({"--run", run.dir, "--split", "train"}),
+                    Contains("--split must be valid or test, got 'train'"));
   CHECK_THROWS_WITH(cli::run_eval({"--run", run.dir, "--cache", (run.root / "nothing.safetensors").string()}),
                     Contains("nothing.safetensors"));
   // A checkpoint is not a cache.
-  CHECK_THROWS_WITH(cli::run_eval({"--run", run.dir, "--cache", run.dir + "/best.ckpt"}), Contains("is not a token cache"));
+  CHECK_THROWS_WITH(cli::run_eval({"--run", run.dir, "--cache", run.dir + "/best.ckpt"}),
+                    Contains("is not a token cache"));
 }
 
 TEST_CASE("eval: a cache made from other weights is refused", "[cli][commands]") {
@@ -139,7 +145,7 @@ TEST_CASE("generate: reproducible per seed, vocabulary words only, unknown promp
   const std::vector<std::string> words = split_words(first);
   const auto breaks = static_cast<std::size_t>(std::count(first.begin(), first.end(), '\n'));
   CHECK(first.back() == '\n');
-  CHECK(words.size() + breaks >= 40);   // the final '\n' closes the last line
+  CHECK(words.size() + breaks >= 40);  // the final '\n' closes the last line
   CHECK(words.size() + breaks <= 41);
   for (const std::string& w : words) {
     CHECK(loaded.vocab.contains(w));
@@ -147,25 +153,45 @@ TEST_CASE("generate: reproducible per seed, vocabulary words only, unknown promp
   }
 
   // The prompt is printed first; temperature 0 is greedy, so the seed does not matter.
-  const std::string greedy1 = capture(cli::run_generate, {"--run", run.dir, "--prompt", "w3 w4", "--words", "10", "--temperature", "0", "--seed", "1"});
-  const std::string greedy2 = capture(cli::run_generate, {"--run", run.dir, "--prompt", "w3 w4", "--words", "10", "--temperature", "0", "--seed", "2"});
+  const std::string greedy1 = capture(
+      cli::run_generate, {"--run", run.dir, "--prompt", "w3 w4", "--words", "10", "--temperature", "0", "--seed", "1"});
+  const std::string greedy2 = capture(
+      cli::run_generate, {"--run", run.dir, "--prompt", "w3 w4", "--words", "10", "--temperature", "0", "--seed", "2"});
   CHECK(greedy1 == greedy2);
   CHECK(greedy1.rfind("w3 w4", 0) == 0);
 
   CHECK_THROWS_WITH(cli::run_generate({"--run", run.dir, "--prompt", "w3 zebra w4"}),
                     Contains("prompt word 'zebra' is not in the run's vocabulary (41 words"));
   CHECK_THROWS_WITH(cli::run_generate({"--run", run.dir, "--temperature", "-1"}), Contains("--temperature must be"));
-  CHECK_THROWS_WITH(cli::run_generate({"--run", run.dir, "--words", "x"}), Contains("--words expects an integer, got 'x'"));
+  CHECK_THROWS_WITH(cli::run_generate({"--run", run.dir, "--words", "x"}),
+                    Contains("--words expects an integer, got 'x'"));
+
+  // Top-1 and a nucleus smaller than any word's probability are greedy decoding, whatever the seed;
+  // a wider top-k samples.
+  const std::vector<std::string> prompt = {"--run", run.dir, "--prompt", "w3 w4", "--words", "10"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = prompt;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return capture(cli::run_generate, a);
+  };
+  CHECK(with({"--top-k", "1", "--seed", "5"}) == greedy1);
+  CHECK(with({"--top-p", "1e-6", "--seed", "6"}) == greedy1);
+  CHECK(with({"--top-k", "20", "--seed", "5"}) != greedy1);
+  CHECK_THROWS_WITH(cli::run_generate({"--run", run.dir, "--top-k", "-2"}), Contains("--top-k must be >= 0"));
+  CHECK_THROWS_WITH(cli::run_generate({"--run", run.dir, "--top-p", "0"}), Contains("--top-p must be in (0, 1]"));
+  CHECK_THROWS_WITH(cli::run_generate({"--run", run.dir, "--top-p", "1.01"}), Contains("--top-p must be in (0, 1]"));
 }
 
 TEST_CASE("export-cache: an embedding-input model is refused with a clear message", "[cli][commands]") {
   const TrainedRun& run = define_run();
-  Config cfg = Config::from_text(test::lm_config_text(run.root / "data", test::kEmbeddingInput, R"("max_steps": 2)"), "<test>");
+  Config cfg =
+      Config::from_text(test::lm_config_text(run.root / "data", test::kEmbeddingInput, R"("max_steps": 2)"), "<test>");
   const std::string dir = (run.root / "embedding").string();
   train::train_language_model(cfg, dir, false);
   CHECK_THROWS_WITH(cli::run_export_cache({"--run", dir, "--out", (run.root / "e.safetensors").string()}),
                     Contains("has input type 'embedding', which has no unit to cache"));
-  CHECK_THROWS_WITH(cli::run_eval({"--run", dir, "--compare"}), Contains("--compare needs a model whose input has a unit"));
+  CHECK_THROWS_WITH(cli::run_eval({"--run", dir, "--compare"}),
+                    Contains("--compare needs a model whose input has a unit"));
   // Eval and corrmap still work: the table is the representation.
   CHECK_THAT(capture(cli::run_eval, {"--run", dir}), Contains("perplexity"));
   CHECK_THAT(capture(cli::run_corrmap, {"--run", dir, "--out", (run.root / "e.png").string(), "--size", "16"}),
