@@ -216,6 +216,25 @@ void check_config_before_data(Config& cfg, const Config& train_cfg) {
   cfg.require_all_used();
 }
 
+// The vocabulary is the run's own (vocab.txt, when a resumed run has one), the one of the run an
+// --init-from starts from (so the ids mean the words they meant there), or else built on the
+// training split.
+data::Corpus load_corpus(const DataSettings& ds, const StartOptions& start, const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::optional<fs::path> vocab_file;
+  if (start.resume && fs::exists(fs::path(run_dir) / "vocab.txt", ec)) vocab_file = fs::path(run_dir) / "vocab.txt";
+  if (!start.init_from.empty()) {
+    static_cast<void>(init_checkpoint_path(start.init_from));  // a wrong path is reported as such first
+    vocab_file = fs::path(init_folder(start.init_from)) / "vocab.txt";
+    if (!fs::exists(*vocab_file, ec))
+      fail(kOp, "--init-from {}: no vocab.txt in {} (the vocabulary its weights were trained with)", start.init_from,
+           init_folder(start.init_from));
+  }
+  if (vocab_file) return data::Corpus::load(ds.corpus_dir, data::Vocabulary::load(*vocab_file));
+  return ds.by_frequency ? data::Corpus::load(ds.corpus_dir).by_frequency() : data::Corpus::load(ds.corpus_dir);
+}
+
 }  // namespace
 
 double evaluate_lm(models::LanguageModel& model, const Tensor& batches, std::int64_t bptt, std::int64_t context) {
@@ -261,7 +280,7 @@ double evaluate_lm(models::LanguageModel& model, const Tensor& batches, std::int
   return total / static_cast<double>(tokens);
 }
 
-TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool resume) {
+TrainResult train_language_model(Config& cfg, const std::string& run_dir, const StartOptions& start) {
   const DataSettings ds = read_data(cfg.section("data"));
   const Config train_cfg = cfg.section("train");
   const LoopSettings ts = read_loop_settings(train_cfg);
@@ -274,8 +293,7 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
 
   check_config_before_data(cfg, train_cfg);
 
-  const data::Corpus corpus =
-      ds.by_frequency ? data::Corpus::load(ds.corpus_dir).by_frequency() : data::Corpus::load(ds.corpus_dir);
+  const data::Corpus corpus = load_corpus(ds, start, run_dir);
   Generator model_gen(static_cast<std::uint64_t>(ts.seed));
   models::BuiltModel built = models::build_model(cfg.section("model"), corpus.vocab.size(), model_gen);
   auto model = std::dynamic_pointer_cast<models::LanguageModel>(built.module);
@@ -286,13 +304,14 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool r
   model->to(ts.device);  // before the optimizer takes the parameters
 
   const bool writer = comm->rank() == 0;  // rank 0 writes the run's files
-  RunDir run(run_dir, resume, writer);
+  RunDir run(run_dir, start.resume, writer);
   // A resumed run keeps the files it started with; one killed before writing them gets them now.
-  if (writer && (!resume || !std::filesystem::exists(run.file("config.json")))) run.write_config(cfg.resolved());
-  if (writer && (!resume || !std::filesystem::exists(run.file("vocab.txt")))) corpus.vocab.save(run.file("vocab.txt"));
+  if (writer && (!start.resume || !std::filesystem::exists(run.file("config.json")))) run.write_config(cfg.resolved());
+  if (writer && (!start.resume || !std::filesystem::exists(run.file("vocab.txt"))))
+    corpus.vocab.save(run.file("vocab.txt"));
   LanguageModelTask task(model, built.parts, corpus, ds, ts.device, static_cast<std::uint64_t>(ts.seed), update_freq,
                          *comm);
-  return run_training(task, ts, run, resume, model_gen, comm.get());
+  return run_training(task, ts, run, start, model_gen, comm.get());
 }
 
 }  // namespace define::train

@@ -31,7 +31,7 @@ namespace define::train {
 
 // Runs (or, with resume, continues) the training a config describes, in run_dir. Prints progress
 // and a final summary; returns the final losses.
-TrainResult train_language_model(Config& cfg, const std::string& run_dir, bool resume);
+TrainResult train_language_model(Config& cfg, const std::string& run_dir, const StartOptions& start);
 
 // Mean NLL per token of `batches` [T, B] (data::batchify), in eval mode without a graph (the
 // model's mode is restored). Every predicted token is scored exactly once. Two protocols:

@@ -229,7 +229,7 @@ bool is_translation_config(const Config& cfg) {
   return type == "transformer_nmt" || type == "delight_nmt";
 }
 
-TrainResult train_translation_model(Config& cfg, const std::string& run_dir, bool resume) {
+TrainResult train_translation_model(Config& cfg, const std::string& run_dir, const StartOptions& start) {
   const TranslationDataSettings ds = read_translation_data(cfg.section("data"));
   const Config train_cfg = cfg.section("train");
   const LoopSettings ts = read_loop_settings(train_cfg);
@@ -251,12 +251,23 @@ TrainResult train_translation_model(Config& cfg, const std::string& run_dir, boo
 
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(ts.distributed, ts.device);
   const bool writer = comm->rank() == 0;
-  RunDir run(run_dir, resume, writer);
+  RunDir run(run_dir, start.resume, writer);
   // The subword model: trained once per run, on the training split's two sides (by rank 0; the
   // other ranks of a data-parallel run load what it wrote).
   const std::filesystem::path sw_path = subword_model_path(run.path());
+  // A run started --init-from another takes that run's subword model: its ids are what the weights know.
   auto make_subword = [&] {
-    return resume && std::filesystem::exists(sw_path)
+    if (!start.init_from.empty()) {
+      static_cast<void>(init_checkpoint_path(start.init_from));  // a wrong path is reported as such first
+      const std::filesystem::path theirs = subword_model_path(init_folder(start.init_from));
+      if (!std::filesystem::exists(theirs))
+        fail(kOp, "--init-from {}: no subword.model in {} (the subword model its weights were trained with)",
+             start.init_from, init_folder(start.init_from));
+      data::Subword sw = data::Subword::load(theirs);
+      std::filesystem::copy_file(theirs, sw_path, std::filesystem::copy_options::overwrite_existing);
+      return sw;
+    }
+    return start.resume && std::filesystem::exists(sw_path)
                ? data::Subword::load(sw_path)
                : data::Subword::train({ds.file(ds.train, ds.source), ds.file(ds.train, ds.target)}, ds.subword,
                                       std::filesystem::path(run.path()) / "subword");
@@ -284,10 +295,10 @@ TrainResult train_translation_model(Config& cfg, const std::string& run_dir, boo
   cfg.require_all_used();
   model->to(ts.device);
 
-  if (writer && (!resume || !std::filesystem::exists(run.file("config.json")))) run.write_config(cfg.resolved());
+  if (writer && (!start.resume || !std::filesystem::exists(run.file("config.json")))) run.write_config(cfg.resolved());
   TranslationTask task(model, built.parts, sw.fingerprint(), train, std::move(valid), std::move(test), ds, ts.device,
                        static_cast<std::uint64_t>(ts.seed), label_smoothing, update_freq, *comm);
-  return run_training(task, ts, run, resume, model_gen, comm.get());
+  return run_training(task, ts, run, start, model_gen, comm.get());
 }
 
 }  // namespace define::train

@@ -27,7 +27,7 @@
 
 namespace define::train {
 
-TrainResult train_translation_model(Config& cfg, const std::string& run_dir, bool resume);
+TrainResult train_translation_model(Config& cfg, const std::string& run_dir, const StartOptions& start);
 
 // Whether a config's model.type is a translation model (then `define train` goes here).
 bool is_translation_config(const Config& cfg);

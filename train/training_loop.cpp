@@ -15,6 +15,7 @@
 #include <variant>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <zlib.h>
 
@@ -27,6 +28,7 @@
 #include "distributed/gradient_reducer.h"
 #include "kernels/devices.h"
 #include "nn/optim/optim.h"
+#include "train/run_loader.h"
 
 namespace define::train {
 namespace {
@@ -442,6 +444,21 @@ LoopSettings read_loop_settings(const Config& c) {
   return t;
 }
 
+std::string init_checkpoint_path(const std::string& run_or_checkpoint) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(run_or_checkpoint, ec)) return choose_checkpoint(run_or_checkpoint, "");
+  if (!std::filesystem::is_regular_file(run_or_checkpoint, ec))
+    fail(kOp, "--init-from '{}' is neither a run folder nor a checkpoint file", run_or_checkpoint);
+  return run_or_checkpoint;
+}
+
+std::string init_folder(const std::string& run_or_checkpoint) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(run_or_checkpoint, ec)) return run_or_checkpoint;
+  const std::filesystem::path parent = std::filesystem::path(run_or_checkpoint).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
 std::string epoch_checkpoint_name(std::int64_t epoch) { return fmt::format("epoch{}.ckpt", epoch); }
 
 const std::string& checkpoint_field(const nn::Checkpoint& ck, const std::string& key) {
@@ -462,7 +479,7 @@ namespace {
 class TrainingRun {
  public:
   TrainingRun(TrainingTask& task, const LoopSettings& ts, RunDir& run, Generator& model_gen, dist::Communicator* comm);
-  void resume_or_start(bool resume);
+  void resume_or_start(const StartOptions& start);
   void start_data_parallel();
   TrainResult train();
 
@@ -475,6 +492,10 @@ class TrainingRun {
   void log_window(double lr);
   void end_epoch();
   TrainResult finish();
+  // A new run's weights from another run's checkpoint (StartOptions::init_from).
+  void init_from(const std::string& run_or_checkpoint);
+  // The schedule as seen from its origin (0, or the step a --reset-schedule resumed at).
+  void build_schedule();
 
   // The pending steps' numbers into the log window; a non-finite one stops the run.
   void settle();
@@ -515,6 +536,9 @@ class TrainingRun {
   std::vector<double> base_lrs_;
   std::int64_t total_steps_ = 0;
   std::optional<LrFactor> lr_factor_;
+  // Where the learning-rate schedule starts: step 0 at second 0, or where --reset-schedule restarted it.
+  std::int64_t schedule_origin_step_ = 0;
+  double schedule_origin_s_ = 0;
   Progress p_;
   std::unique_ptr<dist::GradientReducer> reducer_;
 
@@ -554,7 +578,7 @@ TrainingRun::TrainingRun(TrainingTask& task, const LoopSettings& ts, RunDir& run
   for (std::size_t g = 0; g < optimizer_->num_groups(); ++g) base_lrs_.push_back(optimizer_->lr(g));
   const std::int64_t steps_per_epoch = task_.approx_steps_per_epoch();
   total_steps_ = ts_.max_steps > 0 ? ts_.max_steps : steps_per_epoch * ts_.epochs;
-  lr_factor_.emplace(ts_, ts_.schedule_steps > 0 ? ts_.schedule_steps : total_steps_);
+  build_schedule();
   lower_ = lower_dtype(ts_.precision);
   if (ts_.precision == Precision::Fp16) scaler_.emplace(ts_.loss_scaler);
   if (writer_ && lower_) {
@@ -564,7 +588,51 @@ TrainingRun::TrainingRun(TrainingTask& task, const LoopSettings& ts, RunDir& run
   }
 }
 
-void TrainingRun::resume_or_start(bool resume) {
+void TrainingRun::build_schedule() {
+  // A restarted schedule runs over what is left of the run: its steps and its time budget.
+  LoopSettings from_origin = ts_;
+  if (ts_.max_minutes > 0) from_origin.max_minutes = std::max(ts_.max_minutes - schedule_origin_s_ / 60, 1e-9);
+  const std::int64_t left = total_steps_ - schedule_origin_step_;
+  if (ts_.schedule_steps == 0 && schedule_origin_step_ > 0 && left < 1)
+    fail(kOp, "the schedule restarts at step {} but the run ends at step {}: raise train.max_steps",
+         schedule_origin_step_, total_steps_);
+  lr_factor_.emplace(from_origin, ts_.schedule_steps > 0 ? ts_.schedule_steps : left);
+}
+
+void TrainingRun::init_from(const std::string& run_or_checkpoint) {
+  const std::string file = init_checkpoint_path(run_or_checkpoint);
+  const nn::Checkpoint ck = nn::load_checkpoint(file);
+  for (const auto& [label, mine] : task_.checkpoint_labels()) {
+    const auto it = ck.run.find(label);
+    if (it != ck.run.end() && it->second != mine)
+      fail(kOp, "--init-from {}: its {} is '{}', this run's is '{}' (the token ids would mean other tokens)", file,
+           label, it->second, mine);
+  }
+  // Shapes are checked before anything is copied (a mismatch names the tensor and both shapes).
+  const nn::LoadResult r = model_.load_state_dict(ck.model, /*strict=*/false);
+  const std::int64_t loaded = static_cast<std::int64_t>(model_.state_dict().size() - r.missing_keys.size());
+  if (loaded == 0)
+    fail(kOp,
+         "--init-from {}: none of the model's tensors are in the checkpoint (is it a checkpoint of another model?)",
+         file);
+  if (!writer_) return;
+  const auto joined = [](const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ", ")); };
+  fmt::print("initialised from {}: {} of {} tensors", file, loaded, model_.state_dict().size());
+  if (!r.missing_keys.empty()) fmt::print("; not in the checkpoint (kept as initialised): {}", joined(r.missing_keys));
+  if (!r.unexpected_keys.empty())
+    fmt::print("; in the checkpoint but not the model (unused): {}", joined(r.unexpected_keys));
+  fmt::print("\n");
+  std::fflush(stdout);
+  run_.log_metrics(
+      "init_from",
+      {{"tensors_loaded", static_cast<double>(loaded)},
+       {"tensors_not_found", static_cast<double>(r.missing_keys.size())},
+       {"tensors_unused", static_cast<double>(r.unexpected_keys.size())}},
+      {{"checkpoint", file}, {"not_found", joined(r.missing_keys)}, {"unused", joined(r.unexpected_keys)}});
+}
+
+void TrainingRun::resume_or_start(const StartOptions& start) {
+  bool resume = start.resume;
   if (resume && comm_->sum(std::int64_t{std::filesystem::exists(run_.file(kLatest)) ? 1 : 0}) < world_) {
     // Killed before its first checkpoint: nothing was saved, so the run starts again.
     if (writer_) {
@@ -576,6 +644,7 @@ void TrainingRun::resume_or_start(bool resume) {
   }
   if (!resume) {
     if (rank_ > 0) model_gen_.set_state({rank_seed(model_gen_.state().seed, rank_), model_gen_.state().offset});
+    if (!start.init_from.empty()) init_from(start.init_from);
     return;
   }
   const nn::Checkpoint ck = nn::load_checkpoint(run_.file(kLatest));
@@ -583,7 +652,12 @@ void TrainingRun::resume_or_start(bool resume) {
   if (saved_world != world_)
     fail(kOp, "{} was written by a run of {} process(es); resume it with {} (this run has {})", run_.file(kLatest),
          saved_world, saved_world, world_);
-  nn::restore_checkpoint(ck, model_, optimizer_.get());
+  for (const auto& [label, mine] : task_.checkpoint_labels())
+    if (const auto it = ck.run.find(label); it != ck.run.end() && it->second != mine)
+      fail(kOp, "{}: its {} is '{}', this run's is '{}' (a vocab.txt or subword.model changed since it was saved)",
+           run_.file(kLatest), label, it->second, mine);
+  // Without the optimizer's state (--reset-optimizer) the optimizer is the fresh one built above.
+  nn::restore_checkpoint(ck, model_, start.reset_optimizer ? nullptr : optimizer_.get());
   const std::string gen_key = rank_ == 0 ? "model_generator" : fmt::format("model_generator_rank{}", rank_);
   model_gen_.set_state(parse_state(checkpoint_field(ck, gen_key), gen_key.c_str()));
   task_.restore(ck);
@@ -601,8 +675,21 @@ void TrainingRun::resume_or_start(bool resume) {
   // Lines logged after this checkpoint (the resumed run logs them again) and a line cut short
   // by a kill go; checkpoints of older versions did not record the size and keep the log.
   if (writer_ && ck.run.count("metrics_bytes")) run_.truncate_metrics(number_field<std::uint64_t>(ck, "metrics_bytes"));
+  schedule_origin_step_ = number_field_or<std::int64_t>(ck, "schedule_origin_step", 0);
+  schedule_origin_s_ = number_field_or<double>(ck, "schedule_origin_seconds", 0);
+  if (start.reset_schedule) {
+    schedule_origin_step_ = p_.step;
+    schedule_origin_s_ = p_.seconds;
+  }
+  if (schedule_origin_step_ > 0 || schedule_origin_s_ > 0) build_schedule();
+  if (writer_ && (start.reset_optimizer || start.reset_schedule))
+    run_.log_metrics("reset", {{"step", static_cast<double>(p_.step)},
+                               {"optimizer", start.reset_optimizer ? 1.0 : 0.0},
+                               {"schedule", start.reset_schedule ? 1.0 : 0.0}});
   if (writer_) {
-    fmt::print("resuming {} at epoch {}, step {}\n", run_.path(), p_.epoch, p_.step);
+    fmt::print("resuming {} at epoch {}, step {}{}{}\n", run_.path(), p_.epoch, p_.step,
+               start.reset_optimizer ? ", optimizer state reset" : "",
+               start.reset_schedule ? ", learning-rate schedule restarted" : "");
     std::fflush(stdout);  // a log file is block-buffered: this line must survive a later kill
   }
 }
@@ -662,7 +749,9 @@ void TrainingRun::save_latest(std::int64_t resume_epoch) {
                                            {"window_grad_norm", fmt::format("{:.17g}", p_.window_grad_norm)},
                                            {"window_steps", std::to_string(p_.window_steps)},
                                            {"window_tokens", std::to_string(p_.window_tokens)},
-                                           {"metrics_bytes", std::to_string(run_.metrics_size())}});
+                                           {"metrics_bytes", std::to_string(run_.metrics_size())},
+                                           {"schedule_origin_step", std::to_string(schedule_origin_step_)},
+                                           {"schedule_origin_seconds", fmt::format("{:.17g}", schedule_origin_s_)}});
   for (auto& [k, v] : task_.checkpoint_labels()) ck.run[k] = v;
   ck.run["precision"] = precision_name(ts_.precision);
   if (scaler_) ck.run["loss_scaler"] = scaler_->state();
@@ -713,7 +802,8 @@ double TrainingRun::validate_and_keep_best(bool end_of_budget) {
     std::map<std::string, double> fields = {{"epoch", static_cast<double>(p_.epoch)},
                                             {"step", static_cast<double>(p_.step)},
                                             {"loss", val},
-                                            {"perplexity", std::exp(val)}};
+                                            {"perplexity", std::exp(val)},
+                                            {"elapsed_s", elapsed()}};
     if (end_of_budget) fields["end_of_budget"] = 1;
     run_.log_metrics("valid", fields);
   }
@@ -851,7 +941,7 @@ bool TrainingRun::train_step() {
     p_.window_grad_norm += norm;
     p_.window_loss += batch->loss;
   }
-  const double scheduled = (*lr_factor_)(p_.step, now);
+  const double scheduled = (*lr_factor_)(p_.step - schedule_origin_step_, now - schedule_origin_s_);
   step_with_factor(*optimizer_, base_lrs_, scheduled * batch->lr_scale);
   ++p_.step;
   if (scaler_) scaler_->clean_step(p_.step);
@@ -882,6 +972,7 @@ void TrainingRun::log_window(double lr) {
       {"loss", mean_loss},
       {"perplexity", std::exp(mean_loss)},
       {"tokens_per_s", tok_s},
+      {"elapsed_s", elapsed()},  // wall time of the run, earlier sessions of a resumed one included
       {"lr", lr},
       // mean over the window, before clipping; the per-part norms are of this step alone
       {"grad_norm", p_.window_grad_norm / static_cast<double>(p_.window_steps)},
@@ -977,10 +1068,14 @@ TrainResult TrainingRun::finish() {
 
 }  // namespace
 
-TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run, bool resume, Generator& model_gen,
-                         dist::Communicator* comm) {
+TrainResult run_training(TrainingTask& task, const LoopSettings& ts, RunDir& run, const StartOptions& start,
+                         Generator& model_gen, dist::Communicator* comm) {
+  if (start.resume && !start.init_from.empty())
+    fail(kOp, "--init-from starts a new run from another run's weights; it cannot be combined with --resume");
+  if (!start.resume && (start.reset_optimizer || start.reset_schedule))
+    fail(kOp, "--reset-optimizer and --reset-schedule apply to a resumed run (--resume)");
   TrainingRun training(task, ts, run, model_gen, comm);
-  training.resume_or_start(resume);
+  training.resume_or_start(start);
   training.start_data_parallel();
   return training.train();
 }

@@ -1,8 +1,8 @@
 // The training loop every `define train` run goes through, whatever it trains: optimizer and
 // parameter groups, learning-rate schedule, gradient clipping, per-part gradient norms, the time
 // and step budget, non-finite loss detection, evaluation after every epoch and where a budget ends
-// inside one (on NT-ASGD's averaged weights once it averages), best / latest checkpoints with exact resume, metrics.jsonl and the
-// live progress line. It knows no model type: what it trains is a TrainingTask (a model with its
+// inside one (on NT-ASGD's averaged weights once it averages), best / latest checkpoints with exact resume,
+// metrics.jsonl and the live progress line. It knows no model type: what it trains is a TrainingTask (a model with its
 // data and carried state), e.g. train/lm_trainer.cpp's language-model task.
 //
 // Config keys of the `train` section the loop reads (defaults in brackets):
@@ -77,7 +77,7 @@ struct LoopSettings {
   double unit_lr_scale = 1.0;  // the token-representation unit's lr as a multiple of lr
   std::string schedule = "constant";
   std::int64_t warmup_steps = 0, schedule_steps = 0;  // 0: max_steps, else epochs x steps per epoch
-  bool schedule_over_time = false;                     // train.schedule_over: steps (false) | time
+  bool schedule_over_time = false;                    // train.schedule_over: steps (false) | time
   double min_lr = 0, warmup_init_lr = 0;
   std::int64_t epochs = 1, max_steps = 0, nonmono = 5, log_interval = 50, checkpoint_interval = 0, seed = 1111,
                threads = 2;
@@ -171,11 +171,34 @@ void set_step_observer(std::function<void(std::int64_t step)> observer);
 // scaler skip exactly that step). Process-wide; an empty function removes it.
 void set_gradient_observer(std::function<void(std::int64_t step, const optim::NamedParameters& params)> observer);
 
+// How a run starts: from scratch, from its own latest.ckpt (resume), or from another run's
+// weights (init_from: fine-tuning). Converts from a bool (resume or not).
+struct StartOptions {
+  StartOptions(bool resume_run = false) : resume(resume_run) {}  // NOLINT: a bool is a plain resume
+  bool resume = false;
+  // A run folder (its best.ckpt, else latest.ckpt) or a checkpoint file whose weights start a new
+  // run; the optimizer, schedule, data position and random streams start fresh. Tensors are
+  // matched by name: a shape or vocabulary (checkpoint label) that differs is an error, and the
+  // tensors the checkpoint lacks (kept at their initial values) and those it has that the model
+  // does not are printed and logged.
+  std::string init_from;
+  // On a resume: the optimizer's state (momentum, Adam's moments, NT-ASGD's averaging) starts
+  // fresh; the learning-rate schedule starts over at the resumed step (its warm-up again, then a
+  // cosine over the steps left, or train.schedule_steps).
+  bool reset_optimizer = false, reset_schedule = false;
+};
+
+// The checkpoint --init-from names: a run folder's best.ckpt (else latest.ckpt) or the file
+// itself. Throws naming the path when there is none.
+std::string init_checkpoint_path(const std::string& run_or_checkpoint);
+// The folder an --init-from's files (vocab.txt, subword.model) are read from.
+std::string init_folder(const std::string& run_or_checkpoint);
+
 // Runs (or, with resume, continues from run/latest.ckpt) the training `s` describes. The model
 // must be on s.device. model_gen is the model's random stream (saved in checkpoints). `comm`:
 // the data-parallel group (null: one process); the task must already train on its rank's shard.
-TrainResult run_training(TrainingTask& task, const LoopSettings& s, RunDir& run, bool resume, Generator& model_gen,
-                         dist::Communicator* comm = nullptr);
+TrainResult run_training(TrainingTask& task, const LoopSettings& s, RunDir& run, const StartOptions& start,
+                         Generator& model_gen, dist::Communicator* comm = nullptr);
 
 // "epoch<E>.ckpt": the weights kept after epoch E (train.keep_epoch_checkpoints).
 std::string epoch_checkpoint_name(std::int64_t epoch);

@@ -151,6 +151,20 @@ TEST_CASE("translate: errors name the file, the line or the key", "[cli][transla
     }
     CHECK_THROWS_WITH(cli::run_translate({"--run", (root / "run").string()}), Contains("subword.model"));
   }
+  SECTION("--init-from takes another run's weights and its subword model") {
+    Config cfg = Config::from_text(config_text(root / "data", 2), "<test>");
+    train::train_translation_model(cfg, (root / "run").string(), false);
+    train::StartOptions start;
+    start.init_from = (root / "run").string();
+    Config tune = Config::from_text(config_text(root / "data", 1), "<test>");
+    tune.set("data.subword.vocab_size=50");  // ignored: the subword model is the run's
+    train::train_translation_model(tune, (root / "tuned").string(), start);
+    CHECK(read_all((root / "tuned" / "subword.model").string()) == read_all((root / "run" / "subword.model").string()));
+    const auto init = test::events(root / "tuned", "init_from");
+    REQUIRE(init.size() == 1);
+    CHECK(init[0]["tensors_not_found"].get<double>() == 0);
+    CHECK(init[0]["tensors_loaded"].get<double>() > 0);
+  }
   SECTION("a config mistake is reported before the subword model is trained or any data read") {
     Config cfg = Config::from_text(config_text(root / "nowhere", 2), "<test>");
     cfg.set("model.d_modle=8");

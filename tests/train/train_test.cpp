@@ -192,6 +192,134 @@ TEST_CASE("train: config mistakes are reported before any data is read", "[cli][
   fs::remove_all(root);
 }
 
+namespace {
+
+Config config_with(const fs::path& data, int max_steps, const std::vector<std::string>& sets,
+                   const std::string& input = kDefineInput) {
+  Config c = Config::from_text(config_text(data, max_steps, input), "<test>");
+  for (const std::string& s : sets) c.set(s);
+  return c;
+}
+
+std::map<std::string, std::vector<float>> weights_of(const fs::path& checkpoint) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, t] : nn::load_checkpoint(checkpoint.string()).model) out[name] = t.to_vector<float>();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("train: --init-from starts a new run from another run's weights, checking names, shapes and vocabulary",
+          "[cli][train]") {
+  const fs::path root = fresh_root("define_train_test_init_from");
+  Config base = config_with(root / "data", 6, {});
+  train::train_language_model(base, (root / "a").string(), false);
+
+  // With a learning rate of ~0 the fine-tuned run's weights stay the ones it loaded: a's best.
+  train::StartOptions from_a;
+  from_a.init_from = (root / "a").string();
+  Config still = config_with(root / "data", 2, {"train.optimizer=sgd", "train.lr=1e-30"});
+  train::train_language_model(still, (root / "b").string(), from_a);
+  const auto a_best = weights_of(root / "a" / "best.ckpt"), b_last = weights_of(root / "b" / "latest.ckpt");
+  REQUIRE(a_best.size() == b_last.size());
+  for (const auto& [name, w] : a_best) CHECK(b_last.at(name) == w);
+  const std::vector<nlohmann::json> init = test::events(root / "b", "init_from");
+  REQUIRE(init.size() == 1);
+  CHECK(init[0]["tensors_loaded"].get<double>() == static_cast<double>(a_best.size()));
+  CHECK(init[0]["tensors_not_found"].get<double>() == 0);
+  CHECK(init[0]["checkpoint"].get<std::string>() == (root / "a" / "best.ckpt").string());
+  // Its vocabulary is a's, and it starts at step 1 with a fresh optimizer and schedule.
+  CHECK(read_all(root / "b" / "vocab.txt") == read_all(root / "a" / "vocab.txt"));
+  CHECK(test::events(root / "b", "train").front()["step"].get<double>() == 1);
+
+  // A model with another token representation: the LSTM and output tensors load, the
+  // embedding's are named as not found and stay as initialised.
+  train::StartOptions from_file;
+  from_file.init_from = (root / "a" / "latest.ckpt").string();
+  Config other = config_with(root / "data", 1, {}, R"({"type": "projective", "dim": 8, "out_dim": 12})");
+  train::train_language_model(other, (root / "c").string(), from_file);
+  const nlohmann::json partial = test::events(root / "c", "init_from").at(0);
+  CHECK(partial["tensors_not_found"].get<double>() >= 1);
+  CHECK(partial["not_found"].get<std::string>().find("input") != std::string::npos);
+  CHECK(partial["unused"].get<std::string>().find("input") != std::string::npos);
+  CHECK(partial["tensors_loaded"].get<double>() >= 1);
+
+  // A shape that differs is refused naming the tensor and both shapes.
+  Config wider = config_with(root / "data", 1, {"model.hidden=14"});
+  CHECK_THROWS_WITH(train::train_language_model(wider, (root / "d").string(), from_a),
+                    Contains("shape mismatch for 'rnn.module.weight_ih_l0': checkpoint [40,12] vs model [56,12]"));
+  // A checkpoint beside another vocabulary (two words swapped) is refused: its ids mean other words.
+  fs::create_directories(root / "swapped");
+  fs::copy_file(root / "a" / "best.ckpt", root / "swapped" / "best.ckpt");
+  {
+    std::string v = read_all(root / "a" / "vocab.txt");
+    const std::size_t first_end = v.find('\n'), second_end = v.find('\n', first_end + 1);
+    v = v.substr(first_end + 1, second_end - first_end) + v.substr(0, first_end + 1) + v.substr(second_end + 1);
+    std::ofstream(root / "swapped" / "vocab.txt", std::ios::binary) << v;
+  }
+  from_file.init_from = (root / "swapped" / "best.ckpt").string();
+  CHECK_THROWS_WITH(train::train_language_model(base, (root / "e").string(), from_file),
+                    Contains("its vocab is") && Contains("the token ids would mean other tokens"));
+  fs::remove(root / "swapped" / "vocab.txt");
+  CHECK_THROWS_WITH(train::train_language_model(base, (root / "f").string(), from_file), Contains("no vocab.txt in"));
+  from_file.init_from = (root / "nothing.ckpt").string();
+  CHECK_THROWS_WITH(train::train_language_model(base, (root / "g").string(), from_file),
+                    Contains("neither a run folder nor a checkpoint file"));
+  train::StartOptions both(true);
+  both.init_from = (root / "a").string();
+  CHECK_THROWS_WITH(train::train_language_model(base, (root / "a").string(), both),
+                    Contains("cannot be combined with --resume"));
+  fs::remove_all(root);
+}
+
+TEST_CASE(
+    "train: --reset-schedule restarts the schedule at the resumed step, --reset-optimizer drops the optimizer's state",
+    "[cli][train]") {
+  const fs::path root = fresh_root("define_train_test_reset");
+  const std::vector<std::string> cosine = {"train.optimizer=adam",   "train.lr=0.01",
+                                           "train.schedule=cosine",  "train.warmup_steps=2",
+                                           "train.schedule_steps=6", "train.checkpoint_interval=1"};
+  const auto lrs = [](const fs::path& run) {
+    std::vector<double> out;
+    for (const auto& e : test::events(run, "train")) out.push_back(e["lr"].get<double>());
+    return out;
+  };
+  Config fresh = config_with(root / "data", 5, cosine);
+  train::train_language_model(fresh, (root / "fresh").string(), false);
+  const std::vector<double> schedule = lrs(root / "fresh");  // steps 1-5 of the 6-step schedule
+  REQUIRE(schedule.size() == 5);
+
+  Config first = config_with(root / "data", 3, cosine);
+  train::train_language_model(first, (root / "r").string(), false);
+  train::StartOptions reset(true);
+  reset.reset_schedule = true;
+  Config more = config_with(root / "data", 5, cosine);
+  train::train_language_model(more, (root / "r").string(), reset);
+  // A plain resume after it continues the restarted schedule (its origin is in the checkpoint).
+  Config rest = config_with(root / "data", 8, cosine);
+  train::train_language_model(rest, (root / "r").string(), true);
+  const std::vector<double> got = lrs(root / "r");
+  REQUIRE(got.size() == 8);
+  for (int i = 0; i < 3; ++i) CHECK(got[static_cast<std::size_t>(i)] == schedule[static_cast<std::size_t>(i)]);
+  for (int i = 3; i < 8; ++i) CHECK(got[static_cast<std::size_t>(i)] == schedule[static_cast<std::size_t>(i - 3)]);
+  CHECK(test::events(root / "r", "reset").size() == 1);
+
+  // Switching the optimizer on a resume needs its state dropped.
+  std::vector<std::string> sgd = cosine;
+  sgd[0] = "train.optimizer=sgd";
+  Config switched = config_with(root / "data", 9, sgd);
+  CHECK_THROWS(train::train_language_model(switched, (root / "r").string(), true));
+  train::StartOptions drop(true);
+  drop.reset_optimizer = true;
+  Config switched_again = config_with(root / "data", 9, sgd);
+  CHECK(train::train_language_model(switched_again, (root / "r").string(), drop).steps == 9);
+  train::StartOptions not_resumed;
+  not_resumed.reset_optimizer = true;
+  CHECK_THROWS_WITH(train::train_language_model(fresh, (root / "x").string(), not_resumed),
+                    Contains("apply to a resumed run"));
+  fs::remove_all(root);
+}
+
 TEST_CASE("train: train.device runs the same training on the emulated GPU, unknown devices are refused",
           "[cli][train]") {
   // The emulated device runs the CUDA kernels (LSTM cells, GLT, split-mix, LayerNorm, dropout on
