@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build needs, only those that are missing, and the sacrebleu
-# Python package the BLEU check compares with.
+# Installs the Debian packages the build needs, only those that are missing, the sacrebleu
+# Python package the BLEU check compares with, and TensorBoard (scripts/metrics_to_tensorboard.py).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache libeigen3-dev libfmt-dev catch2 libboost-context-dev
       libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev zlib1g-dev libpng-dev
@@ -20,16 +20,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" > /dev/null
 fi
 
-# The sacrebleu Python package, for scripts/checks/check-bleu.sh (a ctest): `define bleu` checked against it.
-if ! python3 -c 'import sacrebleu' 2> /dev/null; then
+# pip_install MODULE PACKAGE==VERSION: installs the PyPI package unless python3 imports MODULE already.
+pip_install() {
+  python3 -c "import $1" 2> /dev/null && return 0
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   if ! python3 -m pip --version > /dev/null 2>&1; then
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3-pip > /dev/null
   fi
-  echo "installing: sacrebleu 2.6.0 (PyPI)"
+  echo "installing: $2 (PyPI)"
   user_flag=""
   [ "$(id -u)" -eq 0 ] || user_flag="--user"
-  python3 -m pip install --quiet $user_flag --break-system-packages sacrebleu==2.6.0
-fi
+  python3 -m pip install --quiet $user_flag --break-system-packages "$2"
+}
+# The sacrebleu Python package, for scripts/checks/check-bleu.sh (a ctest): `define bleu` checked against it.
+pip_install sacrebleu sacrebleu==2.6.0
+# TensorBoard, for scripts/metrics_to_tensorboard.py and its ctest (scripts/checks/check-tensorboard.py).
+pip_install tensorboard tensorboard==2.21.0

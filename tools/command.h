@@ -40,6 +40,7 @@ int run_import(const std::vector<std::string>& args);
 int run_bleu(const std::vector<std::string>& args);
 int run_average(const std::vector<std::string>& args);
 int run_translate(const std::vector<std::string>& args);
+int run_plot(const std::vector<std::string>& args);  // tools/plot.cpp
 
 // The mean of the checkpoints' model tensors (weights only; vocabulary / subword labels kept):
 // what `define average` writes. Throws naming two files that do not match.
