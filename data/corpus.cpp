@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/id_cache.h"
 #include "data/text_file.h"
 
 namespace define::data {
@@ -95,8 +96,7 @@ Vocabulary Vocabulary::from_text(std::string_view text, std::string_view source)
     const std::string_view w = text.substr(i, end - i);
     if (w.empty()) fail("Vocabulary", "{}:{}: empty line (expected one word a line)", source, line);
     if (has_space(w)) fail("Vocabulary", "{}:{}: word '{}' contains whitespace", source, line, w);
-    if (auto seen = v.find(w))
-      fail("Vocabulary", "{}:{}: word '{}' duplicates line {}", source, line, w, *seen + 1);
+    if (auto seen = v.find(w)) fail("Vocabulary", "{}:{}: word '{}' duplicates line {}", source, line, w, *seen + 1);
     v.add(w);
     ++line;
     i = end + 1;
@@ -133,7 +133,8 @@ std::vector<std::int64_t> tokenize_file_growing(const std::filesystem::path& fil
 
 std::vector<std::int64_t> tokenize_file(const std::filesystem::path& file, const Vocabulary& vocab) {
   const std::optional<std::int64_t> eos = vocab.find(kEos);
-  if (!eos) fail("Corpus", "the vocabulary ({} words) has no '{}', needed to read '{}'", vocab.size(), kEos, file.string());
+  if (!eos)
+    fail("Corpus", "the vocabulary ({} words) has no '{}', needed to read '{}'", vocab.size(), kEos, file.string());
   const std::string text = read_split(file, "Corpus");
   std::vector<std::int64_t> ids;
   ids.reserve(text.size() / 5);
@@ -179,6 +180,47 @@ Corpus Corpus::load(const std::filesystem::path& dir, Vocabulary vocab, const Co
   c.valid = tokenize_file(dir / files.valid, c.vocab);
   c.test = tokenize_file(dir / files.test, c.vocab);
   return c;
+}
+
+CorpusFiles corpus_files_in(const std::filesystem::path& dir) {
+  std::error_code ec;
+  const CorpusFiles wiki{.train = "wiki.train.tokens", .valid = "wiki.valid.tokens", .test = "wiki.test.tokens"};
+  if (!std::filesystem::exists(dir / CorpusFiles{}.train, ec) && std::filesystem::exists(dir / wiki.train, ec))
+    return wiki;
+  return {};
+}
+
+CachedCorpus load_corpus_cached(const std::filesystem::path& dir, const VocabularySource& vocab,
+                                const std::filesystem::path& cache_file) {
+  check_folder(dir);
+  const CorpusFiles files = corpus_files_in(dir);
+  const auto tokenise = [&] {
+    if (vocab.fixed) return Corpus::load(dir, *vocab.fixed, files);
+    return vocab.by_frequency ? Corpus::load(dir, files).by_frequency() : Corpus::load(dir, files);
+  };
+  if (cache_file.empty()) return {tokenise(), false};
+  const std::string what = vocab.fixed ? "word corpus, vocabulary " + vocab.fixed->fingerprint()
+                                       : std::string("word corpus, vocabulary built on train by ") +
+                                             (vocab.by_frequency ? "frequency" : "first occurrence");
+  const std::string key = id_cache_key(what, {dir / files.train, dir / files.valid, dir / files.test});
+  if (auto cached = read_id_cache(cache_file, key); cached && cached->arrays.size() == 3) {
+    CachedCorpus out;
+    out.corpus.vocab = Vocabulary::from_text(cached->blob, cache_file.string());
+    const std::int64_t n = out.corpus.vocab.size();
+    for (const auto& a : cached->arrays)
+      for (const std::int64_t id : a)
+        if (id < 0 || id >= n)
+          fail("Corpus", "the token-id cache {} holds id {} outside its {}-word vocabulary", cache_file.string(), id,
+               n);
+    out.corpus.train = std::move(cached->arrays[0]);
+    out.corpus.valid = std::move(cached->arrays[1]);
+    out.corpus.test = std::move(cached->arrays[2]);
+    out.from_cache = true;
+    return out;
+  }
+  CachedCorpus out{tokenise(), false};
+  write_id_cache(cache_file, key, out.corpus.vocab.to_text(), {&out.corpus.train, &out.corpus.valid, &out.corpus.test});
+  return out;
 }
 
 Corpus Corpus::by_frequency() const {

@@ -105,4 +105,27 @@ struct Corpus {
   Corpus by_frequency() const;
 };
 
+// The files of a corpus folder: train.txt, valid.txt and test.txt, or WikiText's own names
+// wiki.train.tokens, wiki.valid.tokens and wiki.test.tokens when the folder has those instead.
+CorpusFiles corpus_files_in(const std::filesystem::path& dir);
+
+// How a cached load builds its vocabulary: on train in order of first occurrence, on train by
+// frequency (Corpus::by_frequency), or a given one (a resumed or fine-tuned run's vocab.txt).
+struct VocabularySource {
+  bool by_frequency = false;
+  std::optional<Vocabulary> fixed;
+};
+
+struct CachedCorpus {
+  Corpus corpus;
+  bool from_cache = false;  // read from the cache (else tokenised, and the cache written)
+};
+
+// Corpus::load of `dir` (corpus_files_in) through the token-id cache `cache_file`
+// (data/id_cache.h): the vocabulary and the three splits' ids are read from it when it matches the
+// files and the vocabulary source, otherwise the text is tokenised and the cache (re)written. An
+// empty cache_file tokenises without a cache.
+CachedCorpus load_corpus_cached(const std::filesystem::path& dir, const VocabularySource& vocab,
+                                const std::filesystem::path& cache_file);
+
 }  // namespace define::data

@@ -21,7 +21,18 @@ bool has_files(const fs::path& dir, const std::vector<std::string>& files) {
 
 }  // namespace
 
-std::string find_corpus(const std::string& name) { return find_corpus(name, {"train.txt", "valid.txt", "test.txt"}); }
+std::string find_corpus(const std::string& name) {
+  // WikiText's own file names (wiki.train.tokens, ...) are read as they are (data::corpus_files_in).
+  try {
+    return find_corpus(name, {"train.txt", "valid.txt", "test.txt"});
+  } catch (const Error&) {
+    try {
+      return find_corpus(name, {"wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"});
+    } catch (const Error&) {
+    }
+    throw;
+  }
+}
 
 std::string find_corpus(const std::string& name, const std::vector<std::string>& files) {
   std::vector<fs::path> tried;
@@ -40,7 +51,8 @@ std::string find_corpus(const std::string& name, const std::vector<std::string>&
       }
       if (dir == dir.parent_path()) break;
     }
-  fail("data", "corpus '{}' not found (looked in $DEFINE_DATA_DIR, shared/data/{} and data/cache/{} above {}); "
+  fail("data",
+       "corpus '{}' not found (looked in $DEFINE_DATA_DIR, shared/data/{} and data/cache/{} above {}); "
        "run `scripts/get-data {}` or set data.dir",
        name, name, name, fs::current_path().string(), name);
 }

@@ -1,5 +1,7 @@
 #include "train/lm_trainer.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -27,6 +29,7 @@ struct DataSettings {
   std::int64_t batch_size, eval_batch_size, test_batch_size, bptt, eval_bptt;
   bool variable_length;
   bool by_frequency;  // vocabulary ids by descending frequency (adaptive bands), else first occurrence
+  bool cache;         // keep the token ids in a cache file for later loads (data/id_cache.h)
 };
 
 void require_positive(const Config& c, const char* key, std::int64_t v) {
@@ -45,6 +48,7 @@ DataSettings read_data(const Config& c) {
   d.bptt = c.get_int("bptt", 70);
   d.eval_bptt = c.get_int("eval_bptt", d.bptt);
   d.variable_length = c.get_bool("variable_length", true);
+  d.cache = c.get_bool("cache", true);
   const std::string order = c.get_string("vocab_order", "first");
   if (order != "first" && order != "frequency")
     fail(kOp, "{} must be 'first' (order of first occurrence) or 'frequency', got '{}'", c.path("vocab_order"), order);
@@ -216,23 +220,56 @@ void check_config_before_data(Config& cfg, const Config& train_cfg) {
   cfg.require_all_used();
 }
 
-// The vocabulary is the run's own (vocab.txt, when a resumed run has one), the one of the run an
-// --init-from starts from (so the ids mean the words they meant there), or else built on the
-// training split.
-data::Corpus load_corpus(const DataSettings& ds, const StartOptions& start, const std::string& run_dir) {
+// Where the corpus's token-id cache goes (data/id_cache.h): beside the data, in its folder's
+// .define-cache/, when that folder can be written, else in the run folder; none with data.cache
+// false. One file per vocabulary source, so runs that build their vocabularies differently do not
+// overwrite each other's cache.
+std::filesystem::path corpus_cache_file(const DataSettings& ds, const data::VocabularySource& vocab,
+                                        const std::string& run_dir) {
+  if (!ds.cache) return {};
+  std::string name = vocab.by_frequency ? "corpus-frequency.ids" : "corpus-first.ids";
+  if (vocab.fixed) {
+    const std::string fp = vocab.fixed->fingerprint();
+    name = "corpus-vocab-" + fp.substr(fp.size() - 8) + ".ids";
+  }
+  if (::access(ds.corpus_dir.c_str(), W_OK) == 0) return std::filesystem::path(ds.corpus_dir) / ".define-cache" / name;
+  return std::filesystem::path(run_dir) / name;
+}
+
+data::Corpus load_corpus_with(const DataSettings& ds, const data::VocabularySource& vocab, const std::string& run_dir,
+                              bool writer) {
+  const std::filesystem::path cache = corpus_cache_file(ds, vocab, run_dir);
+  data::CachedCorpus c = data::load_corpus_cached(ds.corpus_dir, vocab, cache);
+  if (writer && !cache.empty()) {
+    fmt::print("{} {}\n",
+               c.from_cache ? "corpus read from its token-id cache" : "corpus tokenised; token ids cached in",
+               cache.string());
+    std::fflush(stdout);
+  }
+  return std::move(c.corpus);
+}
+
+// The vocabulary is built on the training split, or is the one of the run an --init-from starts
+// from (so the ids mean the words they meant there). A resumed run keeps its own vocab.txt: the
+// corpus is read as it was first, and against vocab.txt when that differs (a fine-tuned run's).
+data::Corpus load_corpus(const DataSettings& ds, const StartOptions& start, const std::string& run_dir, bool writer) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::optional<fs::path> vocab_file;
-  if (start.resume && fs::exists(fs::path(run_dir) / "vocab.txt", ec)) vocab_file = fs::path(run_dir) / "vocab.txt";
   if (!start.init_from.empty()) {
     static_cast<void>(init_checkpoint_path(start.init_from));  // a wrong path is reported as such first
-    vocab_file = fs::path(init_folder(start.init_from)) / "vocab.txt";
-    if (!fs::exists(*vocab_file, ec))
+    const fs::path vocab_file = fs::path(init_folder(start.init_from)) / "vocab.txt";
+    if (!fs::exists(vocab_file, ec))
       fail(kOp, "--init-from {}: no vocab.txt in {} (the vocabulary its weights were trained with)", start.init_from,
            init_folder(start.init_from));
+    return load_corpus_with(ds, {.fixed = data::Vocabulary::load(vocab_file)}, run_dir, writer);
   }
-  if (vocab_file) return data::Corpus::load(ds.corpus_dir, data::Vocabulary::load(*vocab_file));
-  return ds.by_frequency ? data::Corpus::load(ds.corpus_dir).by_frequency() : data::Corpus::load(ds.corpus_dir);
+  data::Corpus built = load_corpus_with(ds, {.by_frequency = ds.by_frequency, .fixed = std::nullopt}, run_dir, writer);
+  const fs::path own = fs::path(run_dir) / "vocab.txt";
+  if (start.resume && fs::exists(own, ec)) {
+    data::Vocabulary saved = data::Vocabulary::load(own);
+    if (!(saved == built.vocab)) return load_corpus_with(ds, {.fixed = std::move(saved)}, run_dir, writer);
+  }
+  return built;
 }
 
 }  // namespace
@@ -293,7 +330,7 @@ TrainResult train_language_model(Config& cfg, const std::string& run_dir, const 
 
   check_config_before_data(cfg, train_cfg);
 
-  const data::Corpus corpus = load_corpus(ds, start, run_dir);
+  const data::Corpus corpus = load_corpus(ds, start, run_dir, comm->rank() == 0);
   Generator model_gen(static_cast<std::uint64_t>(ts.seed));
   models::BuiltModel built = models::build_model(cfg.section("model"), corpus.vocab.size(), model_gen);
   auto model = std::dynamic_pointer_cast<models::LanguageModel>(built.module);

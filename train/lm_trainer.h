@@ -4,12 +4,16 @@
 // carries from window to window (models/language_model.h).
 //
 // Data (config section `data`, defaults in brackets): corpus [ptb] | dir (a folder with
-// train.txt valid.txt test.txt, overrides corpus), batch_size [20], eval_batch_size [10],
+// train.txt valid.txt test.txt or WikiText's wiki.{train,valid,test}.tokens; the config names one
+// of the two, and a --set of either replaces the other), batch_size [20], eval_batch_size [10],
 // test_batch_size [1], bptt [70] (the training window; Transformer-XL's tgt_len),
 // eval_bptt [bptt] (the evaluation window), variable_length [true] (AWD-LSTM's random window
 // lengths, with the learning rate scaled by the length), vocab_order [first] (ids in order of first
 // occurrence, as AWD-LSTM; `frequency`: most frequent first, what adaptive bands need). The run's
-// vocab.txt keeps the order, so eval and generate read the corpus with the same ids.
+// vocab.txt keeps the order, so eval and generate read the corpus with the same ids. cache [true]:
+// the first load writes the vocabulary and token ids to a cache (data/id_cache.h; in the corpus
+// folder's .define-cache/ when it is writable, else the run folder) that later loads read instead
+// of tokenising, checked against the files' sizes and times and by CRC-32.
 // Training (section `train`): update_freq [1] splits each window's streams (per process) into that
 // many chunks, each run forward and backward with its own slice of the carried state and summed
 // into the step (Transformer-XL's batch_chunk): the same step in a K-th of the activation memory.

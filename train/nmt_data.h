@@ -18,6 +18,7 @@ struct TranslationDataSettings {
   std::string train = "train", valid = "val", test = "test";
   std::int64_t max_len = 128, max_tokens = 4096, eval_max_tokens = 4096;
   data::SubwordOptions subword;
+  bool cache = true;  // data.cache: keep each split's subword ids in a cache file (data/parallel_cache.h)
 
   std::filesystem::path file(const std::string& split, const std::string& lang) const {
     return dir / (split + "." + lang);
@@ -27,6 +28,8 @@ struct TranslationDataSettings {
 TranslationDataSettings read_translation_data(const Config& data);
 
 // The run folder's subword model file.
-inline std::filesystem::path subword_model_path(const std::filesystem::path& run_dir) { return run_dir / "subword.model"; }
+inline std::filesystem::path subword_model_path(const std::filesystem::path& run_dir) {
+  return run_dir / "subword.model";
+}
 
 }  // namespace define::train

@@ -1,5 +1,7 @@
 #include "train/nmt_trainer.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "data/parallel.h"
+#include "data/parallel_cache.h"
 #include "data/subword.h"
 #include "data/token_batches.h"
 #include "distributed/communicator.h"
@@ -277,11 +280,23 @@ TrainResult train_translation_model(Config& cfg, const std::string& run_dir, con
   comm->barrier();
   if (!writer) sw_built.emplace(data::Subword::load(sw_path));
   const data::Subword& sw = *sw_built;
-  const data::ParallelData train =
-      data::load_parallel(ds.file(ds.train, ds.source), ds.file(ds.train, ds.target), sw, ds.max_len);
+  // Each split's subword ids through a cache (beside the data when its folder is writable, else in
+  // the run folder), so a corpus of WMT'14's size is encoded once.
+  const auto load_split = [&](const std::string& split, std::int64_t max_len) {
+    std::filesystem::path cache;
+    if (ds.cache) {
+      const std::string fp = sw.fingerprint();
+      const std::string name =
+          fmt::format("parallel-{}.{}-{}-{}-max{}.ids", split, ds.source, ds.target, fp.substr(fp.size() - 8), max_len);
+      cache = ::access(ds.dir.c_str(), W_OK) == 0 ? ds.dir / ".define-cache" / name
+                                                  : std::filesystem::path(run.path()) / name;
+    }
+    return data::load_parallel_cached(ds.file(split, ds.source), ds.file(split, ds.target), sw, max_len, cache).data;
+  };
+  const data::ParallelData train = load_split(ds.train, ds.max_len);
   // Evaluation keeps every pair (no length limit): its loss covers the whole split.
-  data::ParallelData valid = data::load_parallel(ds.file(ds.valid, ds.source), ds.file(ds.valid, ds.target), sw, 0);
-  data::ParallelData test = data::load_parallel(ds.file(ds.test, ds.source), ds.file(ds.test, ds.target), sw, 0);
+  data::ParallelData valid = load_split(ds.valid, 0);
+  data::ParallelData test = load_split(ds.test, 0);
   if (writer) report_skipped("train", train, ds.max_len);
 
   Generator model_gen(static_cast<std::uint64_t>(ts.seed));

@@ -8,7 +8,8 @@
 // valid [val], test [test] (the splits' file stems), max_len [128] (pairs with a longer side, in
 // subwords with eos, are skipped and counted), max_tokens [4096] (tokens per batch, padding
 // included, as fairseq's --max-tokens), eval_max_tokens [max_tokens], and the subword section:
-// type [bpe] (or unigram), vocab_size [8000], character_coverage [1.0]. The joint SentencePiece
+// type [bpe] (or unigram), vocab_size [8000], character_coverage [1.0]; cache [true] (each split's
+// subword ids kept in a cache file that later runs read, data/parallel_cache.h). The joint SentencePiece
 // model is trained on the training split's two sides when a run starts, saved as
 // subword.model in the run folder and reused on resume; checkpoints record its fingerprint.
 // Keys of the `train` section this task reads: label_smoothing [0.1], update_freq [1]
