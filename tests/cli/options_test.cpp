@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -65,4 +66,21 @@ TEST_CASE("cli: --set data.dir replaces the config's data.corpus, and the other 
       cli::load_config(cli::parse_options("t", {"--config", file.string(), "--set", "data.bptt=7"}, spec));
   CHECK(untouched.section("data").get_string("corpus") == "wikitext-103");
   std::filesystem::remove(file);
+}
+
+TEST_CASE("cli: a named corpus is found under WikiText's own file names too", "[cli]") {
+  const std::filesystem::path root = std::filesystem::temp_directory_path() / "define_options_test_wiki";
+  std::filesystem::create_directories(root / "wikitext-103");
+  for (const char* f : {"wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"})
+    std::ofstream(root / "wikitext-103" / f) << "a b\n";
+  const char* old = std::getenv("DEFINE_DATA_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("DEFINE_DATA_DIR", root.c_str(), 1);
+  CHECK(train::find_corpus("wikitext-103") == (root / "wikitext-103").string());
+  CHECK_THROWS_WITH(train::find_corpus("wikitext-7"), Contains("corpus 'wikitext-7' not found"));
+  if (old)
+    ::setenv("DEFINE_DATA_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("DEFINE_DATA_DIR");
+  std::filesystem::remove_all(root);
 }

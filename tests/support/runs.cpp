@@ -50,7 +50,7 @@ std::vector<std::string> logged_without_clock(const std::filesystem::path& run) 
   std::vector<std::string> out;
   for (std::string line; std::getline(f, line);) {
     nlohmann::json j = nlohmann::json::parse(line);
-    for (const char* k : {"tokens_per_s", "peak_rss_bytes", "peak_tensor_bytes", "seconds"}) j.erase(k);
+    for (const char* k : {"tokens_per_s", "peak_rss_bytes", "peak_tensor_bytes", "seconds", "elapsed_s"}) j.erase(k);
     out.push_back(j.dump());
   }
   return out;
@@ -141,6 +141,5 @@ std::filesystem::path fresh_parallel_root(const std::string& name) {
   write_split(root / "data", "test", 40, 3);
   return root;
 }
-
 
 }  // namespace define::test
