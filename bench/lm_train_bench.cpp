@@ -21,8 +21,12 @@
 //
 // Model: tied embedding (emb) -> LSTM layers (hidden, last layer emb wide) -> softmax over the
 // vocabulary; SGD with gradient-norm clipping; random tokens (the speed does not depend on them).
-// Memory: each framework runs in its own process (define: this one, measured before the peer
-// starts) and reports its peak resident set (VmHWM / ru_maxrss).
+// Parameter counts of the two models are checked equal before anything is timed: a mismatch
+// means the models differ, and the figures would compare different work.
+// Memory: each framework runs in its own process (define: this one) and reports two figures
+// (bench::RssFigures): its whole peak resident set (VmHWM; the peer's holds the Python interpreter
+// and libtorch, about 0.5 GiB whatever the model) and its peak above the resident set just before
+// the first training step (the model, optimizer and data built); the largest over the rounds.
 // Physical limit: FLOPs per token (3x the forward GEMMs: LSTM gates and the softmax) over the
 // float32 GEMM rate define measures on this machine in the same run (the best any framework can
 // do with these GEMMs), printed as a multiple of PyTorch's tokens/s.
@@ -92,16 +96,21 @@ Args parse(int argc, char** argv) {
 struct DefineResult {
   double tokens_per_s = 0;
   std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
+  bench::RssFigures rss = {};
 };
 
-DefineResult define_run(const Args& a) {
-  const bench::TrainDevice& t = a.train;
+std::shared_ptr<models::LstmLm> build(const Args& a, Generator& gen) {
   const std::string json = fmt::format(
       R"({{"type": "lstm_lm", "vocab_size": {}, "input": {{"type": "embedding", "dim": {}}}, "hidden": {}, "layers": {}}})",
       a.vocab, a.emb, a.hidden, a.layers);
   const Config cfg = Config::from_text(fmt::format(R"({{"model": {}}})", json), "<bench>");
+  return std::dynamic_pointer_cast<models::LstmLm>(models::build_model(cfg.section("model"), 0, gen).module);
+}
+
+DefineResult define_run(const Args& a) {
+  const bench::TrainDevice& t = a.train;
   Generator gen(0);
-  auto model = std::dynamic_pointer_cast<models::LstmLm>(models::build_model(cfg.section("model"), 0, gen).module);
+  auto model = build(a, gen);
   if (!t.on_cpu()) {
     bench::reset_device_peak(t.device);
     model->to(t.device);  // before the optimizer takes the parameters, as the trainer does
@@ -115,6 +124,7 @@ DefineResult define_run(const Args& a) {
   if (!t.on_cpu()) data = copy_to_device(data, t.device);
   models::LmState state;
   std::chrono::steady_clock::time_point start;
+  const bench::TrainingRss rss;  // right before the first step
   for (std::int64_t step = 0; step < a.steps + warmup; ++step) {
     if (step == warmup) {
       bench::synchronize(t.device);
@@ -130,28 +140,35 @@ DefineResult define_run(const Args& a) {
   }
   bench::synchronize(t.device);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {static_cast<double>(a.steps * a.bptt * a.batch) / s, bench::device_peak_bytes(t.device)};
+  return {static_cast<double>(a.steps * a.bptt * a.batch) / s, bench::device_peak_bytes(t.device), rss.figures()};
 }
 
 struct PeerResult {
-  double tokens_per_s = 0, peak_rss_bytes = 0;
+  double tokens_per_s = 0;
+  bench::RssFigures rss = {};
+  std::int64_t params = 0;
   std::string version;
   std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
 };
 
-// The PyTorch peer in its own process; nothing when python3-torch is not there.
-std::optional<PeerResult> run_peer(const Args& a) {
-  const auto j = bench::run_python_peer(
+// The PyTorch peer in its own process (params_only: build the model and report its parameter
+// count, nothing timed); nothing when python3-torch is not there.
+std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
+  const auto found = bench::run_python_peer(
       "bench/peers/lstm_lm_torch.py",
-      fmt::format("--vocab {} --emb {} --hidden {} --layers {} --batch {} --bptt {} --steps {} --threads {}", a.vocab,
-                  a.emb, a.hidden, a.layers, a.batch, a.bptt, a.steps, a.threads) +
-          bench::peer_device_args(a.train),
+      fmt::format("--vocab {} --emb {} --hidden {} --layers {} --batch {} --bptt {} --steps {} --threads {}{}", a.vocab,
+                  a.emb, a.hidden, a.layers, a.batch, a.bptt, a.steps, a.threads, params_only ? " --params-only" : "") +
+          // the count alone needs no GPU
+          (params_only ? std::string() : bench::peer_device_args(a.train)),
       a.threads);
-  if (!j) return std::nullopt;
-  PeerResult r{.tokens_per_s = (*j)["tokens_per_s"],
-               .peak_rss_bytes = (*j)["peak_rss_bytes"],
-               .version = (*j)["torch"].get<std::string>()};
-  if (j->contains("peak_device_bytes")) r.peak_device_bytes = (*j)["peak_device_bytes"].get<double>();
+  if (!found) return std::nullopt;
+  const nlohmann::json& j = *found;
+  PeerResult r{.params = j["params"].get<std::int64_t>(), .version = j["torch"].get<std::string>()};
+  if (!params_only) {
+    r.tokens_per_s = j["tokens_per_s"];
+    r.rss = bench::peer_rss(j);
+    if (j.contains("peak_device_bytes")) r.peak_device_bytes = j["peak_device_bytes"].get<double>();
+  }
   return r;
 }
 
@@ -181,26 +198,37 @@ int main(int argc, char** argv) {
              a.emb, a.hidden, a.layers, a.vocab, a.batch, a.bptt, a.threads, a.rounds);
   const bench::TrainDevice& t = a.train;
   if (!t.on_cpu()) fmt::print("device : {}\n", bench::describe(t));
+  std::int64_t define_params = 0;
+  {
+    Generator gen(0);
+    define_params = build(a, gen)->num_parameters();
+  }
+  std::optional<std::int64_t> peer_params;
+  if (a.peer)
+    if (const auto counted = run_peer(a, /*params_only=*/true)) peer_params = counted->params;
+  if (const auto stop = bench::report_params(define_params, a.peer, peer_params)) return *stop;
   std::vector<double> define_tps, torch_tps, ratios, limits;
-  double rate = 0, torch_mem = 0;
+  double rate = 0;
+  bench::RssFigures define_rss, torch_rss;
   std::optional<double> define_dev_mem, torch_dev_mem;  // peaks of live tensor bytes on a GPU
   std::string torch_version;
   for (std::int64_t r = 0; r < a.rounds; ++r) {
     const DefineResult d = define_run(a);
     define_tps.push_back(d.tokens_per_s);
+    define_rss.keep_max(d.rss);
     if (d.peak_device_bytes) define_dev_mem = std::max(define_dev_mem.value_or(0), *d.peak_device_bytes);
     // The best GEMM rate seen is the machine's (a slow measurement is noise, not the limit).
     rate = std::max(rate, t.on_cpu() ? bench::sgemm_gflops() : bench::device_gemm_gflops(t));
     const double limit_tps = rate * 1e9 / (3 * fwd);
     std::string line = fmt::format("round {}: define {:7.0f} tokens/s", r + 1, define_tps.back());
     if (a.peer) {
-      const std::optional<PeerResult> peer = run_peer(a);
+      const std::optional<PeerResult> peer = run_peer(a, /*params_only=*/false);
       if (!peer) {
-        fmt::print("pytorch: not available (run from the repository root with python3-torch installed)\n");
+        fmt::print(bench::kNoPeer);
         return 0;
       }
       torch_tps.push_back(peer->tokens_per_s);
-      torch_mem = std::max(torch_mem, peer->peak_rss_bytes);
+      torch_rss.keep_max(peer->rss);
       if (peer->peak_device_bytes) torch_dev_mem = std::max(torch_dev_mem.value_or(0), *peer->peak_device_bytes);
       torch_version = peer->version;
       ratios.push_back(define_tps.back() / peer->tokens_per_s);
@@ -210,16 +238,16 @@ int main(int argc, char** argv) {
     }
     fmt::print("{}\n", line);
   }
-  const double define_mem = static_cast<double>(define::peak_rss_bytes());
+  define_rss.peak = bench::TrainingRss::process_peak_bytes();  // the whole run's
   // Peak RSS also holds the allocator's cache and moves by several MiB between identical runs; the
   // allocator's peak of live bytes is the stable measure of what training needed.
   if (t.on_cpu())
-    fmt::print("define : {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (peak live tensors {:.1f} MiB)\n",
-               bench::median(define_tps), define_mem / (1 << 20),
+    fmt::print("define : {:9.0f} tokens/s (median), {} (peak live tensors {:.1f} MiB)\n", bench::median(define_tps),
+               bench::rss_text(define_rss),
                static_cast<double>(CpuCachingAllocator::instance().stats().peak_active_bytes) / (1 << 20));
   else
-    fmt::print("define : {:9.0f} tokens/s (median), peak device memory {} (live tensors), peak RSS {:.1f} MiB\n",
-               bench::median(define_tps), bench::mib(define_dev_mem), define_mem / (1 << 20));
+    fmt::print("define : {:9.0f} tokens/s (median), peak device memory {} (live tensors), {}\n",
+               bench::median(define_tps), bench::mib(define_dev_mem), bench::rss_text(define_rss));
   fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s {} rate)\n",
              rate * 1e9 / (3 * fwd), 3 * fwd / 1e6, rate, bench::gemm_rate_name(t));
   if (!a.peer) {
@@ -227,19 +255,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (t.on_cpu()) {
-    fmt::print("pytorch: {:9.0f} tokens/s (median), peak RSS {:7.1f} MiB (torch {})\n", bench::median(torch_tps),
-               torch_mem / (1 << 20), torch_version);
+    fmt::print("pytorch: {:9.0f} tokens/s (median), {} (torch {})\n", bench::median(torch_tps),
+               bench::rss_text(torch_rss), torch_version);
     fmt::print(
         "ratios : define/pytorch tokens/s {:.2f}x (median of {} rounds, range {:.2f}-{:.2f}x; limit {:.2f}x), "
-        "memory {:.2f}x\n",
+        "{}\n",
         bench::median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
-        *std::max_element(ratios.begin(), ratios.end()), bench::median(limits), define_mem / torch_mem);
+        *std::max_element(ratios.begin(), ratios.end()), bench::median(limits),
+        bench::memory_ratio_text(t, define_rss, torch_rss, define_dev_mem, torch_dev_mem));
     return 0;
   }
-  fmt::print(
-      "pytorch: {:9.0f} tokens/s (median), peak device memory {} (max_memory_allocated), peak RSS {:.1f} MiB "
-      "(torch {})\n",
-      bench::median(torch_tps), bench::mib(torch_dev_mem), torch_mem / (1 << 20), torch_version);
+  fmt::print("pytorch: {:9.0f} tokens/s (median), {} (torch {})\n", bench::median(torch_tps),
+             bench::peer_memory_text(t, torch_rss, torch_dev_mem), torch_version);
   fmt::print(
       "ratios : define/pytorch tokens/s {:.2f}x (median of {} rounds, range {:.2f}-{:.2f}x; limit {:.2f}x), "
       "device memory {}\n",

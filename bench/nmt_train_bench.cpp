@@ -27,11 +27,18 @@
 // at most 1.2 x src-len + 10 target subwords (the README's translate command), batched, with the
 // decoder's keys and values cached per layer on both sides (the peer drives nn.Transformer's
 // decoder-layer weights step by step; nn.Transformer has no incremental decoder of its own), on a
-// freshly initialised model so that hypotheses run to the length limit; the mean output length is
-// printed for both, and sentences/s compares equal work only where the two agree.
+// freshly initialised model so that hypotheses run to the length limit. Both frameworks decode the
+// same model and sources: define writes its fresh model's weights and the sources to a scratch
+// folder, and the peer loads them (nmt_torch.py --beam-from). Every round, the best translation of
+// every sentence must be the same on both sides before a beam figure is printed: the bench prints
+// how many match and stops (exit 1) at the first difference, naming the sentence, since
+// sentences/s would otherwise compare different work.
 //
 // Parameter counts are checked equal before anything is timed. Memory: each framework runs in its
-// own process (define: this one) and reports its peak resident set (VmHWM / ru_maxrss).
+// own process (define: this one) and reports two figures (bench::RssFigures): its whole peak
+// resident set (VmHWM; the peer's holds the Python interpreter and libtorch, about 0.5 GiB whatever
+// the model) and its peak above the resident set just before the first training step (the model,
+// optimizer and data built), over training and beam search; the largest over the rounds.
 // Physical limit: training FLOPs per target token (below) over the float32 GEMM rate define
 // measures on this machine in the same run.
 // Device: define trains and decodes on --device (default cpu), training in --precision
@@ -47,8 +54,13 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
+#include <stdlib.h>  // mkdtemp
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,12 +70,14 @@
 #include "bench/peer_bench_util.h"
 #include "core/config.h"
 #include "core/process_info.h"
+#include "kernels/copy.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/gemm_provider.h"
 #include "models/beam_search.h"
 #include "models/registry.h"
 #include "models/translation_model.h"
 #include "nn/optim/optim.h"
+#include "nn/safetensors.h"
 
 using namespace define;
 
@@ -80,6 +94,7 @@ struct Args {
   bool peer = true;
   std::string device = "cpu", precision = "fp32";
   bench::TrainDevice train;  // device and precision, checked
+  std::filesystem::path beam_dir;  // where define writes the beam model and sources for the peer
 };
 
 Args parse(int argc, char** argv) {
@@ -145,9 +160,13 @@ Tensor sentences(std::int64_t len, std::int64_t cols, const Args& a, Generator& 
   return concat({words, full({1, cols}, static_cast<double>(kEos), {.dtype = DType::Int64})}, 0);
 }
 
+using Translations = std::vector<std::vector<std::int64_t>>;  // each sentence's best hypothesis
+
 struct DefineResult {
   double tokens_per_s = 0, sentences_per_s = 0, mean_output_len = 0, first_loss = 0;
   std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU: training and decoding
+  bench::RssFigures rss = {};
+  Translations translations = {};
 };
 
 DefineResult define_run(const Args& a) {
@@ -174,6 +193,7 @@ DefineResult define_run(const Args& a) {
   }
   const double tokens = static_cast<double>(a.tgt_len * a.batch);
   std::chrono::steady_clock::time_point start;
+  const bench::TrainingRss rss;  // right before the first step
   for (std::int64_t step = 0; step < a.steps + kWarmup; ++step) {
     if (step == kWarmup) {
       bench::synchronize(t.device);
@@ -197,10 +217,17 @@ DefineResult define_run(const Args& a) {
   // trained one has learnt that eos is the most frequent target and stops at random early points.
   Generator beam_gen(1);
   model = build(a, beam_gen);
+  Tensor beam_src = sentences(a.src_len, a.beam_batch, a, gen);
+  if (a.peer) {  // the same model and sources for the peer (its [B, S] layout)
+    nn::NamedTensors weights;
+    for (const auto& [name, p] : model->named_parameters()) weights.emplace_back(name, p);
+    nn::save_safetensors((a.beam_dir / "weights.safetensors").string(), weights);
+    nn::save_safetensors((a.beam_dir / "inputs.safetensors").string(),
+                         {{"src", contiguous(transpose(beam_src, 0, 1))}});
+  }
   if (!t.on_cpu()) model->to(t.device);
   model->eval();
   NoGradGuard no_grad;
-  Tensor beam_src = sentences(a.src_len, a.beam_batch, a, gen);
   if (!t.on_cpu()) beam_src = copy_to_device(beam_src, t.device);
   models::BeamSearchOptions opt_bs{.beam = a.beam, .lenpen = 1.0, .max_len_a = kMaxLenA, .max_len_b = kMaxLenB,
                                    .bos = kBos, .eos = kEos};
@@ -211,17 +238,23 @@ DefineResult define_run(const Args& a) {
   const double beam_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - beam_start).count();
   result.sentences_per_s = static_cast<double>(a.beam_batch) / beam_s;
   double len = 0;
-  for (const auto& h : hyps) len += static_cast<double>(h.front().tokens.size());
+  for (const auto& h : hyps) {
+    len += static_cast<double>(h.front().tokens.size());
+    result.translations.emplace_back(h.front().tokens.begin(), h.front().tokens.end());
+  }
   result.mean_output_len = len / static_cast<double>(hyps.size());
   result.peak_device_bytes = bench::device_peak_bytes(t.device);
+  result.rss = rss.figures();
   return result;
 }
 
 struct PeerResult {
-  double tokens_per_s = 0, sentences_per_s = 0, mean_output_len = 0, peak_rss_bytes = 0, first_loss = 0;
+  double tokens_per_s = 0, sentences_per_s = 0, mean_output_len = 0, first_loss = 0;
+  bench::RssFigures rss = {};
   std::int64_t params = 0;
   std::string version;
   std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
+  Translations translations = {};                          // of define's model (--beam-from)
 };
 
 // The PyTorch peer in its own process (params_only: its parameter count, nothing timed); nothing
@@ -232,7 +265,8 @@ std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
       fmt::format("--vocab {} --d-model {} --heads {} --ffn {} --layers {} --batch {} --src-len {} --tgt-len {} "
                   "--steps {} --warmup {} --beam {} --beam-batch {} --max-len-a {} --max-len-b {} --threads {}{}",
                   a.vocab, a.d_model, a.heads, a.ffn, a.layers, a.batch, a.src_len, a.tgt_len, a.steps, kWarmup, a.beam,
-                  a.beam_batch, kMaxLenA, kMaxLenB, a.threads, params_only ? " --params-only" : "") +
+                  a.beam_batch, kMaxLenA, kMaxLenB, a.threads,
+                  params_only ? std::string(" --params-only") : " --beam-from " + a.beam_dir.string()) +
           // the count alone needs no GPU
           (params_only ? std::string() : bench::peer_device_args(a.train)),
       a.threads);
@@ -243,11 +277,32 @@ std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
     r.tokens_per_s = j["tokens_per_s"];
     r.sentences_per_s = j["sentences_per_s"];
     r.mean_output_len = j["mean_output_len"];
-    r.peak_rss_bytes = j["peak_rss_bytes"];
+    r.rss = bench::peer_rss(j);
     r.first_loss = j["first_loss"];
     if (j.contains("peak_device_bytes")) r.peak_device_bytes = j["peak_device_bytes"].get<double>();
+    r.translations = j.at("beam_hyps").get<Translations>();
   }
   return r;
+}
+
+// How many sentences both frameworks translate alike; the first that differs (or a count that
+// differs) is described in `first_difference`.
+std::int64_t matching_translations(const Translations& define_t, const Translations& torch_t,
+                                   std::string& first_difference) {
+  if (define_t.size() != torch_t.size()) {
+    first_difference = fmt::format("define decoded {} sentences, pytorch {}", define_t.size(), torch_t.size());
+    return 0;
+  }
+  std::int64_t same = 0;
+  for (std::size_t i = 0; i < define_t.size(); ++i) {
+    if (define_t[i] == torch_t[i]) {
+      ++same;
+    } else if (first_difference.empty()) {
+      first_difference = fmt::format("sentence {}: define [{}] vs pytorch [{}]", i, fmt::join(define_t[i], " "),
+                                     fmt::join(torch_t[i], " "));
+    }
+  }
+  return same;
 }
 
 std::string range(const std::vector<double>& v) {
@@ -284,8 +339,25 @@ int main(int argc, char** argv) {
   if (a.peer)
     if (const auto counted = run_peer(a, /*params_only=*/true)) peer_params = counted->params;
   if (const auto stop = bench::report_params(define_params, a.peer, peer_params)) return *stop;
+  // The beam model and sources define hands the peer, in a folder of this process's own.
+  struct ScratchDir {
+    std::filesystem::path path;
+    ~ScratchDir() {
+      std::error_code ec;
+      if (!path.empty()) std::filesystem::remove_all(path, ec);
+    }
+  } scratch;
+  if (a.peer) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "define-nmt-bench-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) {
+      fmt::print(stderr, "error: cannot create a scratch folder for the beam model: {}\n", std::strerror(errno));
+      return 1;
+    }
+    scratch.path = a.beam_dir = tmpl;
+  }
   std::vector<double> define_tps, define_sps, torch_tps, torch_sps, ratios, beam_ratios, limits;
-  double rate = 0, torch_mem = 0, define_len = 0, torch_len = 0;
+  double rate = 0, define_len = 0, torch_len = 0;
+  bench::RssFigures define_rss, torch_rss;
   std::optional<double> define_dev_mem, torch_dev_mem;  // peaks of live tensor bytes on a GPU
   std::string torch_version;
   for (std::int64_t r = 0; r < a.rounds; ++r) {
@@ -293,6 +365,7 @@ int main(int argc, char** argv) {
     define_tps.push_back(d.tokens_per_s);
     define_sps.push_back(d.sentences_per_s);
     define_len = d.mean_output_len;
+    define_rss.keep_max(d.rss);
     if (d.peak_device_bytes) define_dev_mem = std::max(define_dev_mem.value_or(0), *d.peak_device_bytes);
     // the best rate seen is the machine's
     rate = std::max(rate, t.on_cpu() ? bench::sgemm_gflops() : bench::device_gemm_gflops(t));
@@ -305,9 +378,21 @@ int main(int argc, char** argv) {
         fmt::print(bench::kNoPeer);
         return 0;
       }
+      // The same translations first: otherwise sentences/s would compare different work.
+      std::string difference;
+      const std::int64_t same = matching_translations(d.translations, peer->translations, difference);
+      fmt::print("beam   : round {}: {} of {} translations the same in define and pytorch (same weights and sources)\n",
+                 r + 1, same, d.translations.size());
+      if (same != static_cast<std::int64_t>(d.translations.size()) || !difference.empty()) {
+        fmt::print(stderr,
+                   "error: beam search: define and pytorch translate differently on the same weights ({}): the two "
+                   "decoders are not the same, and their sentences/s would compare different work\n",
+                   difference);
+        return 1;
+      }
       torch_tps.push_back(peer->tokens_per_s);
       torch_sps.push_back(peer->sentences_per_s);
-      torch_mem = std::max(torch_mem, peer->peak_rss_bytes);
+      torch_rss.keep_max(peer->rss);
       if (peer->peak_device_bytes) torch_dev_mem = std::max(torch_dev_mem.value_or(0), *peer->peak_device_bytes);
       torch_len = peer->mean_output_len;
       torch_version = peer->version;
@@ -323,12 +408,11 @@ int main(int argc, char** argv) {
                  peer ? fmt::format(", pytorch {:.4f}", peer->first_loss) : std::string(),
                  std::log(static_cast<double>(a.vocab)));
   }
-  const double define_mem = static_cast<double>(define::peak_rss_bytes());
+  define_rss.peak = bench::TrainingRss::process_peak_bytes();  // the whole run's
   // On a GPU the memory that counts is the device's; the RSS follows it.
-  const std::string define_memory = t.on_cpu()
-                                        ? fmt::format("peak RSS {:.1f} MiB", define_mem / (1 << 20))
-                                        : fmt::format("peak device memory {} (live tensors), peak RSS {:.1f} MiB",
-                                                      bench::mib(define_dev_mem), define_mem / (1 << 20));
+  const std::string define_memory = t.on_cpu() ? bench::rss_text(define_rss)
+                                               : fmt::format("peak device memory {} (live tensors), {}",
+                                                             bench::mib(define_dev_mem), bench::rss_text(define_rss));
   fmt::print(
       "define : {:7.0f} tokens/s (median, {:.1f} GFLOP/s), beam {:.1f} sentences/s (mean output {:.1f} subwords), "
       "{}\n",
@@ -341,8 +425,8 @@ int main(int argc, char** argv) {
     if (!t.on_cpu()) bench::print_device_summary("nmt", t, bench::median(define_tps), define_dev_mem, {}, {}, beam);
     return 0;
   }
-  const std::string torch_memory = bench::peer_memory_text(t, torch_mem, torch_dev_mem);
-  const std::string memory_ratio = bench::memory_ratio_text(t, define_mem, torch_mem, define_dev_mem, torch_dev_mem);
+  const std::string torch_memory = bench::peer_memory_text(t, torch_rss, torch_dev_mem);
+  const std::string memory_ratio = bench::memory_ratio_text(t, define_rss, torch_rss, define_dev_mem, torch_dev_mem);
   fmt::print(
       "pytorch: {:7.0f} tokens/s (median, {:.1f} GFLOP/s), beam {:.1f} sentences/s (mean output {:.1f} subwords), "
       "{} (torch {})\n",

@@ -4,7 +4,9 @@
 // line, the median of the rounds, the CPU model, and Zipf-distributed token ids; and for a run on a
 // GPU (--device cuda, or emu for the emulated one) with --precision fp32|fp16|bf16: the device and
 // precision checks, the training step as define's trainer takes it there, the device's GEMM rate
-// and its peak tensor memory, and the peer's matching --device / --amp.
+// and its peak tensor memory, and the peer's matching --device / --amp; and both processes'
+// resident memory: the whole-process peak and the peak above the resident set just before
+// training starts (TrainingRss).
 #pragma once
 
 #include <fmt/format.h>
@@ -25,6 +27,7 @@
 #include "core/cpu_allocator.h"
 #include "core/cpu_info.h"
 #include "core/factory.h"
+#include "core/process_info.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/gemm_provider.h"
 #include "kernels/cuda/device.h"
@@ -307,19 +310,94 @@ inline std::string mib(const std::optional<double>& bytes) {
   return bytes ? fmt::format("{:.1f} MiB", *bytes / (1 << 20)) : std::string("n/a");
 }
 
-// The peer's memory as the table prints it: peak RSS on the CPU; on a device its peak device memory
-// (torch.cuda.max_memory_allocated) as well.
-inline std::string peer_memory_text(const TrainDevice& t, double torch_rss, const std::optional<double>& torch_device) {
-  return t.on_cpu() ? fmt::format("peak RSS {:.1f} MiB", torch_rss / (1 << 20))
-                    : fmt::format("peak device memory {} (max_memory_allocated), peak RSS {:.1f} MiB",
-                                  mib(torch_device), torch_rss / (1 << 20));
+// Resident memory of a benchmark process, in two figures (bytes):
+//   peak   the whole process's peak resident set (VmHWM): what the process needed, the Python
+//          interpreter and libtorch's code and data included (about 0.5 GiB of the peer's figure
+//          whatever the model);
+//   above  the peak above the resident set just before training starts (the model, optimizer
+//          and data built, nothing trained): what training itself added, the same measure on
+//          both sides whatever the runtime around it. Measured by resetting the high-water mark
+//          (writing "5" to /proc/self/clear_refs, Linux 4.0 and later) right before the first
+//          step and reading VmHWM after the run; nothing where the reset is refused.
+// The peers report the same two figures (bench/peers/peak_memory.py); several runs in one
+// process or several processes keep the largest of each.
+struct RssFigures {
+  double peak = 0;
+  std::optional<double> above = std::nullopt;
+
+  void keep_max(const RssFigures& o) {
+    peak = std::max(peak, o.peak);
+    if (o.above) above = std::max(above.value_or(0), *o.above);
+  }
+};
+
+// One training run's window on this process's resident memory: construct it right before the
+// first training step (after the model, optimizer and data are built), call figures() after the
+// run. The whole-process peak survives the reset: the high-water mark before it is kept.
+class TrainingRss {
+ public:
+  TrainingRss() {
+    (void)process_peak_bytes();  // kept before the reset
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.flush();
+    // Right after a reset the high-water mark is the current resident set: the baseline.
+    if (clear) start_ = static_cast<double>(define::peak_rss_bytes());
+  }
+  // The resident set just before training; nothing where the mark could not be reset.
+  std::optional<double> start() const { return start_; }
+  RssFigures figures() const {
+    const double hwm = static_cast<double>(define::peak_rss_bytes());
+    return {.peak = process_peak_bytes(),
+            .above = start_ ? std::optional<double>(std::max(0.0, hwm - *start_)) : std::nullopt};
+  }
+  // The whole process's peak resident set so far, across the resets.
+  static double process_peak_bytes() {
+    return process_peak() = std::max(process_peak(), static_cast<double>(define::peak_rss_bytes()));
+  }
+
+ private:
+  // The largest high-water mark seen before the last reset of this process.
+  static double& process_peak() {
+    static double peak = 0;
+    return peak;
+  }
+  std::optional<double> start_;
+};
+
+// The peer's two figures from its JSON line (peak_rss_bytes, peak_above_pre_training_bytes: null
+// where its reset was refused).
+inline RssFigures peer_rss(const nlohmann::json& j) {
+  RssFigures r{.peak = j.at("peak_rss_bytes").get<double>()};
+  if (const auto it = j.find("peak_above_pre_training_bytes"); it != j.end() && it->is_number())
+    r.above = it->get<double>();
+  return r;
 }
 
-// define's memory over the peer's: peak RSS on the CPU, peak device memory on a device.
-inline std::string memory_ratio_text(const TrainDevice& t, double define_rss, double torch_rss,
+// "peak RSS 251.3 MiB, peak above pre-training RSS 180.2 MiB".
+inline std::string rss_text(const RssFigures& r) {
+  return fmt::format("peak RSS {:.1f} MiB, peak above pre-training RSS {}", r.peak / (1 << 20), mib(r.above));
+}
+
+// The peer's memory as the table prints it: both RSS figures; on a device its peak device memory
+// (torch.cuda.max_memory_allocated) first.
+inline std::string peer_memory_text(const TrainDevice& t, const RssFigures& torch_rss,
+                                    const std::optional<double>& torch_device) {
+  return t.on_cpu()
+             ? rss_text(torch_rss)
+             : fmt::format("peak device memory {} (max_memory_allocated), {}", mib(torch_device), rss_text(torch_rss));
+}
+
+// define's memory over the peer's. On the CPU both RSS ratios: "memory: peak RSS 0.53x, peak above
+// pre-training RSS 0.91x"; on a device its peak device memory.
+inline std::string memory_ratio_text(const TrainDevice& t, const RssFigures& define_rss, const RssFigures& torch_rss,
                                      const std::optional<double>& define_device,
                                      const std::optional<double>& torch_device) {
-  if (t.on_cpu()) return fmt::format("memory {:.2f}x", define_rss / torch_rss);
+  if (t.on_cpu())
+    return fmt::format("memory: peak RSS {:.2f}x, peak above pre-training RSS {}", define_rss.peak / torch_rss.peak,
+                       define_rss.above && torch_rss.above && *torch_rss.above > 0
+                           ? fmt::format("{:.2f}x", *define_rss.above / *torch_rss.above)
+                           : std::string("n/a"));
   return "device memory " +
          (define_device && torch_device ? fmt::format("{:.2f}x", *define_device / *torch_device) : std::string("n/a"));
 }

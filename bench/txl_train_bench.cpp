@@ -7,9 +7,15 @@
 //                   [--steps 60] [--threads 2] [--rounds 3] [--no-peer]
 //                   [--device cpu|cuda|emu] [--precision fp32|fp16|bf16]
 //
-// Defaults: the architecture of configs/wt2-transformer-xl-standard.json (WikiText-2 vocabulary,
-// projected adaptive input / tied softmax with div_val 1, post-LayerNorm, shared r_w_bias /
-// r_r_bias, dropout 0.1, dropatt 0). --cutoffs none: a full softmax over the vocabulary.
+// Model (what build() below constructs; both sides the same): a Transformer-XL with post-LayerNorm
+// layers (pre_lnorm false: LayerNorm(x + sublayer(x)), the Transformer-XL reference code's layer and
+// the peer's), shared r_w_bias / r_r_bias, dropout 0.1, dropatt 0, and a projected adaptive input
+// tied to the adaptive softmax (div_val 1). At the defaults that is the model of
+// configs/wt2-transformer-xl-standard.json (WikiText-2's 33,278 words, d_model 256, 4 heads of 64,
+// inner 1024, 4 layers, mem_len 64, cutoffs 2000,10000, batch 16 x 64) EXCEPT its layers: the config
+// trains pre-LayerNorm ones (pre_lnorm true), so the bench trains that config with
+// --set model.pre_lnorm=false; the optimizer is the config's Adam (lr 1e-3, clip 0.25) at a constant
+// rate. --cutoffs none: a full softmax over the vocabulary.
 //
 // Rounds: the two frameworks run alternately, define then the peer, `rounds` times, and the
 // ratio is the median of the rounds' ratios (one run's tokens/s swings by 5-10% on the 2-core VM).
@@ -24,8 +30,10 @@
 // tail, where the corpus sends 7%).
 // Parameter counts of the two models are checked equal before anything is timed: a mismatch
 // means the models differ, and the figures would compare different work.
-// Memory: each framework runs in its own process (define: this one) and reports its peak
-// resident set (VmHWM / ru_maxrss).
+// Memory: each framework runs in its own process (define: this one) and reports two figures
+// (bench::RssFigures): its whole peak resident set (VmHWM; the peer's holds the Python interpreter
+// and libtorch, about 0.5 GiB whatever the model) and its peak above the resident set just before
+// the first training step (the model, optimizer and data built); the largest over the rounds.
 // Physical limit: the training FLOPs per token (train_flops_per_token below) over the float32
 // GEMM rate define measures on this machine in the same run, printed as a multiple of PyTorch's
 // tokens/s; the achieved GFLOP/s of each side is the same FLOP count times its tokens/s.
@@ -86,11 +94,34 @@ std::vector<std::int64_t> parse_cutoffs(const std::string& s) {
   return out;
 }
 
+// What the title line and --help say the bench trains (the header above says why).
+constexpr const char* kModel =
+    "post-LayerNorm layers (pre_lnorm false), shared r_w_bias / r_r_bias, projected adaptive input tied to the "
+    "adaptive softmax (div_val 1), dropout 0.1, dropatt 0";
+constexpr const char* kConfig =
+    "configs/wt2-transformer-xl-standard.json's model with --set model.pre_lnorm=false (the config's layers are "
+    "pre-LayerNorm)";
+
+constexpr const char* kHelp =
+    "usage: txl_train_bench [--vocab 33278] [--d-model 256] [--heads 4] [--d-head 64] [--inner 1024]\n"
+    "                       [--layers 4] [--batch 16] [--tgt-len 64] [--mem-len 64] [--cutoffs 2000,10000|none]\n"
+    "                       [--steps 60] [--threads 2] [--rounds 3] [--no-peer]\n"
+    "                       [--device cpu|cuda|emu] [--precision fp32|fp16|bf16]\n"
+    "Trains a Transformer-XL language model in define and in PyTorch (bench/peers/txl_torch.py): post-LayerNorm\n"
+    "layers (pre_lnorm false), shared r_w_bias / r_r_bias, a projected adaptive input tied to the adaptive\n"
+    "softmax (div_val 1), dropout 0.1, dropatt 0, Adam at lr 1e-3 with clipping 0.25, on Zipf-distributed\n"
+    "tokens. At the defaults that is configs/wt2-transformer-xl-standard.json's model with\n"
+    "--set model.pre_lnorm=false: the config itself trains pre-LayerNorm layers.\n";
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     auto next = [&] { return bench::option_int(k, argv[++i]); };
+    if (k == "--help" || k == "-h") {
+      fmt::print("{}", kHelp);
+      std::exit(0);
+    }
     if (k == "--no-peer") a.peer = false;
     else if (i + 1 >= argc) throw std::runtime_error("option " + k + " needs a value");
     else if (k == "--vocab") a.vocab = next();
@@ -122,6 +153,14 @@ Args parse(int argc, char** argv) {
                                            "(or --cutoffs none)",
                                            a.vocab, a.vocab / 4, a.vocab / 2));
   return a;
+}
+
+// Whether the sizes are the defaults (configs/wt2-transformer-xl-standard.json's).
+bool default_sizes(const Args& a) {
+  const Args d;
+  return a.vocab == d.vocab && a.d_model == d.d_model && a.heads == d.heads && a.d_head == d.d_head &&
+         a.inner == d.inner && a.layers == d.layers && a.batch == d.batch && a.tgt_len == d.tgt_len &&
+         a.mem_len == d.mem_len && a.cutoffs == d.cutoffs;
 }
 
 std::string cutoffs_str(const std::vector<std::int64_t>& c) {
@@ -179,6 +218,7 @@ struct DefineResult {
   double tokens_per_s = 0, first_loss = 0;
   std::int64_t params = 0;
   std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
+  bench::RssFigures rss = {};
 };
 
 std::shared_ptr<models::LanguageModel> build(const Args& a, Generator& gen) {
@@ -208,6 +248,7 @@ DefineResult define_run(const Args& a) {
   DefineResult result{.params = model->num_parameters()};
   models::LmState state;
   std::chrono::steady_clock::time_point start;
+  const bench::TrainingRss rss;  // right before the first step
   for (std::int64_t step = 0; step < a.steps + kWarmup; ++step) {
     if (step == kWarmup) {
       bench::synchronize(t.device);
@@ -226,11 +267,13 @@ DefineResult define_run(const Args& a) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.tokens_per_s = static_cast<double>(a.steps * a.tgt_len * a.batch) / s;
   result.peak_device_bytes = bench::device_peak_bytes(t.device);
+  result.rss = rss.figures();
   return result;
 }
 
 struct PeerResult {
-  double tokens_per_s = 0, peak_rss_bytes = 0, first_loss = 0;
+  double tokens_per_s = 0, first_loss = 0;
+  bench::RssFigures rss = {};
   std::int64_t params = 0;
   std::string version;
   std::optional<double> peak_device_bytes = std::nullopt;  // on a GPU
@@ -253,7 +296,7 @@ std::optional<PeerResult> run_peer(const Args& a, bool params_only) {
   PeerResult r{.params = j["params"].get<std::int64_t>(), .version = j["torch"].get<std::string>()};
   if (!params_only) {
     r.tokens_per_s = j["tokens_per_s"];
-    r.peak_rss_bytes = j["peak_rss_bytes"];
+    r.rss = bench::peer_rss(j);
     r.first_loss = j["first_loss"];
     if (j.contains("peak_device_bytes")) r.peak_device_bytes = j["peak_device_bytes"].get<double>();
   }
@@ -274,10 +317,12 @@ int main(int argc, char** argv) {
   }
   omp_set_num_threads(static_cast<int>(a.threads));
   const double flops = train_flops_per_token(a);
-  fmt::print("Transformer-XL LM training, d_model {} heads {}x{} inner {} x {} layers, V {} (cutoffs {}), batch {}, "
-             "tgt_len {}, mem_len {}, {} threads, {} round(s)\n",
-             a.d_model, a.heads, a.d_head, a.inner, a.layers, a.vocab, cutoffs_str(a.cutoffs), a.batch, a.tgt_len,
-             a.mem_len, a.threads, a.rounds);
+  fmt::print(
+      "Transformer-XL LM training, post-LayerNorm, d_model {} heads {}x{} inner {} x {} layers, V {} (cutoffs "
+      "{}), batch {}, tgt_len {}, mem_len {}, {} threads, {} round(s)\n",
+      a.d_model, a.heads, a.d_head, a.inner, a.layers, a.vocab, cutoffs_str(a.cutoffs), a.batch, a.tgt_len, a.mem_len,
+      a.threads, a.rounds);
+  fmt::print("model  : {}\n", default_sizes(a) ? kConfig : kModel);
   fmt::print("cpu    : {}, {} steps after {} warm-up per round\n", bench::cpu_model(), a.steps, kWarmup);
   const bench::TrainDevice& t = a.train;
   if (!t.on_cpu()) fmt::print("device : {}\n", bench::describe(t));
@@ -291,12 +336,14 @@ int main(int argc, char** argv) {
     if (const auto counted = run_peer(a, /*params_only=*/true)) peer_params = counted->params;
   if (const auto stop = bench::report_params(define_params, a.peer, peer_params)) return *stop;
   std::vector<double> define_tps, torch_tps, ratios, limits;
-  double rate = 0, torch_mem = 0;
+  double rate = 0;
+  bench::RssFigures define_rss, torch_rss;
   std::optional<double> define_dev_mem, torch_dev_mem;  // peaks of live tensor bytes on a GPU
   std::string torch_version;
   for (std::int64_t r = 0; r < a.rounds; ++r) {
     const DefineResult d = define_run(a);
     define_tps.push_back(d.tokens_per_s);
+    define_rss.keep_max(d.rss);
     if (d.peak_device_bytes) define_dev_mem = std::max(define_dev_mem.value_or(0), *d.peak_device_bytes);
     // The best GEMM rate seen is the machine's (a slow measurement is noise, not the limit).
     rate = std::max(rate, t.on_cpu() ? bench::sgemm_gflops() : bench::device_gemm_gflops(t));
@@ -310,7 +357,7 @@ int main(int argc, char** argv) {
         return 0;
       }
       torch_tps.push_back(peer->tokens_per_s);
-      torch_mem = std::max(torch_mem, peer->peak_rss_bytes);
+      torch_rss.keep_max(peer->rss);
       if (peer->peak_device_bytes) torch_dev_mem = std::max(torch_dev_mem.value_or(0), *peer->peak_device_bytes);
       torch_version = peer->version;
       ratios.push_back(define_tps.back() / peer->tokens_per_s);
@@ -324,12 +371,11 @@ int main(int argc, char** argv) {
                  peer ? fmt::format(", pytorch {:.4f}", peer->first_loss) : std::string(), zero_logits_loss(a),
                  std::log(static_cast<double>(a.vocab)));
   }
-  const double define_mem = static_cast<double>(define::peak_rss_bytes());
+  define_rss.peak = bench::TrainingRss::process_peak_bytes();  // the whole run's
   // On a GPU the memory that counts is the device's; the RSS follows it.
-  const std::string define_memory = t.on_cpu()
-                                        ? fmt::format("peak RSS {:7.1f} MiB", define_mem / (1 << 20))
-                                        : fmt::format("peak device memory {} (live tensors), peak RSS {:.1f} MiB",
-                                                      bench::mib(define_dev_mem), define_mem / (1 << 20));
+  const std::string define_memory = t.on_cpu() ? bench::rss_text(define_rss)
+                                               : fmt::format("peak device memory {} (live tensors), {}",
+                                                             bench::mib(define_dev_mem), bench::rss_text(define_rss));
   fmt::print("define : {:9.0f} tokens/s (median, {:.1f} GFLOP/s), {}\n", bench::median(define_tps),
              bench::median(define_tps) * flops / 1e9, define_memory);
   fmt::print("limit  : {:9.0f} tokens/s ({:.1f} MFLOP/token at the best measured {:.0f} GFLOP/s {} rate)\n",
@@ -338,8 +384,8 @@ int main(int argc, char** argv) {
     if (!t.on_cpu()) bench::print_device_summary("txl", t, bench::median(define_tps), define_dev_mem, {}, {});
     return 0;
   }
-  const std::string torch_memory = bench::peer_memory_text(t, torch_mem, torch_dev_mem);
-  const std::string memory_ratio = bench::memory_ratio_text(t, define_mem, torch_mem, define_dev_mem, torch_dev_mem);
+  const std::string torch_memory = bench::peer_memory_text(t, torch_rss, torch_dev_mem);
+  const std::string memory_ratio = bench::memory_ratio_text(t, define_rss, torch_rss, define_dev_mem, torch_dev_mem);
   fmt::print("pytorch: {:9.0f} tokens/s (median, {:.1f} GFLOP/s), {} (torch {})\n", bench::median(torch_tps),
              bench::median(torch_tps) * flops / 1e9, torch_memory, torch_version);
   fmt::print(

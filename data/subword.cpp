@@ -154,8 +154,17 @@ Subword Subword::load(const std::filesystem::path& model_file) {
 
 Subword Subword::from_bytes(std::string bytes, std::string_view source) {
   auto sp = std::make_shared<spm::SentencePieceProcessor>();
-  if (const spm::util::Status st = sp->LoadFromSerializedProto(bytes); !st.ok())
-    fail("Subword::load", "'{}' is not a valid SentencePiece model: {}", source, st.ToString());
+  // SentencePiece reports most damage as a status but lets some through as exceptions of its own:
+  // darts-clone's Darts::Details::Exception for a piece that starts with a NUL byte ("zero-length
+  // key": its trie holds NUL-terminated keys). Found by tests/fuzz/fuzz_subword.
+  spm::util::Status st;
+  try {
+    st = sp->LoadFromSerializedProto(bytes);
+  } catch (const std::exception& e) {
+    fail("Subword::load", "'{}' is not a valid SentencePiece model: its pieces cannot be indexed ({})", source,
+         e.what());
+  }
+  if (!st.ok()) fail("Subword::load", "'{}' is not a valid SentencePiece model: {}", source, st.ToString());
   Subword sw;
   sw.pad_ = sp->pad_id();
   sw.unk_ = sp->unk_id();

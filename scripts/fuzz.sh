@@ -5,26 +5,35 @@
 # undefined behaviour, a leak, an exception other than define::Error, an allocation over 2 GiB or an
 # input that takes over 10 s. What the runs learn is kept in build/fuzz/corpus/<target>/ (not in git),
 # crash inputs go to build/fuzz/artifacts/<target>/, logs to build/fuzz/logs/. See docs/fuzzing.md.
-# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default: every target)
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default: every target; named targets are the only
+# ones built)
+# Environment: BUILD_DIR, the fuzz preset's build folder (default build/fuzz, which the corpus,
+# artifacts and logs folders above are under); JOBS, the build's parallel jobs (default nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_safetensors fuzz_corpus fuzz_bleu fuzz_cli)
+build_targets=("${targets[@]}")
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(fuzz_config fuzz_safetensors fuzz_corpus fuzz_bleu fuzz_cli fuzz_parallel fuzz_subword)
+  build_targets=(fuzz_targets)
+fi
+build="${BUILD_DIR:-build/fuzz}"
+case "$build" in /*) build_abs="$build" ;; *) build_abs="$PWD/$build" ;; esac
 
-echo "== preset fuzz: configure and build"
-cmake --preset fuzz > /dev/null
-cmake --build --preset fuzz -j "$(nproc)"
+echo "== preset fuzz: configure and build in $build"
+cmake --preset fuzz -B "$build" > /dev/null
+cmake --build "$build" --target "${build_targets[@]}" -j "${JOBS:-$(nproc)}"
 
-bin=build/fuzz/tests/fuzz
-mkdir -p build/fuzz/logs
+bin="$build/tests/fuzz"
+mkdir -p "$build/logs"
 for t in "${targets[@]}"; do
   inputs=()
   for d in "tests/fuzz/corpus/$t" "tests/fuzz/regressions/$t"; do
     [ -d "$d" ] && while IFS= read -r -d '' f; do inputs+=("$f"); done < <(find "$d" -type f -print0 | sort -z)
   done
-  log="build/fuzz/logs/$t.log"
+  log="$build/logs/$t.log"
   echo "== $t: ${#inputs[@]} seed and regression inputs, then ${secs} s of fuzzing"
   # (With no file arguments libFuzzer would fuzz without end: every target has seeds.)
   if [ ${#inputs[@]} -eq 0 ] || ! "$bin/$t" -timeout=10 -rss_limit_mb=2048 "${inputs[@]}" > "$log" 2>&1; then
@@ -33,7 +42,7 @@ for t in "${targets[@]}"; do
     exit 1
   fi
   # Absolute: fuzz_cli runs each input in a folder of its own (a crash file is written from there).
-  work="build/fuzz/corpus/$t" artifacts="$PWD/build/fuzz/artifacts/$t/"
+  work="$build/corpus/$t" artifacts="$build_abs/artifacts/$t/"
   mkdir -p "$work" "$artifacts"
   dict=() seeds=("tests/fuzz/corpus/$t")
   [ -f "tests/fuzz/$t.dict" ] && dict=("-dict=tests/fuzz/$t.dict")

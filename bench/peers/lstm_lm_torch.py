@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """PyTorch peer of bench/lm_train_bench.cpp: trains the same LSTM language model (tied embedding,
 stacked nn.LSTM, softmax over the vocabulary) on the same token stream shape and prints one JSON
-line with tokens/s and the process's peak resident memory.
+line with tokens/s, the process's peak resident memory and its peak above the resident memory just
+before training (peak_memory.py), and the parameter count (--params-only: the count alone, nothing
+trained).
 
   lstm_lm_torch.py [--vocab 10000] [--emb 200] [--hidden 200] [--layers 2] [--batch 20] [--bptt 35]
-                   [--steps 60] [--warmup 5] [--threads 2] [--device cpu|cuda] [--amp none|fp16|bf16]
+                   [--steps 60] [--warmup 5] [--threads 2] [--params-only] [--device cpu|cuda]
+                   [--amp none|fp16|bf16]
 
 --device cuda trains on the GPU (float32 with TF32 off; --amp: autocast, fp16 with a GradScaler) and
 adds the peak tensor memory on the device to the JSON line (torch_device.py).
@@ -15,12 +18,12 @@ OpenMP; spinning idle workers and a pthread OpenBLAS oversubscribe 2 cores other
 """
 import argparse
 import json
-import resource
 import time
 
 import torch
 import torch.nn as nn
 
+import peak_memory
 import torch_device
 
 
@@ -54,14 +57,20 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--params-only", action="store_true")
     torch_device.add_arguments(ap)
     a = ap.parse_args()
-    device = torch_device.setup(a)
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
     torch.set_flush_denormal(True)  # as define does (kernels/cpu/denormals.h: flush_denormals)
     torch.manual_seed(0)
-    model = LstmLm(a.vocab, a.emb, a.hidden, a.layers).to(device)
+    model = LstmLm(a.vocab, a.emb, a.hidden, a.layers)
+    params = sum(p.numel() for p in model.parameters())  # the tied table counted once
+    if a.params_only:
+        print(json.dumps({"params": params, "torch": torch.__version__}))
+        return
+    device = torch_device.setup(a)
+    model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     loss_fn = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(1)
@@ -70,6 +79,7 @@ def main():
     state = [(torch.zeros(1, a.batch, h, device=device), torch.zeros(1, a.batch, h, device=device)) for h in sizes]
     scaler = torch_device.grad_scaler(a)
     start = None
+    window = peak_memory.TrainingWindow()  # right before the first step
     for step in range(a.steps + a.warmup):
         if step == a.warmup:
             torch_device.synchronize(a)
@@ -84,9 +94,8 @@ def main():
         torch_device.step(loss, opt, model.parameters(), 0.25, scaler)
     torch_device.synchronize(a)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"tokens_per_s": a.steps * a.bptt * a.batch / seconds, "peak_rss_bytes": peak,
-                      "loss": float(loss), "torch": torch.__version__, **torch_device.report_fields(a)}))
+    print(json.dumps({"tokens_per_s": a.steps * a.bptt * a.batch / seconds, **window.fields(), "loss": float(loss),
+                      "params": params, "torch": torch.__version__, **torch_device.report_fields(a)}))
 
 
 if __name__ == "__main__":

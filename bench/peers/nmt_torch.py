@@ -3,13 +3,19 @@
 models/transformer_nmt (pre-norm encoder-decoder, one token table shared by source, target and the
 tied output, scaled by sqrt(d_model), sinusoidal positions) built on torch.nn.Transformer, then runs
 batched beam search with cached keys and values, and prints one JSON line with training tokens/s,
-beam-search sentences/s, the mean output length, the process's peak resident memory, the first
-step's loss and the parameter count (--params-only: the count alone, nothing run).
+beam-search sentences/s, the mean output length, the process's peak resident memory and its peak
+above the resident memory just before training (peak_memory.py), the first step's loss and the
+parameter count (--params-only: the count alone, nothing run).
 
   nmt_torch.py [--vocab 8000] [--d-model 256] [--heads 4] [--ffn 1024] [--layers 3] [--batch 256]
                [--src-len 16] [--tgt-len 16] [--steps 20] [--warmup 3] [--beam 5] [--beam-batch 64]
-               [--max-len-a 1.2] [--max-len-b 10] [--threads 2] [--params-only]
+               [--max-len-a 1.2] [--max-len-b 10] [--threads 2] [--params-only] [--beam-from DIR]
                [--device cpu|cuda] [--amp none|fp16|bf16]
+
+--beam-from DIR: beam search decodes define's model instead of a fresh one of its own: the weights
+DIR/weights.safetensors (define's parameter names, float32) and the sources DIR/inputs.safetensors
+("src" [beam-batch, src-len]), as nmt_train_bench writes them; the JSON line then holds every
+sentence's best hypothesis ("beam_hyps"), which the bench compares with define's own.
 
 --device cuda trains and decodes on the GPU (float32 with TF32 off; --amp: autocast around the
 training step's forward and loss, fp16 with a GradScaler; beam search stays float32, as define's
@@ -32,13 +38,14 @@ caller runs it with OMP_WAIT_POLICY=PASSIVE.
 import argparse
 import json
 import math
-import resource
+import struct
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import peak_memory
 import torch_device
 
 PAD, BOS, EOS, FIRST_WORD = 0, 2, 3, 4  # define's subword ids
@@ -168,6 +175,61 @@ def beam_search(model, src, beam, max_len, min_len=1):
     return [max(f)[1] if f else [] for f in finished]
 
 
+SAFETENSORS_DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32}
+
+
+def read_safetensors(path):
+    """{name: tensor} of a safetensors file as define writes it (nn/safetensors.h; metadata ignored)."""
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        dtype = SAFETENSORS_DTYPES[info["dtype"]]
+        flat = torch.frombuffer(bytearray(data[begin:end]), dtype=dtype) if end > begin else torch.empty(0, dtype=dtype)
+        out[name] = flat.reshape(info["shape"])
+    return out
+
+
+def _attention_state(w, prefix):
+    """define's q/k/v/out projections -> nn.MultiheadAttention's packed in_proj and out_proj."""
+    return {
+        "in_proj_weight": torch.cat([w[f"{prefix}.{p}_proj.weight"] for p in "qkv"]),
+        "in_proj_bias": torch.cat([w[f"{prefix}.{p}_proj.bias"] for p in "qkv"]),
+        "out_proj.weight": w[f"{prefix}.out_proj.weight"],
+        "out_proj.bias": w[f"{prefix}.out_proj.bias"],
+    }
+
+
+def state_from_define(w, layers):
+    """Seq2Seq's state dict from define's parameters (models/transformer_nmt's names), for
+    load_state_dict(strict=True): the same mapping tests/reference/transformer_nmt.py checks."""
+    s = {"embed.weight": w["embed.map.weight"]}
+
+    def norm(dst, src):
+        s.update({f"{dst}.weight": w[f"{src}.weight"], f"{dst}.bias": w[f"{src}.bias"]})
+
+    for side in ("encoder", "decoder"):
+        for i in range(layers):
+            d, e = f"transformer.{side}.layers.{i}", f"{side}.layers.{i}"
+            s.update({f"{d}.self_attn.{k}": v for k, v in _attention_state(w, f"{e}.self_attn").items()})
+            norm(f"{d}.linear1", f"{e}.fc1")
+            norm(f"{d}.linear2", f"{e}.fc2")
+            norm(f"{d}.norm1", f"{e}.self_attn_layer_norm")
+            if side == "encoder":
+                norm(f"{d}.norm2", f"{e}.final_layer_norm")
+            else:
+                s.update({f"{d}.multihead_attn.{k}": v for k, v in _attention_state(w, f"{e}.encoder_attn").items()})
+                norm(f"{d}.norm2", f"{e}.encoder_attn_layer_norm")
+                norm(f"{d}.norm3", f"{e}.final_layer_norm")
+        norm(f"transformer.{side}.norm", f"{side}.layer_norm")
+    return s
+
+
 def zipf(rows, cols, count, first, g):
     """[rows, cols] ids with Zipf's law over [first, first + count), as bench::zipf_tokens."""
     u = torch.rand((rows, cols), generator=g, dtype=torch.float64)
@@ -188,6 +250,7 @@ def main():
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--max-len-a", type=float, default=1.2)
     ap.add_argument("--params-only", action="store_true")
+    ap.add_argument("--beam-from", metavar="DIR", help="decode define's weights and sources written here")
     torch_device.add_arguments(ap)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -210,6 +273,7 @@ def main():
     tokens = a.batch * a.tgt_len
     scaler = torch_device.grad_scaler(a)
     start, first_loss = None, None
+    window = peak_memory.TrainingWindow()  # right before the first step
     for step in range(a.steps + a.warmup):
         if step == a.warmup:
             torch_device.synchronize(a)
@@ -227,20 +291,26 @@ def main():
     train_s = time.perf_counter() - start
 
     torch.manual_seed(1)
-    model = Seq2Seq(a.vocab, a.d_model, a.heads, a.ffn, a.layers).eval().to(device)  # fresh: hypotheses run to the limit
+    model = Seq2Seq(a.vocab, a.d_model, a.heads, a.ffn, a.layers).eval()  # fresh: hypotheses run to the limit
+    if a.beam_from:
+        model.load_state_dict(state_from_define(read_safetensors(f"{a.beam_from}/weights.safetensors"), a.layers))
+        beam_src = read_safetensors(f"{a.beam_from}/inputs.safetensors")["src"]
+    else:
+        beam_src = sentences(a.beam_batch, a.src_len, a.vocab, g)
+    model.to(device)
     with torch.no_grad():
-        beam_src = sentences(a.beam_batch, a.src_len, a.vocab, g).to(device)
+        beam_src = beam_src.to(device)
         max_len = int(a.max_len_a * (a.src_len - 1) + a.max_len_b)  # subwords before eos; the source's eos not counted
         torch_device.synchronize(a)
         t0 = time.perf_counter()
         hyps = beam_search(model, beam_src, a.beam, max_len)
         torch_device.synchronize(a)
         beam_s = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"tokens_per_s": a.steps * tokens / train_s, "sentences_per_s": a.beam_batch / beam_s,
-                      "mean_output_len": sum(len(h) for h in hyps) / len(hyps), "peak_rss_bytes": peak,
+    extra = {"beam_hyps": hyps} if a.beam_from else {}
+    print(json.dumps({"tokens_per_s": a.steps * tokens / train_s, "sentences_per_s": len(hyps) / beam_s,
+                      "mean_output_len": sum(len(h) for h in hyps) / len(hyps), **window.fields(),
                       "first_loss": first_loss, "params": params, "torch": torch.__version__,
-                      **torch_device.report_fields(a)}))
+                      **torch_device.report_fields(a), **extra}))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 define's models/transformer_xl (relative-position attention with the two shared global biases and
 the relative shift, per-layer memory of mem_len positions, post-LayerNorm layers, an embedding
 table scaled by sqrt(d_model) tied to a projected adaptive softmax with div_val 1) on random (Zipf-distributed) tokens
-and prints one JSON line with tokens/s, the process's peak resident memory, the first step's loss
-and the parameter count (--params-only: the count alone, nothing trained).
+and prints one JSON line with tokens/s, the process's peak resident memory and its peak above the
+resident memory just before training (peak_memory.py), the first step's loss and the parameter count
+(--params-only: the count alone, nothing trained).
 
   txl_torch.py [--vocab 33278] [--d-model 256] [--heads 4] [--d-head 64] [--inner 1024] [--layers 4]
                [--batch 16] [--tgt-len 64] [--mem-len 64] [--cutoffs 2000,10000|none] [--steps 60]
@@ -27,13 +28,13 @@ dropouts (dropatt 0) are skipped, not applied with p = 0.
 import argparse
 import json
 import math
-import resource
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import peak_memory
 import torch_device
 
 INIT_STD = 0.02  # the reference train.py's init_std (tables, linear weights, biases of attention)
@@ -221,6 +222,7 @@ def main():
     data = (float(a.vocab) ** u).floor().long().sub(1).clamp(0, a.vocab - 1).to(device)
     scaler = torch_device.grad_scaler(a)
     mems, start, first_loss = [], None, None
+    window = peak_memory.TrainingWindow()  # right before the first step
     for step in range(a.steps + a.warmup):
         if step == a.warmup:
             torch_device.synchronize(a)
@@ -235,9 +237,9 @@ def main():
             first_loss = float(loss)  # warm-up: not timed
     torch_device.synchronize(a)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"tokens_per_s": a.steps * a.tgt_len * a.batch / seconds, "peak_rss_bytes": peak,
-                      "first_loss": first_loss, "loss": float(loss), "params": params, "torch": torch.__version__, **torch_device.report_fields(a)}))
+    print(json.dumps({"tokens_per_s": a.steps * a.tgt_len * a.batch / seconds, **window.fields(),
+                      "first_loss": first_loss, "loss": float(loss), "params": params, "torch": torch.__version__,
+                      **torch_device.report_fields(a)}))
 
 
 if __name__ == "__main__":

@@ -230,6 +230,30 @@ TEST_CASE("subword: loading refuses missing, empty and corrupt model files, nami
   }
 }
 
+// Found by tests/fuzz/fuzz_subword (regression input piece-starts-with-nul): a unigram model whose
+// piece starts with a NUL byte made SentencePiece's trie (darts-clone) throw its own exception
+// through Subword::load, so `define translate` stopped with "internal error" instead of naming the
+// damaged subword.model.
+TEST_CASE("subword: a piece that starts with a NUL byte is refused as a damaged model, naming the file", "[subword]") {
+  TempDir d;
+  const Subword sw = Subword::train(write_made_up_bitext(d), small("unigram"), d.path() / "spm");
+  // A piece of two or more bytes, found by its serialized record: tag 1, length, bytes, then the
+  // score's tag (0x15).
+  std::string bytes = sw.bytes();
+  std::size_t at = std::string::npos;
+  for (std::int32_t id = 4; id < sw.size() && at == std::string::npos; ++id) {
+    const std::string p = sw.piece(id);
+    if (p.size() < 2 || p.size() > 100) continue;
+    const std::string record = std::string("\x0a") + static_cast<char>(p.size()) + p + "\x15";
+    if (const std::size_t found = bytes.find(record); found != std::string::npos) at = found + 2;
+  }
+  REQUIRE(at != std::string::npos);
+  bytes[at] = '\0';
+  const fs::path damaged = d.write("subword.model", bytes);
+  CHECK_THAT(error_of([&] { Subword::load(damaged); }),
+             Contains("subword.model' is not a valid SentencePiece model: its pieces cannot be indexed"));
+}
+
 TEST_CASE("subword: a model trained on a Multi30k slice round-trips every val line", "[subword]") {
   const fs::path m30k = define::test::shared_corpus("multi30k", "train.de");
   if (m30k.empty()) {

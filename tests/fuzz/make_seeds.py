@@ -6,7 +6,10 @@ fuzzer starts from deep inside them: configs from configs/, safetensors files an
 define's exact layout (nn/safetensors.h, nn/checkpoint.h: compact sorted JSON header padded to 8
 bytes, the whole-file CRC-32 in "define.crc32"), vocabularies and corpus texts, argument lists.
 Run from anywhere; rewrites the seed files (the regression inputs in tests/fuzz/regressions/ are
-left alone)."""
+left alone, and so is tests/fuzz/corpus/fuzz_subword/run-bpe.model: the subword.model of a tiny
+translation run, `define train` of a transformer_nmt config on five German-English sentence pairs
+with data.subword {"type": "bpe", "vocab_size": 60}, the real thing the hand-made models below
+imitate)."""
 import json
 import os
 import struct
@@ -128,3 +131,85 @@ for name, args in [
     ("unknown", ["trian", "--config", "x"]),
 ]:
     put("fuzz_cli", name, nul(*args))
+
+# --- fuzz_parallel: source text, target text, max_len, [vocabulary size of a BPE model to train first].
+put("fuzz_parallel", "multi30k-like", nul("Zwei junge Männer sind im Freien.\nEin Mann in einem blauen Hemd.\n",
+                                          "Two young men are outside.\nA man in a blue shirt.\n", "0"))
+put("fuzz_parallel", "max-len", nul("Ein kleines Mädchen klettert in ein Spielhaus aus Holz.\nZwei Männer.\n",
+                                    "A little girl climbing into a wooden playhouse.\nTwo men.\n", "6"))
+put("fuzz_parallel", "train-subword", nul("ein Hund läuft\nein Mann liest\nein Kind spielt\n",
+                                          "a dog runs\na man reads\na child plays\n", "0", "30"))
+put("fuzz_parallel", "blank-crlf", nul("Zwei Männer.\r\n\r\n   \r\nEin Hund", "Two men.\r\nx\r\n\r\nA dog", ""))
+put("fuzz_parallel", "misaligned", nul("eins\nzwei\ndrei\n", "one\ntwo\n"))
+put("fuzz_parallel", "specials-unknown", nul("</s> <s> <pad> <unk> \u2581\u2581 \u6f22\u5b57 \U0001f600\n",
+                                             "\u00a0\u2003x\ty\n", "4"))
+put("fuzz_parallel", "not-utf8", b"M\xe4nner\nok\n\x00men\n\xff\n")
+put("fuzz_parallel", "source-only", "Zwei Männer.\n")
+
+
+# --- fuzz_subword: SentencePiece .model files (ModelProto, sentencepiece_model.proto of SentencePiece
+# 0.1.97), written with a small protobuf encoder: pieces (1: piece, 2: score, 3: type), the trainer
+# spec (3: model_type, 4: vocab_size, 35: byte_fallback, 40-43: unk, bos, eos, pad ids) and the
+# normalizer spec (1: name, 2: precompiled_charsmap, 3: add_dummy_prefix, 4:
+# remove_extra_whitespaces, 5: escape_whitespaces).
+def varint(n):
+    n &= (1 << 64) - 1  # negative int32s as ten bytes, as protobuf writes them
+    out = b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def pb_int(field, n):
+    return varint(field << 3) + varint(n)
+
+
+def pb_bytes(field, b):
+    b = b.encode() if isinstance(b, str) else b
+    return varint(field << 3 | 2) + varint(len(b)) + b
+
+
+def pb_float(field, x):
+    return varint(field << 3 | 5) + struct.pack("<f", x)
+
+
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+UNIGRAM, BPE, WORD, CHAR = 1, 2, 3, 4
+SPECIALS = [("<pad>", 0.0, CONTROL), ("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL), ("</s>", 0.0, CONTROL)]
+
+
+def spm_model(pieces, model_type, ids=(0, 1, 2, 3), byte_fallback=False, normalizer="identity", extra=b""):
+    """pieces: (piece, score, type); ids: (pad, unk, bos, eos) as the trainer spec records them."""
+    out = b"".join(pb_bytes(1, pb_bytes(1, p) + pb_float(2, score) + (pb_int(3, t) if t != NORMAL else b""))
+                   for p, score, t in pieces)
+    pad, unk, bos, eos = ids
+    trainer = (pb_int(3, model_type) + pb_int(4, len(pieces)) + pb_float(10, 1.0) + pb_int(16, 1) +
+               pb_int(35, int(byte_fallback)) + pb_int(40, unk) + pb_int(41, bos) + pb_int(42, eos) + pb_int(43, pad))
+    return out + pb_bytes(2, trainer) + pb_bytes(3, pb_bytes(1, normalizer) + pb_bytes(2, b"")) + extra
+
+
+WB = "\u2581"  # SentencePiece's word boundary
+letters = [WB, "e", "n", "a", "i", "r", "t", "s", "h", "d", "m", "o", "\u00e4"]
+merges = [WB + "a", "en", "er", "in", WB + "ein", WB + "the", "an"]
+bpe = spm_model(SPECIALS + [(p, -float(i), NORMAL) for i, p in enumerate(merges + letters)], BPE)
+put("fuzz_subword", "bpe.model", bpe)
+put("fuzz_subword", "unigram.model",
+    spm_model(SPECIALS + [(p, -1.5 - 0.25 * i, NORMAL) for i, p in enumerate(letters + merges)], UNIGRAM))
+put("fuzz_subword", "unigram-bytes.model",
+    spm_model(SPECIALS + [("<0x%02X>" % b, 0.0, BYTE) for b in range(256)] +
+              [(p, -2.0 - i, NORMAL) for i, p in enumerate(letters + merges)], UNIGRAM, byte_fallback=True))
+put("fuzz_subword", "word.model",
+    spm_model(SPECIALS + [(WB + w, -1.0 - i, NORMAL) for i, w in enumerate(["a", "man", "dog", "ein", "Mann"])], WORD))
+put("fuzz_subword", "char.model", spm_model(SPECIALS + [(p, -1.0 - i, NORMAL) for i, p in enumerate(letters)], CHAR))
+put("fuzz_subword", "user-defined.model",
+    spm_model(SPECIALS + [("<sep>", 0.0, USER_DEFINED), ("<mask>", 0.0, CONTROL), ("<unused>", 0.0, UNUSED)] +
+              [(p, -float(i), NORMAL) for i, p in enumerate(merges + letters)], BPE))
+# spm_train's defaults: no pad piece, unk at 0, bos 1, eos 2 (refused: translation needs a pad).
+put("fuzz_subword", "no-pad.model",
+    spm_model(SPECIALS[1:] + [(p, -float(i), NORMAL) for i, p in enumerate(letters)], BPE, ids=(-1, 0, 1, 2)))
+put("fuzz_subword", "nfkc-no-charsmap.model",
+    spm_model(SPECIALS + [(p, -float(i), NORMAL) for i, p in enumerate(letters)], BPE, normalizer="nmt_nfkc"))
+put("fuzz_subword", "truncated.model", bpe[:len(bpe) // 2])
+put("fuzz_subword", "empty.model", b"")
