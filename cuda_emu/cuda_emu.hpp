@@ -12,7 +12,9 @@
 //     (NaN-filled shared memory), CUDA_EMU_STRICT=1, CUDA_EMU_ARCH (per-block limits of sm_61 by
 //     default), divergent-barrier, divergent-warp-collective and warp-deadlock detection, guard
 //     pages and canaries, blocks larger than a kernel's __launch_bounds__ (EMU_CHECK_LAUNCH_BOUNDS);
-//     kernel failures come back from launch() as cuda_emu::kernel_error.
+//     kernel failures come back from launch() as cuda_emu::kernel_error;
+//   * the warp-level matrix instructions (mma.sync, ldmatrix) behind kernels/cuda/mma.cuh are warp
+//     collectives with the PTX ISA's fragment layouts (emu_mma.hpp).
 //
 // Kernel files include their standard headers first and then kernels/cuda/cuda_compat.cuh, which
 // includes this header in the emulator build.
@@ -29,6 +31,7 @@
 #include "cuda_emu/emu_stream.hpp"
 #include "cuda_emu/emu_launch.hpp"
 #include "cuda_emu/emu_device.hpp"
+#include "cuda_emu/emu_mma.hpp"
 #include "cuda_emu/emu_runtime.hpp"
 #include "cuda_emu/emu_race.hpp"
 

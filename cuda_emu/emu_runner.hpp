@@ -16,6 +16,10 @@
 //    warp continues while its stacks are hot.
 //    Every lane of a group must call from the same place (sm_6x executes a warp collective only
 //    in convergence), and a shuffle may read only lanes of its mask.
+//  * Warp-wide collectives of the .sync.aligned kind (mma.sync, ldmatrix: emu_mma.hpp) use the same
+//    groups with the full mask, each lane leaving a pointer to its operands: all 32 lanes of the
+//    warp must exist, none may have returned (one that returns while the others wait fails the
+//    block), and the last to arrive computes every lane's result with the collective's function.
 //  * Static shared memory (EMU_STATIC_SHARED) lives in a per-block arena: counted against the
 //    architecture's per-block limit together with the dynamic shared memory, NaN-filled in debug
 //    mode, and followed by canary bytes checked when the block ends (an overflow is an error).
@@ -73,13 +77,18 @@ struct Slot {
   int wsrc = 0;
   bool wpred = false;
   std::uint32_t wballot = 0, wgroup = 0;
+  void* wdata = nullptr;  // a warp-wide collective's operands and results (on this thread's stack)
 };
+
+// Computes a warp-wide collective once every lane has arrived: lanes[l] is lane l's wdata.
+using WarpCollectiveFn = void (*)(void* const* lanes);
 
 // Lanes of one warp gathering in one intrinsic with one mask.
 struct WarpGroup {
   std::uint32_t mask = 0, arrived = 0;
   const char* op = nullptr;
   const Slot* first = nullptr;  // the first lane to arrive: its call site is the group's
+  WarpCollectiveFn collective = nullptr;  // set for a warp-wide collective (warp_collective)
 };
 
 // Where a kernel declares a static shared array (EMU_STATIC_SHARED): one per declaration.
@@ -141,8 +150,18 @@ class Runner {
   int barrier(const char* file, int line, BarrierKind kind, bool pred);
   std::uint64_t warp_op(const char* op, std::uint32_t mask, std::uint64_t value, int src_lane, bool pred,
                         std::uint32_t* ballot, std::uint32_t* group, const char* file, int line);
+  // A warp-wide collective of the .sync.aligned kind (mma.sync, ldmatrix; emu_mma.hpp): every lane
+  // of the warp calls it from the same place with its operands in `data`; the last to arrive runs
+  // `compute` over all 32 lanes' data, then every lane carries on. Fails the block when the warp
+  // is partial, a lane of it has returned (or returns while the others wait), or lanes diverge.
+  void warp_collective(const char* op, void* data, WarpCollectiveFn compute, const char* file, int line);
   // The block's copy of a static shared array: the same address for every thread of the block.
   void* static_shared(const SharedSite* site, std::size_t bytes, std::size_t align);
+  // Empty when [p, p + bytes) lies inside the launch's dynamic shared memory or inside one static
+  // shared array of the block; otherwise what is wrong with it, for a message.
+  std::string shared_span_problem(const void* p, std::size_t bytes) const;
+  // The emulated architecture (CUDA_EMU_ARCH at the launch), e.g. 75 for sm_75.
+  int arch() const { return job_->config.arch; }
   // Race schedule (emu_race.hpp calls it at every instrumented memory access of this OS thread):
   // maybe let another thread run before this access to `address`. Not instrumented itself, or its
   // own reads would call it again before the guard is set.
@@ -576,6 +595,17 @@ inline void Runner::thread_exited(Slot* s) {
   ++done_;
   WarpState& w = warps_[s->warp];
   w.exited |= 1u << s->lane;
+  // A warp-wide collective needs this lane's operands: the others would wait for ever (on a GPU the
+  // result is undefined).
+  for (int g = 0; g < w.ngroups; ++g) {
+    const WarpGroup& wg = w.groups[g];
+    if (!wg.collective) continue;
+    std::string message = cat(wg.op, ": ", current_thread(), " (warp ", s->warp, " lane ", s->lane, ") returned while ",
+                              std::popcount(wg.arrived), " lane(s) of its warp wait in it at ",
+                              call_site(wg.first->wfile, wg.first->wline),
+                              " (every lane of the warp must execute a .sync.aligned instruction)");
+    fail(std::move(message));
+  }
   // Lanes waiting in a warp intrinsic no longer wait for this one.
   for (int g = 0; g < w.ngroups;) {
     const std::uint32_t need = w.groups[g].mask & w.exists & ~w.exited;
@@ -747,14 +777,75 @@ inline int Runner::find_group(WarpState& w, std::uint32_t mask, const char* op) 
     }
     return g;
   }
-  w.groups[w.ngroups] = WarpGroup{mask, 0, op, cur_};
+  w.groups[w.ngroups] = WarpGroup{mask, 0, op, cur_, nullptr};
   return w.ngroups++;
+}
+
+inline void Runner::warp_collective(const char* op, void* data, WarpCollectiveFn compute, const char* file, int line) {
+  Slot* s = cur_;
+  WarpState& w = warps_[s->warp];
+  if (w.exists != ~0u) {
+    std::string message =
+        cat(op, " (", call_site(file, line), "): warp ", s->warp, " has only ", std::popcount(w.exists),
+            " threads (the block's last warp is partial); a .sync.aligned instruction needs all 32");
+    fail(std::move(message));
+  }
+  if (w.exited) {
+    const int gone = std::countr_zero(w.exited);
+    std::string message = cat(op, " (", call_site(file, line), "): lane ", gone, " of warp ", s->warp,
+                              " has returned; every lane of the warp must execute a .sync.aligned instruction");
+    fail(std::move(message));
+  }
+  s->wfile = file;
+  s->wline = line;
+  const int g = find_group(w, ~0u, op);
+  WarpGroup& group = w.groups[g];
+  if (!group.collective) group.collective = compute;
+  s->wop = op;
+  s->wmask = ~0u;
+  s->wdata = data;
+  s->wsrc = -1;
+  s->wpred = false;
+  group.arrived |= 1u << s->lane;
+  if (group.arrived == ~0u) {
+    complete_group(w, s->warp, g, s);  // last to arrive: compute every lane's result, carry on
+  } else {
+    s->state = ThreadState::at_warp;
+    block_current(s);
+  }
+  s->wdata = nullptr;
+}
+
+inline std::string Runner::shared_span_problem(const void* p, std::size_t bytes) const {
+  const auto* b = static_cast<const unsigned char*>(p);
+  if (dyn_ptr_ && b >= dyn_ptr_ && b < smem_end_) {
+    const std::size_t offset = std::size_t(b - dyn_ptr_);
+    if (offset + bytes <= job_->smem) return {};
+    return cat("bytes ", offset, " to ", offset + bytes, " of the dynamic shared memory, which has ", job_->smem,
+               " bytes (launch's smem_bytes)");
+  }
+  if (static_arena_ && b >= static_arena_.get() && b < static_arena_.get() + static_used_) {
+    const std::size_t at = std::size_t(b - static_arena_.get());
+    for (const StaticEntry& e : static_entries_) {
+      if (at < e.offset || at >= e.offset + e.bytes + kCanaryBytes) continue;
+      if (at + bytes <= e.offset + e.bytes) return {};
+      return cat("bytes ", at - e.offset, " to ", at - e.offset + bytes, " of static shared array ", e.site->name, " (",
+                 call_site(e.site->file, e.site->line), "), which has ", e.bytes, " bytes");
+    }
+    return "padding between static shared arrays";
+  }
+  return "not shared memory (ldmatrix reads the .shared state space only)";
 }
 
 inline void Runner::complete_group(WarpState& w, int warp, int g, const Slot* caller) {
   const WarpGroup done = w.groups[g];
   w.groups[g] = w.groups[--w.ngroups];
   Slot* lanes = &slots_[std::size_t(warp) * 32];
+  if (done.collective) {  // a full warp (warp_collective checked it): every lane left its data
+    void* data[32];
+    for (int l = 0; l < 32; ++l) data[l] = lanes[l].wdata;
+    done.collective(data);
+  }
   std::uint32_t ballot = 0;
   for (std::uint32_t m = done.arrived; m; m &= m - 1) {
     const int l = std::countr_zero(m);

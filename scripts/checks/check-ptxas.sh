@@ -21,8 +21,9 @@
 # sm_61 (GTX 1080 Ti), the users' oldest GPU: CUDA 13 cannot target it. With PTXAS12 every file is
 # also compiled by this nvcc to PTX for compute_75, its .version / .target lines set to what ptxas
 # 12.9 takes (PTX ISA 8.8, sm_61), and assembled for sm_61. This approximates a CUDA 12 build:
-# nvcc 12's front end could emit somewhat different PTX, and the kernels have no __CUDA_ARCH__
-# branches, so no sm_75-only path is assembled by mistake. It catches what sm_61 cannot take: an
+# nvcc 12's front end could emit somewhat different PTX. The tensor-core wrappers of
+# kernels/cuda/mma.cuh are the one __CUDA_ARCH__ branch: DEFINE_MMA_TARGET_ARCH=610 compiles them as
+# sm_61 would (their trap path), so no sm_75-only instruction is assembled by mistake. It catches what sm_61 cannot take: an
 # instruction it lacks (ptxas refuses the file), register counts and spills. Spills at sm_61 fail
 # the check except for the kernels listed in scripts/checks/ptxas-sm61-known-spills.txt (measured, open).
 set -euo pipefail
@@ -141,7 +142,7 @@ check_built_file() {
   check_spills "$work/rows"
   if [ -n "$ptxas12" ] && grep -q "Compiling entry function" "$log"; then
     ptx="$work/kernels.ptx"
-    if ! "${launcher[@]}" "$nvcc" "${flags[@]}" -arch=compute_75 -ptx "$f" -o "$ptx" > "$work/ptx.log" 2>&1; then
+    if ! "${launcher[@]}" "$nvcc" "${flags[@]}" -arch=compute_75 -DDEFINE_MMA_TARGET_ARCH=610 -ptx "$f" -o "$ptx" > "$work/ptx.log" 2>&1; then
       echo "check-ptxas: nvcc failed on $f for compute_75 PTX:" >&2
       cat "$work/ptx.log" >&2
       return 1
@@ -172,7 +173,7 @@ check_file() {
   if [ -n "$ptxas12" ]; then
     ptx="$work/kernels.ptx"
     log="$work/61.log"
-    if ! "$nvcc" "${flags[@]}" -arch=compute_75 -ptx "$f" -o "$ptx" > "$log" 2>&1; then
+    if ! "$nvcc" "${flags[@]}" -arch=compute_75 -DDEFINE_MMA_TARGET_ARCH=610 -ptx "$f" -o "$ptx" > "$log" 2>&1; then
       echo "check-ptxas: nvcc failed on $f for compute_75 PTX:" >&2
       cat "$log" >&2
       return 1
