@@ -12,6 +12,17 @@
 
 namespace define {
 
+// Which kernels compute attention. Auto (the default): the fused kernels of autograd/flash_attention.h
+// (no [B, H, Tq, Tk] tensor in memory) on cuda and emu devices for float32 and 16-bit inputs with head
+// dims up to 128, the unfused GEMM + row-kernel path otherwise (the CPU keeps its own). Fused or
+// Unfused force one (Fused where the fused kernels cannot run is an error naming why).
+enum class AttentionKernel { Auto, Fused, Unfused };
+
+// The process-wide choice for AttentionKernel::Auto; starts as $DEFINE_ATTENTION (auto, fused or
+// unfused; anything else is an error on first use), else Auto. For comparing whole models both ways.
+void set_default_attention_kernel(AttentionKernel kernel);
+AttentionKernel default_attention_kernel();
+
 struct AttentionOptions {
   // Undefined, or [B, Tk] of any dtype: nonzero marks a padded key that no query attends to.
   Tensor key_padding_mask{};
@@ -22,6 +33,7 @@ struct AttentionOptions {
   double dropout = 0.0;    // on the attention probabilities (inverted dropout)
   bool training = true;    // dropout only while training
   Generator* generator = nullptr;  // nullptr: default_generator()
+  AttentionKernel kernel = AttentionKernel::Auto;
 };
 
 // q [B, H, Tq, d], k [B, H, Tk, d], v [B, H, Tk, dv] (one dtype, float32 or float64, one device,

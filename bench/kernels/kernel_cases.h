@@ -17,6 +17,7 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/flash_attention.h"
 #include "kernels/index.h"
 #include "kernels/layer_norm.h"
 #include "kernels/matmul.h"
@@ -137,6 +138,27 @@ inline std::vector<Case> cases() {
                  Tensor g = uniform({b, h, tq, tk}, d);
                  return Problem{f32_bytes(2.0 * b * h * tq * tk), 0, [=] { (void)kernels::rel_attention_unshift(g); }};
                }});
+  // The fused flash-attention kernels (kernels/flash_attention.h) at B x H x T x T, d = dv = 64, no mask:
+  // compute-bound, so the FLOPs the kernels execute (forward: S = Q K^T and P V; backward: S and dD
+  // recomputed by both the dK/dV and the dQ kernel, then dV, dK and dQ). Bytes: q, k, v, out (and
+  // for the backward dO, lse and the three gradients) once each.
+  c.push_back(
+      {"flash_attention forward", "flash_attention", "16x8x512x512 d64", "1x2x128x128 d64", [](Device d, bool gpu) {
+         const std::int64_t b = gpu ? 16 : 1, h = gpu ? 8 : 2, t = gpu ? 512 : 128, hd = 64;
+         Tensor q = uniform({b, h, t, hd}, d), k = uniform({b, h, t, hd}, d), v = uniform({b, h, t, hd}, d);
+         return Problem{f32_bytes(4.0 * b * h * t * hd + b * h * t), 2.0 * b * h * t * t * (hd + hd),
+                        [=] { (void)kernels::flash_attention_forward(q, k, v, {}, 0.125); }};
+       }});
+  c.push_back(
+      {"flash_attention backward", "flash_attention", "16x8x512x512 d64", "1x2x128x128 d64", [](Device d, bool gpu) {
+         const std::int64_t b = gpu ? 16 : 1, h = gpu ? 8 : 2, t = gpu ? 512 : 128, hd = 64;
+         Tensor q = uniform({b, h, t, hd}, d), k = uniform({b, h, t, hd}, d), v = uniform({b, h, t, hd}, d);
+         Tensor up = uniform({b, h, t, hd}, d);
+         const kernels::FlashAttentionOutput f = kernels::flash_attention_forward(q, k, v, {}, 0.125);
+         return Problem{
+             f32_bytes(8.0 * b * h * t * hd + b * h * t), 2.0 * b * h * t * t * (4 * hd + 3 * hd),
+             [=] { (void)kernels::flash_attention_backward(up, q, k, v, f.out, f.lse, {}, 0.125, true, true, true); }};
+       }});
   c.push_back({"embedding forward", "embedding", "65536 tok x 1024", "8192 tok x 400", [](Device d, bool gpu) {
                  const std::int64_t t = gpu ? 65536 : 8192, m = gpu ? 1024 : 400, v = 10000;
                  Tensor w = uniform({v, m}, d), idx = indices({t}, v, d);

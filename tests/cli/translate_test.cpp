@@ -10,10 +10,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "autograd/attention.h"
 #include "core/config.h"
 #include "nn/checkpoint.h"
 #include "support/common.h"
@@ -225,4 +228,38 @@ TEST_CASE("translate: DeLighT NMT trains through the same loop and translates", 
                               "--output", (root / "out.txt").string(), "--beam", "2", "--max-len-b", "8"}) == 0);
   CHECK(lines_of(root / "out.txt").size() == 40);
   fs::remove_all(root);
+}
+
+TEST_CASE("translate: fused and unfused attention train the same model on the emulated GPU", "[cli][translate]") {
+  // The fused kernels (autograd/flash_attention.h: no [B, H, Tq, Tk] tensor) are the default on GPUs;
+  // the unfused GEMM + row-kernel path stays selectable. With attention dropout on, both draw the
+  // same mask, so every logged loss agrees to float32 rounding, and so do the decoded translations.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr int kSteps = 10;  // the emulated device under the sanitizers: seconds a step
+#else
+  constexpr int kSteps = 50;
+#endif
+  const fs::path root = fresh_parallel_root("define_translate_fused_test");
+  const std::string train_extra = R"(, "log_interval": 1, "device": "emu")";
+  std::map<std::string, std::vector<double>> losses;
+  for (const auto& [name, kernel] :
+       {std::pair{"fused", AttentionKernel::Fused}, std::pair{"unfused", AttentionKernel::Unfused}}) {
+    set_default_attention_kernel(kernel);
+    Config cfg = Config::from_text(config_text(root / "data", kSteps, train_extra), "<test>");
+    cfg.set("model.dropout.attention=0.1");
+    // A small model: the emulated device runs every kernel thread by thread.
+    for (const char* small : {"model.d_model=16", "model.input.dim=16", "model.heads=2", "model.ffn_dim=32",
+                              "model.encoder_layers=1", "model.decoder_layers=1", "data.max_tokens=96"})
+      cfg.set(small);
+    train::train_translation_model(cfg, (root / name).string(), false);
+    for (const auto& e : test::events(root / name, "train")) losses[name].push_back(e["loss"].get<double>());
+  }
+  set_default_attention_kernel(AttentionKernel::Auto);
+  REQUIRE(losses["fused"].size() == static_cast<std::size_t>(kSteps));
+  REQUIRE(losses["unfused"].size() == static_cast<std::size_t>(kSteps));
+  for (int i = 0; i < kSteps; ++i) {
+    INFO("step " << i + 1);
+    const double f = losses["fused"][static_cast<std::size_t>(i)], u = losses["unfused"][static_cast<std::size_t>(i)];
+    CHECK(std::abs(f - u) <= 1e-4 * std::abs(u));
+  }
 }

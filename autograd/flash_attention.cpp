@@ -1,0 +1,38 @@
+// Flash attention with its backward beside it (kernels/flash_attention.h). The options are read as
+// scaled_dot_product_attention reads them (autograd/attention.cpp), so both ops draw the same
+// dropout stream from the same generator state and give the same result.
+#include "autograd/flash_attention.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "autograd/attention_call.h"
+#include "autograd/function.h"
+#include "core/error.h"
+#include "kernels/flash_attention.h"
+
+namespace define {
+
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+  const char* op = "flash_attention";
+  // Shapes, dtypes and devices are checked by kernels::flash_attention_forward.
+  const detail::AttentionCall call = detail::read_attention_call(op, q, k, options);
+  const kernels::AttentionMasking& masking = call.masking;
+  const double scale = call.scale;
+
+  kernels::FlashAttentionOutput fw = kernels::flash_attention_forward(q, k, v, masking, scale);
+  if (needs_grad({q, k, v})) {
+    // The backward recomputes P, so it keeps the padding mask (unlike scaled_dot_product_attention's).
+    record(op, {q, k, v}, {fw.out},
+           [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(fw.out), lse = fw.lse,
+            masking, scale](const BackwardArgs& a) {
+             kernels::AttentionGrads g = kernels::flash_attention_backward(
+                 a.grad(), sq.get("flash_attention"), sk.get("flash_attention"), sv.get("flash_attention"),
+                 so.get("flash_attention"), lse, masking, scale, a.needs(0), a.needs(1), a.needs(2));
+             return std::vector<Tensor>{g.grad_q, g.grad_k, g.grad_v};
+           });
+  }
+  return fw.out;
+}
+
+}  // namespace define

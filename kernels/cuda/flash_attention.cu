@@ -1,0 +1,679 @@
+// CUDA flash-attention kernels (kernels/flash_attention.h): scaled dot-product attention in one
+// pass over key / value tiles held in shared memory, with an online softmax, and its backward, which
+// recomputes the probabilities tile by tile from q, k and the forward's row log-sum-exp. No
+// [B, H, Tq, Tk] tensor is ever written. The entry points are in kernels/flash_attention.cpp;
+// reference: kernels/ref/flash_attention.cpp; tests: tests/ops/flash_attention_test.cpp (mode emu)
+// and tests/cuda/flash_attention_kernels_test.cpp.
+//
+// This is the FFMA path: float32 products and sums on the CUDA cores, nothing newer than sm_61
+// needs (no tensor cores, no asynchronous copies), so it runs on every GPU define supports.
+//
+// Threads. Every kernel runs 128 threads as 16 row groups of 8 lanes (threadIdx.x = 8 * group +
+// lane; the 8 lanes of a group are consecutive lanes of one warp). In each product a thread owns
+// the rows group, group + 16, ... of the result and the columns lane, lane + 8, ...: a row's values
+// are spread over the 8 lanes of its group, so a row's max and sum are three __shfl_xor_sync steps
+// (xor 1, 2, 4: butterflies whose additions commute bit for bit, so every lane gets the same bits),
+// and in the inner loops a warp reads 4 rows of one operand (each a broadcast to 8 lanes) and 8 rows
+// or 8 consecutive columns of the other: no shared-memory bank conflicts with rows padded to an odd
+// length (a row of kD + 1 floats starts one bank further on). The probability tiles, written by
+// one thread layout and read by another, have rows 8 floats longer than the tile (a multiple of 8
+// banks on from the last), so a warp's 4 x 8 stores land on 32 different banks. (The emulator's
+// profile of the d = 64 kernels reports one wavefront per request, kernel_bench --profile.)
+//
+// Forward (flash_forward_kernel): one block per (b * H + h, tile of kRows queries). The query tile
+// stays in shared memory; the key and value tiles are loaded one after another. For each key tile:
+// S = scale * Q K^T in registers (each thread a kRows/16 x kKeys/8 micro-tile), masked; the
+// row max over the tile (shuffles); the running max m and sum l updated and the output accumulator
+// rescaled by exp(m_old - m_new) (the online softmax); the probabilities exp(S - m_new), dropped
+// out, go to shared memory and multiply V into the accumulator. l sums the probabilities before
+// dropout (the softmax's denominator), the accumulator the dropped-out ones. At the end
+// out = acc / l and lse = m + log(l), or zeros and -inf for a row without a valid key.
+//
+// Backward: delta_i = rowsum(dO_i * out_i) first (a warp per row, row_reduce.cuh; why it is the
+// softmax term rowsum(P_i * dP_i) even with dropout: kernels/flash_attention.h), then two kernels
+// that each recompute P = exp(scale * Q K^T - lse) and dD = dO V^T for their tiles:
+//   flash_backward_kv_kernel: one block per (b * H + h, tile of kKeys keys), K and V tiles in
+//     shared memory, dK and dV in registers, summed over every query tile that can see the keys;
+//   flash_backward_q_kernel: one block per (b * H + h, tile of kRows queries), dQ in registers,
+//     summed over every key tile the queries can see.
+// dS = P * (dP - delta) with dP = dD * z (z = keep / (1 - p)), D = P * z; dV += D^T dO,
+// dK += scale * dS^T Q, dQ += scale * dS K. Every gradient element is one thread's sum in a fixed
+// order: no atomics, results bit-identical under any block order or thread schedule.
+//
+// Masks: a key tile loads a 0/1 flag per key (in range and not padded); the causal horizon comes
+// from the query index. Key tiles past the last query's horizon are skipped by the forward and dQ
+// kernels, query tiles before the first query that sees the key tile by the dK/dV kernel.
+//
+// Dropout: the same Philox stream as the unfused kernels (dropout_stream.cuh): word offset + e for
+// element e of the logical [B, H, Tq, Tk] tensor, kept iff (word >> 8) >= ceil(p * 2^24). Each
+// tile's keep flags are computed by the whole block into shared memory, a Philox block (4 words, 4
+// consecutive keys of one query row) per thread at a time: about a quarter of the Philox rounds
+// that one draw per element would cost.
+//
+// Tiles (queries x keys, per kernel, by the largest head dim kD in {32, 64, 128} that holds d and
+// dv): chosen so that every kernel's static shared memory stays under 48 KiB, the limit of a block
+// on every architecture without an opt-in (sm_61 has no opt-in beyond it), with the largest tiles
+// that fit: the forward holds Q, K, V tiles and the probability tile; the backward kernels Q, dO,
+// K, V tiles and one or two probability-gradient tiles. See FlashTiles below.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "core/dtype.h"
+#include "core/factory.h"
+#include "core/philox.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/dropout_stream.cuh"
+#include "kernels/cuda/row_reduce.cuh"
+#include "kernels/dropout.h"
+#include "kernels/flash_attention.h"
+
+namespace define::kernels::DEFINE_CUDA_NS {
+namespace {
+
+constexpr int kFlashThreads = 128;
+constexpr int kLanes = 8;                        // lanes of a row group: the columns of a row
+constexpr int kGroups = kFlashThreads / kLanes;  // row groups: the rows
+constexpr int kSharedLimit = 48 * 1024;          // bytes of static shared memory a block may have
+
+// Tile sizes per kernel and largest head dim kD. Static shared memory (float32 tiles, rows padded
+// as described above): forward 46.8 / 44.5 / 35.8 KiB, decoding forward 45.7 / 42.1 / 43.3 KiB,
+// dK/dV 47.1 / 43.8 / 35.6 KiB, dQ 36.8 / 38.5 / 34.0 KiB for kD = 32 / 64 / 128. Doubling the
+// query or the key tile of any of them would pass 48 KiB. The decoding tile (kDecodeRows queries,
+// for Tq <= kDecodeRows: a step of incremental decoding is one query row against the cache) wastes
+// less of the block on query rows that do not exist than the forward's 32 or 64.
+template <int kD>
+struct FlashTiles;
+template <>
+struct FlashTiles<32> {
+  static constexpr int kForwardRows = 64, kForwardKeys = 64;
+  static constexpr int kDecodeRows = 16, kDecodeKeys = 128;
+  static constexpr int kKvKeys = 64, kKvRows = 32;
+  static constexpr int kQRows = 64, kQKeys = 32;
+};
+template <>
+struct FlashTiles<64> {
+  static constexpr int kForwardRows = 64, kForwardKeys = 32;
+  static constexpr int kDecodeRows = 16, kDecodeKeys = 64;
+  static constexpr int kKvKeys = 32, kKvRows = 32;
+  static constexpr int kQRows = 32, kQKeys = 32;
+};
+template <>
+struct FlashTiles<128> {
+  static constexpr int kForwardRows = 32, kForwardKeys = 16;
+  static constexpr int kDecodeRows = 16, kDecodeKeys = 32;
+  static constexpr int kKvKeys = 16, kKvRows = 16;
+  static constexpr int kQRows = 16, kQKeys = 16;
+};
+
+__device__ __forceinline__ float neg_inf() { return -std::numeric_limits<float>::infinity(); }
+
+struct FlashShape {
+  std::int64_t heads, tq, tk;
+  int d, dv;
+  bool causal;
+
+  // Keys [0, horizon(i)) of query i may be valid; the rest are causally masked.
+  __device__ std::int64_t horizon(std::int64_t i) const {
+    if (!causal) return tk;
+    const std::int64_t h = i + (tk - tq) + 1;
+    return h < 0 ? 0 : (h > tk ? tk : h);
+  }
+};
+
+struct FlashDropout {
+  DropoutStream stream;
+  bool on;           // p > 0
+  float drop_scale;  // 1 / (1 - p) rounded to float, as dropout_scale<float>
+};
+
+struct ForwardArgs {
+  const float* q;
+  const float* k;
+  const float* v;
+  float* out;
+  float* lse;
+  const std::int32_t* padding;  // null, or [B, Tk]
+  FlashShape shape;
+  float scale;
+  FlashDropout drop;
+};
+
+struct BackwardArgs {
+  const float* q;
+  const float* k;
+  const float* v;
+  const float* grad_out;
+  const float* lse;
+  const float* delta;
+  float* grad_q;  // null when not asked for (each kernel writes only its own)
+  float* grad_k;
+  float* grad_v;
+  const std::int32_t* padding;
+  FlashShape shape;
+  float scale;
+  FlashDropout drop;
+};
+
+// tile[r][c] = src[(row0 + r) * width + c] for row0 + r < rows and c < width, 0 elsewhere (c < kCols).
+// Consecutive threads read consecutive elements of a row.
+template <int kRows, int kCols, int kStride>
+__device__ __forceinline__ void load_rows(float (&tile)[kRows][kStride], const float* __restrict__ src,
+                                          std::int64_t row0, std::int64_t rows, int width) {
+#pragma unroll 4
+  for (int t = threadIdx.x; t < kRows * kCols; t += kFlashThreads) {
+    const int r = t / kCols, c = t % kCols;
+    const std::int64_t g = row0 + r;
+    tile[r][c] = g < rows && c < width ? src[g * width + c] : 0.0f;
+  }
+}
+
+// ok[c] = 1 when key key0 + c exists (< key_end) and is not padded.
+template <int kKeys>
+__device__ __forceinline__ void load_key_flags(std::uint8_t (&ok)[kKeys], const std::int32_t* __restrict__ pad_row,
+                                               std::int64_t key0, std::int64_t key_end) {
+  for (int c = threadIdx.x; c < kKeys; c += kFlashThreads) {
+    const std::int64_t key = key0 + c;
+    ok[c] = key < key_end && (pad_row == nullptr || pad_row[key] == 0) ? 1 : 0;
+  }
+}
+
+// keep[r][c] for the tile's query rows r < rows and keys c < keys: whether element (row0 + r,
+// key0 + c) of head bh's [Tq, Tk] probabilities survives dropout. The stream words of a row's keys
+// are consecutive; a thread takes one Philox block (4 words) of one row at a time.
+template <int kRows, int kKeys>
+__device__ __forceinline__ void fill_keep(std::uint8_t (&keep)[kRows][kKeys], const DropoutStream& ds, std::int64_t bh,
+                                          const FlashShape& s, std::int64_t row0, int rows, std::int64_t key0,
+                                          int keys) {
+  constexpr int kBlocksPerRow = kKeys / 4 + 1;  // a run of kKeys words touches at most this many blocks
+  static_assert(kKeys % 4 == 0, "key tiles hold whole Philox blocks' worth of words");
+  for (int t = threadIdx.x; t < kRows * kBlocksPerRow; t += kFlashThreads) {
+    const int r = t / kBlocksPerRow, b = t % kBlocksPerRow;
+    if (r >= rows) continue;
+    const std::uint64_t run = ds.offset + static_cast<std::uint64_t>(((bh * s.tq + row0 + r) * s.tk) + key0);
+    const std::uint64_t block = run / 4 + static_cast<std::uint64_t>(b);
+    if (4 * block >= run + static_cast<std::uint64_t>(keys)) continue;  // past the run
+    const philox::U32x4 counter{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u}};
+    const philox::U32x4 words = philox::philox4x32_10(counter, ds.key_lo, ds.key_hi);
+#pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      const std::uint64_t w = 4 * block + static_cast<std::uint64_t>(lane);
+      if (w < run || w - run >= static_cast<std::uint64_t>(keys)) continue;
+      keep[r][w - run] = ds.keeps(words.v[lane]) ? 1 : 0;
+    }
+  }
+}
+
+// acc[i][j] += sum_{k < depth} a[group + 16 i][k] * b[lane + 8 j][k]: a times b transposed, both
+// row-major in shared memory.
+template <int kM, int kN, typename A, typename B>
+__device__ __forceinline__ void add_product_nt(float (&acc)[kM][kN], const A& a, const B& b, int group, int lane,
+                                               int depth) {
+#pragma unroll 2
+  for (int k = 0; k < depth; ++k) {
+    float av[kM], bv[kN];
+#pragma unroll
+    for (int i = 0; i < kM; ++i) av[i] = a[group + kGroups * i][k];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) bv[j] = b[lane + kLanes * j][k];
+#pragma unroll
+    for (int i = 0; i < kM; ++i)
+#pragma unroll
+      for (int j = 0; j < kN; ++j) acc[i][j] += av[i] * bv[j];
+  }
+}
+
+// acc[i][j] += sum_{k < depth} a[group + 16 i][k] * b[k][lane + 8 j]: a times b, both row-major in
+// shared memory.
+template <int kM, int kN, typename A, typename B>
+__device__ __forceinline__ void add_product_nn(float (&acc)[kM][kN], const A& a, const B& b, int group, int lane,
+                                               int depth) {
+#pragma unroll 2
+  for (int k = 0; k < depth; ++k) {
+    float av[kM], bv[kN];
+#pragma unroll
+    for (int i = 0; i < kM; ++i) av[i] = a[group + kGroups * i][k];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) bv[j] = b[k][lane + kLanes * j];
+#pragma unroll
+    for (int i = 0; i < kM; ++i)
+#pragma unroll
+      for (int j = 0; j < kN; ++j) acc[i][j] += av[i] * bv[j];
+  }
+}
+
+template <int kM, int kN>
+__device__ __forceinline__ void set_zero(float (&acc)[kM][kN]) {
+#pragma unroll
+  for (int i = 0; i < kM; ++i)
+#pragma unroll
+    for (int j = 0; j < kN; ++j) acc[i][j] = 0.0f;
+}
+
+// The max and the sum over the 8 lanes of a row group (every lane gets the same bits).
+__device__ __forceinline__ float group_max(float x) {
+#pragma unroll
+  for (int m = 1; m < kLanes; m *= 2) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, m));
+  return x;
+}
+__device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int m = 1; m < kLanes; m *= 2) x += __shfl_xor_sync(kFullMask, x, m);
+  return x;
+}
+
+// Row-major [rows][width] store of a thread's kM x kO accumulator (rows row0 + group + 16 i,
+// columns lane + 8 j), times `factor` per row; rows >= rows and columns >= width are not written.
+template <int kM, int kO>
+__device__ __forceinline__ void store_rows(float* __restrict__ dst, const float (&acc)[kM][kO],
+                                           const float (&factor)[kM], std::int64_t row0, std::int64_t rows, int width,
+                                           int group, int lane) {
+#pragma unroll
+  for (int i = 0; i < kM; ++i) {
+    const std::int64_t row = row0 + group + kGroups * i;
+    if (row >= rows) continue;
+#pragma unroll
+    for (int j = 0; j < kO; ++j) {
+      const int col = lane + kLanes * j;
+      if (col < width) dst[row * width + col] = acc[i][j] * factor[i];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward.
+
+template <int kD, int kRows, int kKeys>
+__global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+  constexpr int kM = kRows / kGroups;  // query rows per thread
+  constexpr int kN = kKeys / kLanes;   // keys per thread in a score tile
+  constexpr int kO = kD / kLanes;      // output columns per thread
+  static_assert(kM * kGroups == kRows && kN * kLanes == kKeys && kO * kLanes == kD, "tiles must split evenly");
+  static_assert(
+      4 * (kRows * (kD + 1) + 2 * kKeys * (kD + 1) + kRows * (kKeys + 8)) + kKeys + kRows * kKeys <= kSharedLimit,
+      "forward tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED(q_s, float[kRows][kD + 1]);
+  EMU_STATIC_SHARED(k_s, float[kKeys][kD + 1]);
+  EMU_STATIC_SHARED(v_s, float[kKeys][kD + 1]);
+  EMU_STATIC_SHARED(p_s, float[kRows][kKeys + 8]);
+  EMU_STATIC_SHARED(key_ok, std::uint8_t[kKeys]);
+  EMU_STATIC_SHARED(keep_s, std::uint8_t[kRows][kKeys]);
+
+  const FlashShape& s = a.shape;
+  const int lane = threadIdx.x % kLanes, group = threadIdx.x / kLanes;
+  const std::int64_t bh = blockIdx.x, row0 = static_cast<std::int64_t>(blockIdx.y) * kRows;
+  const int rows = static_cast<int>(s.tq - row0 < kRows ? s.tq - row0 : kRows);
+  const float* q = a.q + bh * s.tq * s.d;
+  const float* k = a.k + bh * s.tk * s.d;
+  const float* v = a.v + bh * s.tk * s.dv;
+  const std::int32_t* pad_row = a.padding == nullptr ? nullptr : a.padding + (bh / s.heads) * s.tk;
+
+  load_rows<kRows, kD>(q_s, q, row0, s.tq, s.d);
+  float m[kM], l[kM], acc[kM][kO];
+  std::int64_t horizon[kM];  // of each row; 0 for rows past the end
+#pragma unroll
+  for (int i = 0; i < kM; ++i) {
+    const std::int64_t row = row0 + group + kGroups * i;
+    m[i] = neg_inf();
+    l[i] = 0.0f;
+    horizon[i] = row < s.tq ? s.horizon(row) : 0;
+  }
+  set_zero(acc);
+
+  // Keys past the last row's horizon are masked for every row of the tile.
+  const std::int64_t key_end = s.horizon(row0 + rows - 1);
+  for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
+    const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
+    load_rows<kKeys, kD>(k_s, k, key0, key_end, s.d);
+    load_rows<kKeys, kD>(v_s, v, key0, key_end, s.dv);
+    load_key_flags(key_ok, pad_row, key0, key_end);
+    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s, row0, rows, key0, keys);
+    __syncthreads();
+
+    float sc[kM][kN];
+    set_zero(sc);
+    add_product_nt(sc, q_s, k_s, group, lane, s.d);
+#pragma unroll
+    for (int i = 0; i < kM; ++i) {
+      float tile_max = neg_inf();
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        const int c = lane + kLanes * j;
+        const bool valid = key_ok[c] != 0 && key0 + c < horizon[i];
+        sc[i][j] = valid ? sc[i][j] * a.scale : neg_inf();
+        tile_max = fmaxf(tile_max, sc[i][j]);
+      }
+      const float m_new = fmaxf(m[i], group_max(tile_max));
+      // No valid key so far: nothing to rescale (and exp(-inf - -inf) would be NaN).
+      const float alpha = m_new == neg_inf() ? 1.0f : dev_exp(m[i] - m_new);
+      float sum = 0.0f;
+      const int r = group + kGroups * i;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        const int c = lane + kLanes * j;
+        const float p = sc[i][j] == neg_inf() ? 0.0f : dev_exp(sc[i][j] - m_new);
+        sum += p;
+        // keep_s is written for every valid element, and p > 0 only there.
+        p_s[r][c] = !a.drop.on ? p : (p > 0.0f && keep_s[r][c] != 0 ? p * a.drop.drop_scale : 0.0f);
+      }
+      l[i] = l[i] * alpha + sum;
+#pragma unroll
+      for (int j = 0; j < kO; ++j) acc[i][j] *= alpha;
+      m[i] = m_new;
+    }
+    __syncthreads();
+    add_product_nn(acc, p_s, v_s, group, lane, keys);
+    __syncthreads();  // the next tile overwrites k_s, v_s, p_s and keep_s
+  }
+
+  float inv[kM];
+#pragma unroll
+  for (int i = 0; i < kM; ++i) {
+    const float total = group_sum(l[i]);
+    const bool any = m[i] != neg_inf();
+    inv[i] = any ? 1.0f / total : 0.0f;
+    const std::int64_t row = row0 + group + kGroups * i;
+    if (lane == 0 && row < s.tq) a.lse[bh * s.tq + row] = any ? m[i] + dev_log(total) : neg_inf();
+  }
+  store_rows(a.out + bh * s.tq * s.dv, acc, inv, row0, s.tq, s.dv, group, lane);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward.
+
+// delta[row] = sum_j grad_out[row, j] * out[row, j] (a row op of row_reduce.cuh: a warp per row).
+struct DeltaRows {
+  using State = Sum<float>;
+  const float* grad_out;
+  const float* out;
+  float* delta;
+  std::int64_t dv;
+
+  __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
+    for (std::int64_t j = first; j < dv; j += step) st.add(grad_out[row * dv + j] * out[row * dv + j]);
+  }
+  __device__ void finish(const State& st, std::int64_t row, int first, int) const {
+    if (first == 0) delta[row] = st.value();
+  }
+};
+
+// P, dS (with the scale) and D of one element, from its score q . k, dD = dO . v, the row's lse and
+// delta, whether the element is valid and its keep flag.
+struct ElementGrads {
+  float dropped;     // D = P * z
+  float grad_score;  // scale * P * (dD * z - delta): d/d(q . k)
+};
+
+__device__ __forceinline__ ElementGrads element_grads(const BackwardArgs& a, float score, float grad_dropped, float lse,
+                                                      float delta, bool valid, bool keep) {
+  // lse is -inf only for a row without a valid key; its P is 0.
+  const float p = valid && lse != neg_inf() ? dev_exp(score * a.scale - lse) : 0.0f;
+  float dropped = p, grad_prob = grad_dropped;
+  if (a.drop.on) {
+    dropped = keep ? p * a.drop.drop_scale : 0.0f;
+    grad_prob = keep ? grad_dropped * a.drop.drop_scale : 0.0f;
+  }
+  return {dropped, a.scale * p * (grad_prob - delta)};
+}
+
+// dK and dV of one tile of kKeys keys, over every query tile of kRows rows that can see them.
+template <int kD, int kKeys, int kRows>
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_kv_kernel(BackwardArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+  constexpr int kM = kKeys / kGroups;  // keys per thread
+  constexpr int kN = kRows / kLanes;   // queries per thread in a score tile
+  constexpr int kO = kD / kLanes;      // gradient columns per thread
+  static_assert(kM * kGroups == kKeys && kN * kLanes == kRows && kO * kLanes == kD, "tiles must split evenly");
+  static_assert(
+      4 * (2 * kKeys * (kD + 1) + 2 * kRows * (kD + 1) + 2 * kKeys * (kRows + 8) + 2 * kRows) + kKeys + kRows * kKeys <=
+          kSharedLimit,
+      "dK/dV tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED(k_s, float[kKeys][kD + 1]);
+  EMU_STATIC_SHARED(v_s, float[kKeys][kD + 1]);
+  EMU_STATIC_SHARED(q_s, float[kRows][kD + 1]);
+  EMU_STATIC_SHARED(do_s, float[kRows][kD + 1]);
+  EMU_STATIC_SHARED(dropped_t, float[kKeys][kRows + 8]);     // D^T
+  EMU_STATIC_SHARED(grad_score_t, float[kKeys][kRows + 8]);  // dS^T
+  EMU_STATIC_SHARED(lse_s, float[kRows]);
+  EMU_STATIC_SHARED(delta_s, float[kRows]);
+  EMU_STATIC_SHARED(key_ok, std::uint8_t[kKeys]);
+  EMU_STATIC_SHARED(keep_s, std::uint8_t[kRows][kKeys]);
+
+  const FlashShape& s = a.shape;
+  const int lane = threadIdx.x % kLanes, group = threadIdx.x / kLanes;
+  const std::int64_t bh = blockIdx.x, key0 = static_cast<std::int64_t>(blockIdx.y) * kKeys;
+  const int keys = static_cast<int>(s.tk - key0 < kKeys ? s.tk - key0 : kKeys);
+  const float* q = a.q + bh * s.tq * s.d;
+  const float* grad_out = a.grad_out + bh * s.tq * s.dv;
+  const std::int32_t* pad_row = a.padding == nullptr ? nullptr : a.padding + (bh / s.heads) * s.tk;
+  const bool want_k = a.grad_k != nullptr, want_v = a.grad_v != nullptr;
+
+  load_rows<kKeys, kD>(k_s, a.k + bh * s.tk * s.d, key0, s.tk, s.d);
+  load_rows<kKeys, kD>(v_s, a.v + bh * s.tk * s.dv, key0, s.tk, s.dv);
+  load_key_flags(key_ok, pad_row, key0, s.tk);
+  float dk[kM][kO], dv[kM][kO];
+  set_zero(dk);
+  set_zero(dv);
+
+  // Query i sees key key0 when key0 < horizon(i), i.e. i >= key0 - (Tk - Tq): earlier query tiles
+  // see none of these keys.
+  std::int64_t first_row = s.causal ? key0 - (s.tk - s.tq) : 0;
+  first_row = first_row < 0 ? 0 : first_row;
+  for (std::int64_t row0 = first_row / kRows * kRows; row0 < s.tq; row0 += kRows) {  // block-uniform
+    const int rows = static_cast<int>(s.tq - row0 < kRows ? s.tq - row0 : kRows);
+    load_rows<kRows, kD>(q_s, q, row0, s.tq, s.d);
+    load_rows<kRows, kD>(do_s, grad_out, row0, s.tq, s.dv);
+    for (int r = threadIdx.x; r < kRows; r += kFlashThreads) {
+      lse_s[r] = r < rows ? a.lse[bh * s.tq + row0 + r] : neg_inf();
+      delta_s[r] = r < rows ? a.delta[bh * s.tq + row0 + r] : 0.0f;
+    }
+    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s, row0, rows, key0, keys);
+    __syncthreads();
+
+    float st[kM][kN], dpt[kM][kN];  // S^T (unscaled) and dD^T
+    set_zero(st);
+    set_zero(dpt);
+    add_product_nt(st, k_s, q_s, group, lane, s.d);
+    add_product_nt(dpt, v_s, do_s, group, lane, s.dv);
+#pragma unroll
+    for (int i = 0; i < kM; ++i) {
+      const int c = group + kGroups * i;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        const int r = lane + kLanes * j;
+        const bool valid = r < rows && key_ok[c] != 0 && key0 + c < s.horizon(row0 + r);
+        const bool keep = a.drop.on && valid && keep_s[r][c] != 0;
+        const ElementGrads e = element_grads(a, st[i][j], dpt[i][j], lse_s[r], delta_s[r], valid, keep);
+        dropped_t[c][r] = e.dropped;
+        grad_score_t[c][r] = e.grad_score;
+      }
+    }
+    __syncthreads();
+    if (want_v) add_product_nn(dv, dropped_t, do_s, group, lane, rows);
+    if (want_k) add_product_nn(dk, grad_score_t, q_s, group, lane, rows);
+    __syncthreads();  // the next query tile overwrites every tile
+  }
+
+  float one[kM];
+#pragma unroll
+  for (int i = 0; i < kM; ++i) one[i] = 1.0f;
+  if (want_k) store_rows(a.grad_k + bh * s.tk * s.d, dk, one, key0, s.tk, s.d, group, lane);
+  if (want_v) store_rows(a.grad_v + bh * s.tk * s.dv, dv, one, key0, s.tk, s.dv, group, lane);
+}
+
+// dQ of one tile of kRows queries, over every key tile of kKeys keys they can see.
+template <int kD, int kRows, int kKeys>
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_q_kernel(BackwardArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+  constexpr int kM = kRows / kGroups;  // query rows per thread
+  constexpr int kN = kKeys / kLanes;   // keys per thread in a score tile
+  constexpr int kO = kD / kLanes;      // gradient columns per thread
+  static_assert(kM * kGroups == kRows && kN * kLanes == kKeys && kO * kLanes == kD, "tiles must split evenly");
+  static_assert(
+      4 * (2 * kRows * (kD + 1) + 2 * kKeys * (kD + 1) + kRows * (kKeys + 8)) + kKeys + kRows * kKeys <= kSharedLimit,
+      "dQ tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED(q_s, float[kRows][kD + 1]);
+  EMU_STATIC_SHARED(do_s, float[kRows][kD + 1]);
+  EMU_STATIC_SHARED(k_s, float[kKeys][kD + 1]);
+  EMU_STATIC_SHARED(v_s, float[kKeys][kD + 1]);
+  EMU_STATIC_SHARED(grad_score, float[kRows][kKeys + 8]);  // dS
+  EMU_STATIC_SHARED(key_ok, std::uint8_t[kKeys]);
+  EMU_STATIC_SHARED(keep_s, std::uint8_t[kRows][kKeys]);
+
+  const FlashShape& s = a.shape;
+  const int lane = threadIdx.x % kLanes, group = threadIdx.x / kLanes;
+  const std::int64_t bh = blockIdx.x, row0 = static_cast<std::int64_t>(blockIdx.y) * kRows;
+  const int rows = static_cast<int>(s.tq - row0 < kRows ? s.tq - row0 : kRows);
+  const float* k = a.k + bh * s.tk * s.d;
+  const float* v = a.v + bh * s.tk * s.dv;
+  const std::int32_t* pad_row = a.padding == nullptr ? nullptr : a.padding + (bh / s.heads) * s.tk;
+
+  load_rows<kRows, kD>(q_s, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
+  load_rows<kRows, kD>(do_s, a.grad_out + bh * s.tq * s.dv, row0, s.tq, s.dv);
+  float lse[kM], delta[kM];
+  std::int64_t horizon[kM];
+#pragma unroll
+  for (int i = 0; i < kM; ++i) {
+    const std::int64_t row = row0 + group + kGroups * i;
+    lse[i] = row < s.tq ? a.lse[bh * s.tq + row] : neg_inf();
+    delta[i] = row < s.tq ? a.delta[bh * s.tq + row] : 0.0f;
+    horizon[i] = row < s.tq ? s.horizon(row) : 0;
+  }
+  float dq[kM][kO];
+  set_zero(dq);
+
+  const std::int64_t key_end = s.horizon(row0 + rows - 1);
+  for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeys) {  // block-uniform
+    const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
+    load_rows<kKeys, kD>(k_s, k, key0, key_end, s.d);
+    load_rows<kKeys, kD>(v_s, v, key0, key_end, s.dv);
+    load_key_flags(key_ok, pad_row, key0, key_end);
+    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s, row0, rows, key0, keys);
+    __syncthreads();
+
+    float sc[kM][kN], dp[kM][kN];  // S (unscaled) and dD
+    set_zero(sc);
+    set_zero(dp);
+    add_product_nt(sc, q_s, k_s, group, lane, s.d);
+    add_product_nt(dp, do_s, v_s, group, lane, s.dv);
+#pragma unroll
+    for (int i = 0; i < kM; ++i) {
+      const int r = group + kGroups * i;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        const int c = lane + kLanes * j;
+        const bool valid = key_ok[c] != 0 && key0 + c < horizon[i];
+        const bool keep = a.drop.on && valid && keep_s[r][c] != 0;
+        grad_score[r][c] = element_grads(a, sc[i][j], dp[i][j], lse[i], delta[i], valid, keep).grad_score;
+      }
+    }
+    __syncthreads();
+    add_product_nn(dq, grad_score, k_s, group, lane, keys);
+    __syncthreads();  // the next key tile overwrites every tile
+  }
+
+  float one[kM];
+#pragma unroll
+  for (int i = 0; i < kM; ++i) one[i] = 1.0f;
+  store_rows(a.grad_q + bh * s.tq * s.d, dq, one, row0, s.tq, s.d, group, lane);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+FlashShape shape_of(const Tensor& q, const Tensor& v, bool causal) {
+  return {q.size(1), q.size(2), v.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), causal};
+}
+
+FlashDropout dropout_of(double p, std::uint64_t seed, std::uint64_t offset) {
+  return {dropout_stream(p, seed, offset), p > 0.0, dropout_scale<float>(p)};
+}
+
+// Checks what the kernels take, and calls fn.template operator()<kD>() with the smallest largest
+// head dim that holds d and dv.
+template <typename Fn>
+void dispatch_head_dim(const char* op, const Tensor& q, const Tensor& v, Fn&& fn) {
+  if (q.dtype() != DType::Float32)
+    fail(op, "the CUDA kernels take float32 (and widened 16-bit) tensors, not {}; float64 runs on the CPU backends",
+         dtype_name(q.dtype()));
+  const std::int64_t d = q.size(3), dv = v.size(3), dmax = d > dv ? d : dv;
+  if (dmax > kFlashAttentionMaxHeadDim)
+    fail(op, "head dims d = {}, dv = {}: the CUDA kernels take at most {}", d, dv, kFlashAttentionMaxHeadDim);
+  if (dmax <= 32)
+    fn.template operator()<32>();
+  else if (dmax <= 64)
+    fn.template operator()<64>();
+  else
+    fn.template operator()<128>();
+}
+
+// Grid (b * H + h, tile): tiles of `tile` rows over `length`.
+dim3 flash_grid(const char* op, const Tensor& q, std::int64_t length, int tile) {
+  const std::int64_t heads = q.size(0) * q.size(1), tiles = ceil_div(length, tile);
+  if (heads > INT32_MAX || tiles > 65535)
+    fail(op, "{} heads x {} tiles of {} is past the grid's limits", heads, tiles, tile);
+  return dim3(static_cast<unsigned>(heads), static_cast<unsigned>(tiles));
+}
+
+const std::int32_t* padding_of(const Tensor& key_padding) {
+  return key_padding.defined() ? key_padding.data<std::int32_t>() : nullptr;
+}
+
+float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+}  // namespace
+
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                             const Tensor& key_padding, bool causal, double p, std::uint64_t seed, std::uint64_t offset,
+                             double scale) {
+  const char* op = "flash_attention";
+  const ForwardArgs args{q.data<float>(),        k.data<float>(),           v.data<float>(),
+                         out.data<float>(),      lse.data<float>(),         padding_of(key_padding),
+                         shape_of(q, v, causal), static_cast<float>(scale), dropout_of(p, seed, offset)};
+  dispatch_head_dim(op, q, v, [&]<int kD>() {
+    using Tiles = FlashTiles<kD>;
+    if (q.size(2) <= Tiles::kDecodeRows)
+      launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys>,
+                     flash_grid(op, q, q.size(2), Tiles::kDecodeRows), kFlashThreads, 0, args);
+    else
+      launch_checked(op, flash_forward_kernel<kD, Tiles::kForwardRows, Tiles::kForwardKeys>,
+                     flash_grid(op, q, q.size(2), Tiles::kForwardRows), kFlashThreads, 0, args);
+  });
+}
+
+void flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse, const Tensor& grad_q, const Tensor& grad_k,
+                              const Tensor& grad_v, const Tensor& key_padding, bool causal, double p,
+                              std::uint64_t seed, std::uint64_t offset, double scale) {
+  const char* op = "flash_attention_backward";
+  dispatch_head_dim(op, q, v, [&]<int kD>() {
+    using Tiles = FlashTiles<kD>;
+    const std::int64_t rows = q.size(0) * q.size(1) * q.size(2);
+    Tensor delta = empty({rows}, {DType::Float32, q.device()});
+    launch_rows("flash_attention_backward (delta)",
+                DeltaRows{grad_out.data<float>(), out.data<float>(), delta.data<float>(), v.size(3)}, rows, v.size(3));
+    const BackwardArgs args{q.data<float>(),
+                            k.data<float>(),
+                            v.data<float>(),
+                            grad_out.data<float>(),
+                            lse.data<float>(),
+                            delta.data<float>(),
+                            data_or_null(grad_q),
+                            data_or_null(grad_k),
+                            data_or_null(grad_v),
+                            padding_of(key_padding),
+                            shape_of(q, v, causal),
+                            static_cast<float>(scale),
+                            dropout_of(p, seed, offset)};
+    if (grad_k.defined() || grad_v.defined())
+      launch_checked(op, flash_backward_kv_kernel<kD, Tiles::kKvKeys, Tiles::kKvRows>,
+                     flash_grid(op, q, k.size(2), Tiles::kKvKeys), kFlashThreads, 0, args);
+    if (grad_q.defined())
+      launch_checked(op, flash_backward_q_kernel<kD, Tiles::kQRows, Tiles::kQKeys>,
+                     flash_grid(op, q, q.size(2), Tiles::kQRows), kFlashThreads, 0, args);
+  });
+}
+
+}  // namespace define::kernels::DEFINE_CUDA_NS

@@ -1,0 +1,132 @@
+// Entry points of the flash-attention family: checks, the canonical padding mask, output allocation,
+// the empty cases, 16-bit widening and dispatch. The backends see contiguous tensors of one float
+// dtype, B * H * Tq > 0 and Tk > 0, and a padding mask that is undefined or a contiguous int32
+// [B, Tk] of 0/1 on the tensors' device (kernels/contracts/flash_attention.inc).
+#include "kernels/flash_attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/factory.h"
+#include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/cpu/flash_attention.h"
+#include "kernels/elementwise.h"
+#include "kernels/float16_compute.h"
+#include "kernels/ref/flash_attention.h"
+
+namespace define::kernels {
+namespace {
+
+void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  for (const Tensor* t : {&q, &k, &v})
+    if (!t->defined()) fail(op, "q, k and v must all be defined tensors");
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    fail(op, "q {}, k {}, v {} must all be 4-d [B, H, T, d]", shape_str(q.shape()), shape_str(k.shape()),
+         shape_str(v.shape()));
+  const bool batch_ok =
+      q.size(0) == k.size(0) && q.size(1) == k.size(1) && k.size(0) == v.size(0) && k.size(1) == v.size(1);
+  if (!batch_ok || q.size(3) != k.size(3) || k.size(2) != v.size(2))
+    fail(op, "shapes do not match: q {} [B, H, Tq, d], k {} [B, H, Tk, d], v {} [B, H, Tk, dv]", shape_str(q.shape()),
+         shape_str(k.shape()), shape_str(v.shape()));
+  check_same_device(op, {q, k, v});
+  check_floating(op, q);
+  check_same_dtype(op, {q, k, v});
+}
+
+void check_scale(const char* op, double scale) {
+  if (!std::isfinite(scale)) fail(op, "scale {} is not finite", scale);
+}
+
+void check_masking(const char* op, std::int64_t batch, std::int64_t keys, const AttentionMasking& m) {
+  if (!(m.dropout >= 0.0 && m.dropout <= 1.0)) fail(op, "dropout {} is outside [0, 1]", m.dropout);
+  const Tensor& pad = m.key_padding_mask;
+  if (pad.defined() && (pad.dim() != 2 || pad.size(0) != batch || pad.size(1) != keys))
+    fail(op, "key_padding_mask {} must be [B, Tk] = [{},{}]", shape_str(pad.shape()), batch, keys);
+}
+
+// The padding mask as the backends read it: int32 0/1, contiguous, on `device` ("nonzero" decided
+// before the cast, as kernels/attention.cpp does).
+Tensor canonical_padding(const Tensor& pad, Device device) {
+  if (!pad.defined()) return pad;
+  Tensor m = pad.device() == device ? pad : copy_to_device(pad, device);
+  if (m.dtype() != DType::Int32) m = cast(unary(UnaryOp::NeScalar, m, 0.0), DType::Int32);
+  return contiguous(m);
+}
+
+Tensor empty_like_of(const Shape& shape, const Tensor& like) { return empty(shape, {like.dtype(), like.device()}); }
+
+}  // namespace
+
+FlashAttentionOutput flash_attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                             const AttentionMasking& masking, double scale) {
+  const char* op = "flash_attention";
+  // No backend has a 16-bit kernel yet: exact upcast, compute, out rounded once; lse stays float32.
+  if (any_float16({q_in, k_in, v_in})) {
+    const FlashAttentionOutput r =
+        flash_attention_forward(widen(q_in, q_in), widen(k_in, q_in), widen(v_in, q_in), masking, scale);
+    return {narrow(r.out, q_in.dtype()), narrow(r.lse, statistics_dtype(q_in.dtype()))};
+  }
+  check_qkv(op, q_in, k_in, v_in);
+  check_scale(op, scale);
+  const std::int64_t b = q_in.size(0), h = q_in.size(1), tq = q_in.size(2), tk = k_in.size(2);
+  check_masking(op, b, tk, masking);
+  const Tensor q = contiguous(q_in), k = contiguous(k_in), v = contiguous(v_in);
+  FlashAttentionOutput r{empty_like_of({b, h, tq, v.size(3)}, q), empty_like_of({b, h, tq}, q)};
+  if (b * h * tq == 0) return r;
+  if (tk == 0) {  // no key at all: every row is fully masked
+    fill(r.out, 0.0);
+    fill(r.lse, -std::numeric_limits<double>::infinity());
+    return r;
+  }
+  const Tensor pad = canonical_padding(masking.key_padding_mask, q.device());
+  DEFINE_BACKEND_CALL(op, q, flash_attention_forward, q, k, v, r.out, r.lse, pad, masking.causal, masking.dropout,
+                      masking.seed, masking.offset, scale);
+  return r;
+}
+
+AttentionGrads flash_attention_backward(const Tensor& grad_out_in, const Tensor& q_in, const Tensor& k_in,
+                                        const Tensor& v_in, const Tensor& out_in, const Tensor& lse_in,
+                                        const AttentionMasking& masking, double scale, bool need_q, bool need_k,
+                                        bool need_v) {
+  const char* op = "flash_attention_backward";
+  if (any_float16({grad_out_in, q_in, k_in, v_in, out_in})) {
+    const Tensor& like = q_in;
+    const AttentionGrads r =
+        flash_attention_backward(widen(grad_out_in, like), widen(q_in, like), widen(k_in, like), widen(v_in, like),
+                                 widen(out_in, like), widen(lse_in, like), masking, scale, need_q, need_k, need_v);
+    return {narrow(r.grad_q, q_in.dtype()), narrow(r.grad_k, k_in.dtype()), narrow(r.grad_v, v_in.dtype())};
+  }
+  check_qkv(op, q_in, k_in, v_in);
+  check_scale(op, scale);
+  const std::int64_t b = q_in.size(0), h = q_in.size(1), tq = q_in.size(2), tk = k_in.size(2), dv = v_in.size(3);
+  check_masking(op, b, tk, masking);
+  for (const Tensor* t : {&grad_out_in, &out_in, &lse_in})
+    if (!t->defined()) fail(op, "grad_out, out and lse must all be defined tensors");
+  if (grad_out_in.shape() != Shape{b, h, tq, dv} || out_in.shape() != Shape{b, h, tq, dv})
+    fail(op, "grad_out {} and out {} must be [B, H, Tq, dv] = [{},{},{},{}]", shape_str(grad_out_in.shape()),
+         shape_str(out_in.shape()), b, h, tq, dv);
+  if (lse_in.shape() != Shape{b, h, tq})
+    fail(op, "lse {} must be [B, H, Tq] = [{},{},{}]", shape_str(lse_in.shape()), b, h, tq);
+  check_same_device(op, {q_in, grad_out_in, out_in, lse_in});
+  check_same_dtype(op, {q_in, grad_out_in, out_in, lse_in});
+
+  AttentionGrads g;
+  if (need_q) g.grad_q = empty_like_of(q_in.shape(), q_in);
+  if (need_k) g.grad_k = empty_like_of(k_in.shape(), q_in);
+  if (need_v) g.grad_v = empty_like_of(v_in.shape(), q_in);
+  if (!need_q && !need_k && !need_v) return g;
+  if (b * h * tq == 0 || tk == 0) {  // nothing attends to anything: every gradient is zero
+    for (const Tensor* t : {&g.grad_q, &g.grad_k, &g.grad_v})
+      if (t->defined() && t->numel() > 0) fill(*t, 0.0);
+    return g;
+  }
+  const Tensor q = contiguous(q_in), k = contiguous(k_in), v = contiguous(v_in);
+  const Tensor grad_out = contiguous(grad_out_in), out = contiguous(out_in), lse = contiguous(lse_in);
+  const Tensor pad = canonical_padding(masking.key_padding_mask, q.device());
+  DEFINE_BACKEND_CALL(op, q, flash_attention_backward, grad_out, q, k, v, out, lse, g.grad_q, g.grad_k, g.grad_v, pad,
+                      masking.causal, masking.dropout, masking.seed, masking.offset, scale);
+  return g;
+}
+
+}  // namespace define::kernels

@@ -1,0 +1,290 @@
+// CUDA flash-attention kernels (kernels/cuda/flash_attention.cu) on the emulated device, for what the
+// op harness cannot express: forward and backward against the reference at sizes past several tiles
+// of every tile configuration (head dims 32, 41, 64, 128; Tq != Tk, a memory longer than the
+// segment, lengths that are not multiples of a tile, one query row against a long cache), masks,
+// fully masked rows, dropout equal to the unfused attention's for the same seed and offset,
+// bit-identical results under every emulator schedule, and the memory it does not use: no
+// [B, H, Tq, Tk] tensor.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/factory.h"
+#include "kernels/attention.h"
+#include "kernels/backend.h"
+#include "kernels/copy.h"
+#include "kernels/cuda/device.h"
+#include "kernels/devices.h"
+#include "kernels/flash_attention.h"
+#include "support/common.h"
+#include "support/emulated_device.h"
+
+using namespace define;
+using define::test::check_close;
+using define::test::check_identical;
+using define::test::run_all_schedules;
+using define::test::to_test_device;
+using define::test::values;
+
+namespace {
+
+void register_emu() {
+  static const kernels::DeviceAvailability devices = kernels::register_devices();
+  REQUIRE(devices.emu);
+}
+
+// [B, Tk] int32: batch b pads keys j with (j + b) % 5 == 2, and the last batch (when B > 1) pads
+// every key: its rows are fully masked.
+Tensor padding(std::int64_t b, std::int64_t tk) {
+  std::vector<std::int32_t> m(static_cast<std::size_t>(b * tk));
+  for (std::int64_t i = 0; i < b; ++i)
+    for (std::int64_t j = 0; j < tk; ++j)
+      m[static_cast<std::size_t>(i * tk + j)] = ((b > 1 && i == b - 1) || (j + i) % 5 == 2) ? 1 : 0;
+  return from_vector(m, Shape{b, tk});
+}
+
+struct Problem {
+  std::int64_t b, h, tq, tk, d, dv;
+  bool causal = false, padded = false;
+  double p = 0.0;
+
+  std::string name() const {
+    return fmt::format("B{} H{} Tq{} Tk{} d{} dv{}{}{}{}", b, h, tq, tk, d, dv, causal ? " causal" : "",
+                       padded ? " padded" : "", p > 0 ? fmt::format(" dropout {}", p) : "");
+  }
+  kernels::AttentionMasking masking() const {
+    return {.key_padding_mask = padded ? padding(b, tk) : Tensor(),
+            .causal = causal,
+            .dropout = p,
+            .seed = 0xfeedbeef12ull,
+            .offset = 12};
+  }
+  double scale() const { return 1.0 / std::sqrt(double(d)); }
+};
+
+// CPU inputs of a problem: q, k, v and the upstream gradient.
+struct Inputs {
+  Tensor q, k, v, up;
+  explicit Inputs(const Problem& s, std::uint64_t seed = 9) {
+    Generator gen(seed);
+    q = rand_uniform({s.b, s.h, s.tq, s.d}, -1, 1, {}, gen);
+    k = rand_uniform({s.b, s.h, s.tk, s.d}, -1, 1, {}, gen);
+    v = rand_uniform({s.b, s.h, s.tk, s.dv}, -1, 1, {}, gen);
+    up = rand_uniform({s.b, s.h, s.tq, s.dv}, -1, 1, {}, gen);
+  }
+  Inputs on_device() const {
+    Inputs r = *this;
+    r.q = to_test_device(q), r.k = to_test_device(k), r.v = to_test_device(v), r.up = to_test_device(up);
+    return r;
+  }
+};
+
+// out, lse, grad_q, grad_k, grad_v of the flash-attention family on the inputs' device (the CPU ones on
+// the thread's CPU backend).
+std::vector<Tensor> flash(const Problem& s, const Inputs& in) {
+  const kernels::AttentionMasking m = s.masking();
+  const kernels::FlashAttentionOutput f = kernels::flash_attention_forward(in.q, in.k, in.v, m, s.scale());
+  const kernels::AttentionGrads g =
+      kernels::flash_attention_backward(in.up, in.q, in.k, in.v, f.out, f.lse, m, s.scale(), true, true, true);
+  return {f.out, f.lse, g.grad_q, g.grad_k, g.grad_v};
+}
+
+// out, grad_q, grad_k, grad_v of the unfused attention family.
+std::vector<Tensor> unfused(const Problem& s, const Inputs& in) {
+  const kernels::AttentionMasking m = s.masking();
+  const kernels::AttentionOutput f = kernels::attention_forward(in.q, in.k, in.v, m, s.scale(), true);
+  const kernels::AttentionGrads g =
+      kernels::attention_backward(in.up, in.q, in.k, in.v, f.probs, m, s.scale(), true, true, true);
+  return {f.out, g.grad_q, g.grad_k, g.grad_v};
+}
+
+const char* const kFlashNames[] = {"out", "lse", "grad_q", "grad_k", "grad_v"};
+
+// lse is -inf in fully masked rows on both sides: compared where finite, and equal where not.
+void check_lse(const Tensor& got, const Tensor& ref, const std::string& what) {
+  const std::vector<double> a = values(got), b = values(ref);
+  REQUIRE(a.size() == b.size());
+  INFO(what);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isinf(b[i]))
+      CHECK(a[i] == b[i]);
+    else
+      CHECK(a[i] == Approx(b[i]).margin(1e-5).epsilon(1e-5));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("flash attention kernels: forward and backward against the reference",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  // The tiles (queries x keys) are chosen by max(d, dv) <= 32, 64, 128 and, for the forward, by
+  // Tq <= 16 (the decoding tile): kernels/cuda/flash_attention.cu, FlashTiles.
+  const std::vector<Problem> problems = {
+      {2, 2, 37, 53, 32, 32},                      // odd lengths, d <= 32 tiles
+      {2, 1, 70, 150, 41, 41, true, true},         // a memory (Tk > Tq), causal, padded; d 41 in the 64 tiles
+      {2, 2, 65, 65, 64, 64, true, true},          // the last batch fully masked
+      {2, 1, 50, 40, 32, 16, true},                // Tq > Tk: the first 10 queries see nothing
+      {2, 2, 1, 700, 64, 64, false, true},         // a decoding step against a long cache
+      {3, 1, 1, 333, 32, 32, false, true},         // the same, 32 tiles
+      {1, 2, 5, 70, 128, 96, true},                // a few query rows, 128 tiles
+      {1, 2, 33, 47, 128, 128},                    // d 128
+      {1, 2, 20, 30, 100, 72, true},               // d != dv, 128 tiles
+      {1, 3, 19, 100, 24, 40, false, false, 0.2},  // dropout, dv > d
+  };
+  for (const Problem& s : problems) {
+    const Inputs in(s);
+    const std::vector<Tensor> got = flash(s, in.on_device());
+    std::vector<Tensor> ref;
+    {
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      ref = flash(s, in);
+    }
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const std::string what = s.name() + " " + kFlashNames[i];
+      CHECK(got[i].device() == define::test::kernel_test_device());
+      if (i == 1)
+        check_lse(got[i], ref[i], what);
+      else
+        check_close(got[i], ref[i], 2e-5, 2e-5, what);
+    }
+  }
+}
+
+TEST_CASE("flash attention kernels: dropout equals the unfused attention's, same seed and offset",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  for (const Problem& s :
+       {Problem{2, 2, 45, 70, 32, 32, true, true, 0.1}, Problem{1, 2, 66, 66, 64, 48, true, false, 0.3},
+        Problem{2, 1, 3, 260, 16, 16, false, true, 0.25}}) {
+    const Inputs in(s, 4);
+    const Inputs dev = in.on_device();
+    const std::vector<Tensor> f = flash(s, dev);
+    const std::vector<Tensor> u = unfused(s, dev);  // the unfused CUDA kernels, on the same device
+    check_close(f[0], u[0], 2e-5, 2e-5, s.name() + " out, flash against unfused");
+    for (std::size_t i = 1; i < 4; ++i)
+      check_close(f[i + 1], u[i], 2e-5, 2e-5, s.name() + " " + kFlashNames[i + 1] + ", flash against unfused");
+    // And against the unfused reference: the same mask on every backend.
+    kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+    const std::vector<Tensor> r = unfused(s, in);
+    check_close(f[0], r[0], 2e-5, 2e-5, s.name() + " out, flash against the unfused reference");
+    check_close(f[4], r[3], 2e-5, 2e-5, s.name() + " grad_v, flash against the unfused reference");
+  }
+  // Through the differentiable ops: the same generator state gives the same mask and leaves the
+  // generator in the same place.
+  const Problem s{2, 2, 30, 41, 32, 32, true, true, 0.2};
+  const Inputs in = Inputs(s, 6).on_device();
+  Generator g1(123), g2(123);
+  const AttentionOptions o1{
+      .key_padding_mask = s.masking().key_padding_mask, .causal = true, .dropout = 0.2, .generator = &g1};
+  AttentionOptions o2 = o1;
+  o2.generator = &g2;
+  const Tensor a = flash_attention(in.q, in.k, in.v, o1), b = scaled_dot_product_attention(in.q, in.k, in.v, o2);
+  CHECK(g1.state().offset == g2.state().offset);
+  check_close(a, b, 2e-5, 2e-5, "flash_attention against scaled_dot_product_attention, dropout 0.2");
+}
+
+TEST_CASE("flash attention kernels: bit-identical under every emulator schedule",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  // Several query and key tiles each (the tiles of d 32 are 64 x 64 forward, 64 keys x 32 queries
+  // for dK / dV, 64 queries x 32 keys for dQ), partial tiles, masks and dropout; the decoding tile.
+  for (const Problem& s :
+       {Problem{2, 1, 70, 75, 32, 24, true, true, 0.3}, Problem{1, 1, 40, 45, 64, 64, true, false, 0.1},
+        Problem{1, 1, 20, 17, 128, 128, false, true, 0.0},
+        Problem{2, 1, 3, 150, 64, 64, false, true, 0.2}}) {  // the decoding tile
+    const Inputs in = Inputs(s, 2).on_device();
+    for (std::size_t i = 0; i < 5; ++i)
+      run_all_schedules([&] { return flash(s, in)[i]; }, s.name() + " " + kFlashNames[i]);
+  }
+}
+
+TEST_CASE("flash attention kernels: fully masked rows are exact zeros with lse -inf, forward and backward",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  // Batch 0 pads every key; causal with Tq > Tk leaves the first queries of batch 1 without keys.
+  const Problem s{2, 2, 9, 5, 8, 8, true, false, 0.2};
+  const Inputs in = Inputs(s, 3).on_device();
+  kernels::AttentionMasking m = s.masking();
+  m.key_padding_mask = from_vector(std::vector<std::int32_t>{1, 1, 1, 1, 1, 0, 0, 0, 0, 0}, Shape{2, 5});
+  const kernels::FlashAttentionOutput f = kernels::flash_attention_forward(in.q, in.k, in.v, m, 0.5);
+  const kernels::AttentionGrads g =
+      kernels::flash_attention_backward(in.up, in.q, in.k, in.v, f.out, f.lse, m, 0.5, true, true, true);
+  const std::vector<double> out = values(f.out), lse = values(f.lse), gq = values(g.grad_q);
+  const double inf = std::numeric_limits<double>::infinity();
+  for (std::int64_t h = 0; h < 2; ++h)
+    for (std::int64_t i = 0; i < 9; ++i) {
+      const bool dead = i < 4;  // batch 1: query i sees keys j <= i - 4
+      for (const std::int64_t b : {std::int64_t{0}, std::int64_t{1}}) {
+        if (b == 1 && !dead) continue;
+        const std::int64_t row = (b * 2 + h) * 9 + i;
+        CHECK(lse[static_cast<std::size_t>(row)] == -inf);
+        for (std::int64_t c = 0; c < 8; ++c) {
+          CHECK(out[static_cast<std::size_t>(row * 8 + c)] == 0.0);
+          CHECK(gq[static_cast<std::size_t>(row * 8 + c)] == 0.0);
+        }
+      }
+    }
+  // Batch 0's keys get no gradient; everything is finite.
+  for (const Tensor& t : {g.grad_k, g.grad_v}) {
+    const std::vector<double> x = values(t);
+    for (std::size_t e = 0; e < x.size(); ++e) {
+      CHECK(std::isfinite(x[e]));
+      if (e < x.size() / 2) CHECK(x[e] == 0.0);
+    }
+  }
+  for (double x : gq) CHECK(std::isfinite(x));
+}
+
+// The point of the family: memory that does not grow with Tq * Tk. At B 1, H 4, Tq = Tk = 512,
+// d 32 the score matrix is 4 MiB, eight times q; the unfused path holds it (and with dropout the
+// dropped copy) through forward and backward, the fused path never allocates one.
+TEST_CASE("flash attention kernels: no [B, H, Tq, Tk] tensor in device memory",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;  // the emulated device's allocator statistics
+  const Problem s{1, 4, 512, 512, 32, 32, true, false, 0.1};
+  const Inputs in = Inputs(s, 1).on_device();
+  const std::size_t scores = 4 * 512 * 512 * sizeof(float);
+  auto& alloc = define::cuda_emu::allocator(0);
+  const auto peak_above = [&](const auto& run) {
+    const std::size_t before = alloc.stats().active_bytes;
+    alloc.reset_peak();
+    run();
+    return alloc.stats().peak_active_bytes - before;
+  };
+  const std::size_t fused = peak_above([&] { (void)flash(s, in); });
+  const std::size_t plain = peak_above([&] { (void)unfused(s, in); });
+  const std::size_t io = static_cast<std::size_t>(in.q.numel()) * sizeof(float);  // one [B, H, T, d] tensor
+  INFO("peak above the inputs: fused " << fused << " bytes, unfused " << plain << " bytes, scores " << scores
+                                       << " bytes, q " << io << " bytes");
+  // Fused: out, lse, delta and the three gradients (+ allocator rounding): about 4 x q.
+  CHECK(fused < 5 * io);
+  CHECK(fused < scores / 2);
+  // Unfused: the scores (P in place), D, dD / dS, plus the same outputs.
+  CHECK(plain >= 3 * scores);
+  fmt::print(
+      "flash attention memory, B 1 H 4 Tq 512 Tk 512 d 32 dropout 0.1, forward + backward peak above the "
+      "inputs: fused {:.2f} MiB, unfused {:.2f} MiB\n",
+      fused / 1048576.0, plain / 1048576.0);
+}
+
+TEST_CASE("flash attention kernels: what the CUDA kernels refuse, named",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  const Tensor q = to_test_device(zeros({1, 1, 4, 129})), v = to_test_device(zeros({1, 1, 4, 8}));
+  CHECK_THROWS_WITH(kernels::flash_attention_forward(q, q, v, {}, 1.0),
+                    Catch::Contains("head dims d = 129, dv = 8: the CUDA kernels take at most 128"));
+  const Tensor q64 = to_test_device(zeros({1, 1, 4, 8}, {.dtype = DType::Float64}));
+  CHECK_THROWS_WITH(kernels::flash_attention_forward(q64, q64, q64, {}, 1.0), Catch::Contains("float64"));
+  // 16-bit inputs are widened: the kernels run in float32 and out comes back in the inputs' dtype.
+  const Tensor h = kernels::cast(to_test_device(rand_uniform({1, 2, 5, 8}, -1, 1)), DType::Float16);
+  const kernels::FlashAttentionOutput r = kernels::flash_attention_forward(h, h, h, {.causal = true}, 0.3);
+  CHECK(r.out.dtype() == DType::Float16);
+  CHECK(r.lse.dtype() == DType::Float32);
+}
