@@ -42,7 +42,7 @@
 namespace define::kernels {
 
 // The largest head dim (d and dv) the CUDA kernels take.
-inline constexpr std::int64_t kFlashAttentionMaxHeadDim = 128;
+constexpr std::int64_t kFlashAttentionMaxHeadDim = 128;  // internal linkage: no symbol shared by the nvcc and emulator builds
 
 struct FlashAttentionOutput {
   Tensor out;  // [B, H, Tq, dv] contiguous
