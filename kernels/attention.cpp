@@ -6,21 +6,17 @@
 #include <cmath>
 
 #include "core/factory.h"
+#include "kernels/attention_checks.h"
 #include "kernels/backend.h"
-#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/float16_compute.h"
 #include "kernels/matmul.h"
 #include "kernels/ref/attention.h"
 
 namespace define::kernels {
-namespace {
-
-void check_scores(const char* op, const char* what, const Tensor& t) {
-  check_floating(op, t);
-  if (t.dim() != 4) fail(op, "{} {} must be 4-d [B, H, Tq, Tk]", what, shape_str(t.shape()));
-}
+namespace attention_checks {
 
 void check_dropout(const char* op, double p) {
   if (!(p >= 0.0 && p <= 1.0)) fail(op, "dropout {} is outside [0, 1]", p);
@@ -33,13 +29,42 @@ void check_masking(const char* op, std::int64_t batch, std::int64_t keys, const 
     fail(op, "key_padding_mask {} must be [B, Tk] = [{},{}]", shape_str(pad.shape()), batch, keys);
 }
 
-// The padding mask as the backends read it: int32 0/1, contiguous, on `device`. Any dtype is
-// accepted, so "nonzero" is decided before the cast (a float 0.5 is padding, not 0).
 Tensor canonical_padding(const Tensor& pad, Device device) {
   if (!pad.defined()) return pad;
   Tensor m = pad.device() == device ? pad : copy_to_device(pad, device);
   if (m.dtype() != DType::Int32) m = cast(unary(UnaryOp::NeScalar, m, 0.0), DType::Int32);
   return contiguous(m);
+}
+
+void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  for (const Tensor* t : {&q, &k, &v})
+    if (!t->defined()) fail(op, "q, k and v must all be defined tensors");
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    fail(op, "q {}, k {}, v {} must all be 4-d [B, H, T, d]", shape_str(q.shape()), shape_str(k.shape()),
+         shape_str(v.shape()));
+  const bool batch_ok =
+      q.size(0) == k.size(0) && q.size(1) == k.size(1) && k.size(0) == v.size(0) && k.size(1) == v.size(1);
+  if (!batch_ok || q.size(3) != k.size(3) || k.size(2) != v.size(2))
+    fail(op, "shapes do not match: q {} [B, H, Tq, d], k {} [B, H, Tk, d], v {} [B, H, Tk, dv]", shape_str(q.shape()),
+         shape_str(k.shape()), shape_str(v.shape()));
+  check_same_device(op, {q, k, v});
+  check_floating(op, q);
+  check_same_dtype(op, {q, k, v});
+}
+
+void check_scale(const char* op, double scale) {
+  if (!std::isfinite(scale)) fail(op, "scale {} is not finite", scale);
+}
+
+}  // namespace attention_checks
+
+using namespace attention_checks;
+
+namespace {
+
+void check_scores(const char* op, const char* what, const Tensor& t) {
+  check_floating(op, t);
+  if (t.dim() != 4) fail(op, "{} {} must be 4-d [B, H, Tq, Tk]", what, shape_str(t.shape()));
 }
 
 // Runs the forward row kernel on contiguous scores, writing P into `probs` (which may be the
@@ -68,26 +93,6 @@ AttentionSoftmaxGrad softmax_rows_backward(const char* op, const Tensor& probs, 
   DEFINE_BACKEND_CALL(op, probs, attention_softmax_backward, probs, grad_dropped, grad_scores, dropped, m.causal,
                       m.dropout, m.seed, m.offset, scale);
   return r;
-}
-
-void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
-  for (const Tensor* t : {&q, &k, &v})
-    if (!t->defined()) fail(op, "q, k and v must all be defined tensors");
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
-    fail(op, "q {}, k {}, v {} must all be 4-d [B, H, T, d]", shape_str(q.shape()), shape_str(k.shape()),
-         shape_str(v.shape()));
-  const bool batch_ok = q.size(0) == k.size(0) && q.size(1) == k.size(1) && k.size(0) == v.size(0) &&
-                        k.size(1) == v.size(1);
-  if (!batch_ok || q.size(3) != k.size(3) || k.size(2) != v.size(2))
-    fail(op, "shapes do not match: q {} [B, H, Tq, d], k {} [B, H, Tk, d], v {} [B, H, Tk, dv]",
-         shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  check_same_device(op, {q, k, v});
-  check_floating(op, q);
-  check_same_dtype(op, {q, k, v});
-}
-
-void check_scale(const char* op, double scale) {
-  if (!std::isfinite(scale)) fail(op, "scale {} is not finite", scale);
 }
 
 }  // namespace

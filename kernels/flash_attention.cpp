@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/factory.h"
+#include "kernels/attention_checks.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/flash_attention.h"
@@ -16,43 +17,8 @@
 #include "kernels/ref/flash_attention.h"
 
 namespace define::kernels {
+using namespace attention_checks;
 namespace {
-
-void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
-  for (const Tensor* t : {&q, &k, &v})
-    if (!t->defined()) fail(op, "q, k and v must all be defined tensors");
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
-    fail(op, "q {}, k {}, v {} must all be 4-d [B, H, T, d]", shape_str(q.shape()), shape_str(k.shape()),
-         shape_str(v.shape()));
-  const bool batch_ok =
-      q.size(0) == k.size(0) && q.size(1) == k.size(1) && k.size(0) == v.size(0) && k.size(1) == v.size(1);
-  if (!batch_ok || q.size(3) != k.size(3) || k.size(2) != v.size(2))
-    fail(op, "shapes do not match: q {} [B, H, Tq, d], k {} [B, H, Tk, d], v {} [B, H, Tk, dv]", shape_str(q.shape()),
-         shape_str(k.shape()), shape_str(v.shape()));
-  check_same_device(op, {q, k, v});
-  check_floating(op, q);
-  check_same_dtype(op, {q, k, v});
-}
-
-void check_scale(const char* op, double scale) {
-  if (!std::isfinite(scale)) fail(op, "scale {} is not finite", scale);
-}
-
-void check_masking(const char* op, std::int64_t batch, std::int64_t keys, const AttentionMasking& m) {
-  if (!(m.dropout >= 0.0 && m.dropout <= 1.0)) fail(op, "dropout {} is outside [0, 1]", m.dropout);
-  const Tensor& pad = m.key_padding_mask;
-  if (pad.defined() && (pad.dim() != 2 || pad.size(0) != batch || pad.size(1) != keys))
-    fail(op, "key_padding_mask {} must be [B, Tk] = [{},{}]", shape_str(pad.shape()), batch, keys);
-}
-
-// The padding mask as the backends read it: int32 0/1, contiguous, on `device` ("nonzero" decided
-// before the cast, as kernels/attention.cpp does).
-Tensor canonical_padding(const Tensor& pad, Device device) {
-  if (!pad.defined()) return pad;
-  Tensor m = pad.device() == device ? pad : copy_to_device(pad, device);
-  if (m.dtype() != DType::Int32) m = cast(unary(UnaryOp::NeScalar, m, 0.0), DType::Int32);
-  return contiguous(m);
-}
 
 Tensor empty_like_of(const Shape& shape, const Tensor& like) { return empty(shape, {like.dtype(), like.device()}); }
 

@@ -20,44 +20,13 @@ import bench_peers  # noqa: E402
 import tensor_files  # noqa: E402
 
 
-
-def attention(w, prefix):
-    """define's q/k/v/out projections -> nn.MultiheadAttention's packed in_proj and out_proj."""
-    return {
-        "in_proj_weight": torch.cat([w[f"{prefix}.{p}_proj.weight"] for p in "qkv"]),
-        "in_proj_bias": torch.cat([w[f"{prefix}.{p}_proj.bias"] for p in "qkv"]),
-        "out_proj.weight": w[f"{prefix}.out_proj.weight"],
-        "out_proj.bias": w[f"{prefix}.out_proj.bias"],
-    }
-
-
-def peer_state(w, layers):
-    s = {"embed.weight": w["embed.map.weight"]}
-    norm = lambda dst, src: s.update({f"{dst}.weight": w[f"{src}.weight"], f"{dst}.bias": w[f"{src}.bias"]})
-    for side in ("encoder", "decoder"):
-        for i in range(layers):
-            d, e = f"transformer.{side}.layers.{i}", f"{side}.layers.{i}"
-            s.update({f"{d}.self_attn.{k}": v for k, v in attention(w, f"{e}.self_attn").items()})
-            norm(f"{d}.linear1", f"{e}.fc1")
-            norm(f"{d}.linear2", f"{e}.fc2")
-            norm(f"{d}.norm1", f"{e}.self_attn_layer_norm")
-            if side == "encoder":
-                norm(f"{d}.norm2", f"{e}.final_layer_norm")
-            else:
-                s.update({f"{d}.multihead_attn.{k}": v for k, v in attention(w, f"{e}.encoder_attn").items()})
-                norm(f"{d}.norm2", f"{e}.encoder_attn_layer_norm")
-                norm(f"{d}.norm3", f"{e}.final_layer_norm")
-        norm(f"transformer.{side}.norm", f"{side}.layer_norm")
-    return s
-
-
 def main(folder):
     torch.set_default_dtype(torch.float64)
     c = json.load(open(os.path.join(folder, "config.json")))
     peer = bench_peers.load("nmt_torch")
     model = peer.Seq2Seq(c["vocab"], c["d_model"], c["heads"], c["ffn"], c["layers"]).double().eval()
     w = {k: torch.from_numpy(v) for k, v in tensor_files.read(os.path.join(folder, "weights.safetensors")).items()}
-    model.load_state_dict(peer_state(w, c["layers"]))  # strict: every peer tensor named
+    model.load_state_dict(peer.state_from_define(w, c["layers"]))  # strict: every peer tensor named
     inputs = tensor_files.read(os.path.join(folder, "inputs.safetensors"))
     src, tgt_in = torch.from_numpy(inputs["src"]), torch.from_numpy(inputs["tgt_in"])
     with torch.no_grad():
