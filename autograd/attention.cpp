@@ -41,8 +41,8 @@ bool is_float_for_fused(DType t) { return t == DType::Float32 || t == DType::Flo
 
 // Whether the fused kernels take this call under AttentionKernel::Auto: a GPU (or the emulated one),
 // float32 or 16-bit inputs, and head dims the kernels' tiles hold.
-bool fused_fits(const Tensor& q, const Tensor& k, const Tensor& v) {
-  if (!q.defined() || !k.defined() || !v.defined() || q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
+bool fused_fits(const Tensor& q, const Tensor& v) {
+  if (!q.defined() || !v.defined() || q.dim() != 4 || v.dim() != 4) return false;
   if (q.device().is_cpu() || !is_float_for_fused(q.dtype())) return false;
   return q.size(3) >= 1 && q.size(3) <= 128 && v.size(3) >= 1 && v.size(3) <= 128;
 }
@@ -74,14 +74,19 @@ detail::AttentionCall detail::read_attention_call(const char* op, const Tensor& 
   return call;
 }
 
+AttentionKernel detail::resolve_attention_kernel(AttentionKernel requested, const Tensor& q, const Tensor& v) {
+  const AttentionKernel kernel = requested == AttentionKernel::Auto ? default_attention_kernel() : requested;
+  if (kernel != AttentionKernel::Auto) return kernel;
+  return fused_fits(q, v) ? AttentionKernel::Fused : AttentionKernel::Unfused;
+}
+
 void set_default_attention_kernel(AttentionKernel kernel) { default_kernel_slot() = static_cast<int>(kernel); }
 AttentionKernel default_attention_kernel() { return static_cast<AttentionKernel>(default_kernel_slot().load()); }
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const AttentionOptions& options) {
-  AttentionKernel kernel = options.kernel == AttentionKernel::Auto ? default_attention_kernel() : options.kernel;
-  if (kernel == AttentionKernel::Auto)
-    kernel = fused_fits(q_in, k_in, v_in) ? AttentionKernel::Fused : AttentionKernel::Unfused;
+  const AttentionKernel kernel =
+      k_in.defined() ? detail::resolve_attention_kernel(options.kernel, q_in, v_in) : AttentionKernel::Unfused;
   // The fused kernels compute in float32 from whatever the inputs are (16-bit inputs widened), so
   // they take the inputs before autocast.
   if (kernel == AttentionKernel::Fused) return flash_attention(q_in, k_in, v_in, options);

@@ -9,6 +9,7 @@
 #include "autograd/embedding.h"
 #include "autograd/engine.h"
 #include "autograd/flash_attention.h"
+#include "autograd/flash_rel_attention.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/grouped_linear.h"

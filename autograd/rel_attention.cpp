@@ -12,25 +12,20 @@
 #include <cmath>
 #include <cstdint>
 
+#include "autograd/attention_call.h"
 #include "autograd/autocast.h"
+#include "autograd/flash_rel_attention.h"
 #include "autograd/function.h"
 #include "core/error.h"
 #include "kernels/rel_attention.h"
 
 namespace define {
 
-Tensor relative_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& r_in,
-                          const Tensor& u_in, const Tensor& w_in, const RelAttentionOptions& options) {
-  const Tensor q = autocast::gemm_input(q_in);
-  const Tensor k = autocast::gemm_input(k_in);
-  const Tensor v = autocast::gemm_input(v_in);
-  const Tensor r = autocast::gemm_input(r_in);
-  const Tensor u = autocast::gemm_input(u_in);
-  const Tensor w = autocast::gemm_input(w_in);
-  const char* op = "relative_attention";
+kernels::RelAttentionParams detail::read_rel_attention_call(const char* op, const Tensor& q, const Tensor& k,
+                                                            const RelAttentionOptions& options) {
   if (!(options.dropout >= 0.0 && options.dropout <= 1.0)) fail(op, "dropout {} is outside [0, 1]", options.dropout);
-  // Shapes, dtypes and devices are checked by kernels::rel_attention_forward; until then only what
-  // the default scale and the dropout stream need is looked at.
+  // Shapes, dtypes and devices are checked by the kernels' entry points; until then only what the
+  // default scale and the dropout stream need is looked at.
   const bool four_d = q.defined() && k.defined() && q.dim() == 4 && k.dim() == 4;
   if (four_d && q.size(3) == 0 && options.scale == 0.0)
     fail(op, "the default scale 1 / sqrt(d) needs d > 0, got q {}", shape_str(q.shape()));
@@ -48,6 +43,23 @@ Tensor relative_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& 
       params.offset = gen.reserve(elements);
     }
   }
+  return params;
+}
+
+Tensor relative_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& r_in,
+                          const Tensor& u_in, const Tensor& w_in, const RelAttentionOptions& options) {
+  // The fused kernels compute in float32 from whatever the inputs are (16-bit inputs widened), so
+  // they take the inputs before autocast.
+  if (k_in.defined() && detail::resolve_attention_kernel(options.kernel, q_in, v_in) == AttentionKernel::Fused)
+    return flash_relative_attention(q_in, k_in, v_in, r_in, u_in, w_in, options);
+  const Tensor q = autocast::gemm_input(q_in);
+  const Tensor k = autocast::gemm_input(k_in);
+  const Tensor v = autocast::gemm_input(v_in);
+  const Tensor r = autocast::gemm_input(r_in);
+  const Tensor u = autocast::gemm_input(u_in);
+  const Tensor w = autocast::gemm_input(w_in);
+  const char* op = "relative_attention";
+  const kernels::RelAttentionParams params = detail::read_rel_attention_call(op, q, k, options);
 
   const bool grad = needs_grad({q, k, v, r, u, w});
   kernels::RelAttentionOutput fw = kernels::rel_attention_forward(q, k, v, r, u, w, params, grad);

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "autograd/attention.h"
 #include "core/generator.h"
 #include "core/tensor.h"
 
@@ -30,6 +31,10 @@ struct RelAttentionOptions {
   double dropout = 0.0;            // on the attention probabilities (inverted dropout)
   bool training = true;            // dropout only while training
   Generator* generator = nullptr;  // nullptr: default_generator()
+  // Auto: the fused kernels of autograd/flash_rel_attention.h where they run (cuda and emu devices,
+  // float32 or 16-bit inputs, head dims up to 128), else the unfused op; the process-wide default of
+  // autograd/attention.h ($DEFINE_ATTENTION) decides Auto first, as for scaled_dot_product_attention.
+  AttentionKernel kernel = AttentionKernel::Auto;
 };
 
 // q [B, H, Tq, d], k [B, H, Tk, d], v [B, H, Tk, dv], r [H, Tk, d], u and w [H, d] (one float

@@ -18,11 +18,25 @@
 
 namespace define::kernels {
 
-inline constexpr std::array<std::string_view, 17> kOpFamilies = {
-    "copy",      "elementwise", "reduce",          "softmax",       "layer_norm",
-    "dropout",   "embedding",   "index",           "matmul",        "grouped_linear",
-    "split_mix", "attention",   "flash_attention", "rel_attention", "adaptive_softmax",
-    "lstm",      "optim",
+inline constexpr std::array<std::string_view, 18> kOpFamilies = {
+    "copy",
+    "elementwise",
+    "reduce",
+    "softmax",
+    "layer_norm",
+    "dropout",
+    "embedding",
+    "index",
+    "matmul",
+    "grouped_linear",
+    "split_mix",
+    "attention",
+    "flash_attention",
+    "rel_attention",
+    "flash_rel_attention",
+    "adaptive_softmax",
+    "lstm",
+    "optim",
 };
 
 constexpr bool is_op_family(std::string_view name) {

@@ -11,31 +11,25 @@
 
 #include "core/factory.h"
 #include "kernels/backend.h"
-#include "kernels/float16_compute.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/rel_attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/float16_compute.h"
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
 #include "kernels/ref/attention.h"
 #include "kernels/ref/rel_attention.h"
+#include "kernels/rel_attention_common.h"
 
 namespace define::kernels {
-namespace {
+
+namespace rel_attention_common {
 
 void check_params(const char* op, const RelAttentionParams& p) {
   if (p.window < 0) fail(op, "window {} is negative (0: no window)", p.window);
   if (!(p.dropout >= 0.0 && p.dropout <= 1.0)) fail(op, "dropout {} is outside [0, 1]", p.dropout);
   if (!std::isfinite(p.scale)) fail(op, "scale {} is not finite", p.scale);
-}
-
-void check_scores(const char* op, const char* what, const Tensor& t) {
-  if (!t.defined()) fail(op, "{} must be a defined tensor", what);
-  check_floating(op, t);
-  if (t.dim() != 4) fail(op, "{} {} must be 4-d [B, H, Tq, Tk]", what, shape_str(t.shape()));
-  if (t.size(3) < t.size(2))
-    fail(op, "{} {} has Tk < Tq (the queries are the last Tq keys)", what, shape_str(t.shape()));
 }
 
 void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r, const Tensor& u,
@@ -74,7 +68,7 @@ Tensor batch_element(const Tensor& t, std::int64_t b) {
                       Strides(t.strides().begin() + 1, t.strides().end()), t.offset() + b * t.stride(0));
 }
 
-// out[b] = alpha * op(x[b]) @ op(r) + beta * out[b] for each batch element b: the GEMMs with the
+// out[b] = op(x[b]) @ op(r) for each batch element b: the GEMMs with the
 // position embeddings r [H, Tk, d], shared by every batch element. One GEMM batched over H per b
 // rather than one over [B, H] with r broadcast (kernels::gemm allows it): the broadcast batch has
 // no uniform stride, which kernels::gemm's cuBLAS path runs as B * H single-matrix calls, where
@@ -82,6 +76,20 @@ Tensor batch_element(const Tensor& t, std::int64_t b) {
 void gemm_per_batch(const Tensor& x, const Tensor& r, const Tensor& out, bool trans_x, bool trans_r) {
   for (std::int64_t b = 0; b < out.size(0); ++b)
     gemm(batch_element(x, b), r, batch_element(out, b), trans_x, trans_r, 1.0, 0.0);
+}
+
+}  // namespace rel_attention_common
+
+using namespace rel_attention_common;
+
+namespace {
+
+void check_scores(const char* op, const char* what, const Tensor& t) {
+  if (!t.defined()) fail(op, "{} must be a defined tensor", what);
+  check_floating(op, t);
+  if (t.dim() != 4) fail(op, "{} {} must be 4-d [B, H, Tq, Tk]", what, shape_str(t.shape()));
+  if (t.size(3) < t.size(2))
+    fail(op, "{} {} has Tk < Tq (the queries are the last Tq keys)", what, shape_str(t.shape()));
 }
 
 // Runs the forward row kernel on contiguous AC and BD, writing P into `probs` (which may be AC

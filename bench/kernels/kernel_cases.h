@@ -18,6 +18,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/flash_attention.h"
+#include "kernels/flash_rel_attention.h"
 #include "kernels/index.h"
 #include "kernels/layer_norm.h"
 #include "kernels/matmul.h"
@@ -159,6 +160,65 @@ inline std::vector<Case> cases() {
              f32_bytes(8.0 * b * h * t * hd + b * h * t), 2.0 * b * h * t * t * (4 * hd + 3 * hd),
              [=] { (void)kernels::flash_attention_backward(up, q, k, v, f.out, f.lse, {}, 0.125, true, true, true); }};
        }});
+  // The fused relative-attention kernels (kernels/flash_rel_attention.h) at Transformer-XL's lengths:
+  // B x H x Tq queries against a memory of Tq (Tk = 2 Tq), d = dv = 64, a window of Tk. FLOPs over the
+  // visible (query, key) pairs, Tq (M + (Tq + 1) / 2) per head: forward q . (k + r_p) and P V; backward
+  // the dK/dV, dQ and dR kernels each recompute the scores and dD, then dV, dK; dqu, dqw; dR. Bytes:
+  // q, k, v, r, out (and for the backward dO, lse and the gradients) once each.
+  const auto rel_pairs = [](std::int64_t b, std::int64_t h, std::int64_t tq) {
+    return double(b) * double(h) * double(tq) * (double(tq) + (double(tq) + 1) / 2);
+  };
+  c.push_back({"flash_rel_attention forward", "flash_rel_attention", "16x8x150x300 d64", "1x2x64x128 d64",
+               [rel_pairs](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 16 : 1, h = gpu ? 8 : 2, tq = gpu ? 150 : 64, tk = 2 * tq, hd = 64;
+                 Tensor q = uniform({b, h, tq, hd}, d), k = uniform({b, h, tk, hd}, d), v = uniform({b, h, tk, hd}, d);
+                 Tensor r = uniform({h, tk, hd}, d), u = uniform({h, hd}, d), w = uniform({h, hd}, d);
+                 const kernels::RelAttentionParams p{.window = tk, .scale = 0.125};
+                 return Problem{f32_bytes(double(b) * h * (2.0 * tq * hd + 2.0 * tk * hd + tq) + double(h) * tk * hd),
+                                2.0 * rel_pairs(b, h, tq) * (3 * hd),
+                                [=] { (void)kernels::flash_rel_attention_forward(q, k, v, r, u, w, p); }};
+               }});
+  c.push_back(
+      {"flash_rel_attention backward", "flash_rel_attention", "16x8x150x300 d64", "1x2x64x128 d64",
+       [rel_pairs](Device d, bool gpu) {
+         const std::int64_t b = gpu ? 16 : 1, h = gpu ? 8 : 2, tq = gpu ? 150 : 64, tk = 2 * tq, hd = 64;
+         Tensor q = uniform({b, h, tq, hd}, d), k = uniform({b, h, tk, hd}, d), v = uniform({b, h, tk, hd}, d);
+         Tensor r = uniform({h, tk, hd}, d), u = uniform({h, hd}, d), w = uniform({h, hd}, d);
+         Tensor up = uniform({b, h, tq, hd}, d);
+         const kernels::RelAttentionParams p{.window = tk, .scale = 0.125};
+         const kernels::FlashAttentionOutput f = kernels::flash_rel_attention_forward(q, k, v, r, u, w, p);
+         return Problem{
+             f32_bytes(double(b) * h * (6.0 * tq * hd + 4.0 * tk * hd + 2.0 * tq) + double(b + 1) * h * tk * hd),
+             2.0 * rel_pairs(b, h, tq) * (14 * hd),
+             [=] { (void)kernels::flash_rel_attention_backward(up, q, k, v, r, u, w, f.out, f.lse, p, {}); }};
+       }});
+  // The unfused relative attention at the same size, for the fused kernels to be read against: GEMMs
+  // over every (query, key) pair and the [B, H, Tq, Tk] score tensors through memory (forward: AC and
+  // BD written and read, P and D written and D read; backward: dD, dS, dBD and D each written and read).
+  c.push_back({"rel_attention forward (unfused)", "rel_attention", "16x8x150x300 d64", "1x2x64x128 d64",
+               [](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 16 : 1, h = gpu ? 8 : 2, tq = gpu ? 150 : 64, tk = 2 * tq, hd = 64;
+                 Tensor q = uniform({b, h, tq, hd}, d), k = uniform({b, h, tk, hd}, d), v = uniform({b, h, tk, hd}, d);
+                 Tensor r = uniform({h, tk, hd}, d), u = uniform({h, hd}, d), w = uniform({h, hd}, d);
+                 const kernels::RelAttentionParams p{.window = tk, .scale = 0.125};
+                 const double scores = double(b) * h * tq * tk;
+                 return Problem{f32_bytes(7.0 * scores + double(b) * h * (2.0 * tq * hd + 2.0 * tk * hd)),
+                                2.0 * scores * (3 * hd),
+                                [=] { (void)kernels::rel_attention_forward(q, k, v, r, u, w, p, true); }};
+               }});
+  c.push_back({"rel_attention backward (unfused)", "rel_attention", "16x8x150x300 d64", "1x2x64x128 d64",
+               [](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 16 : 1, h = gpu ? 8 : 2, tq = gpu ? 150 : 64, tk = 2 * tq, hd = 64;
+                 Tensor q = uniform({b, h, tq, hd}, d), k = uniform({b, h, tk, hd}, d), v = uniform({b, h, tk, hd}, d);
+                 Tensor r = uniform({h, tk, hd}, d), u = uniform({h, hd}, d), w = uniform({h, hd}, d);
+                 Tensor up = uniform({b, h, tq, hd}, d);
+                 const kernels::RelAttentionParams p{.window = tk, .scale = 0.125};
+                 const Tensor probs = kernels::rel_attention_forward(q, k, v, r, u, w, p, true).probs;
+                 const double scores = double(b) * h * tq * tk;
+                 return Problem{f32_bytes(9.0 * scores + double(b) * h * (6.0 * tq * hd + 4.0 * tk * hd)),
+                                2.0 * scores * (6 * hd),
+                                [=] { (void)kernels::rel_attention_backward(up, q, k, v, r, u, w, probs, p, {}); }};
+               }});
   c.push_back({"embedding forward", "embedding", "65536 tok x 1024", "8192 tok x 400", [](Device d, bool gpu) {
                  const std::int64_t t = gpu ? 65536 : 8192, m = gpu ? 1024 : 400, v = 10000;
                  Tensor w = uniform({v, m}, d), idx = indices({t}, v, d);

@@ -55,27 +55,13 @@
 // on every architecture without an opt-in (sm_61 has no opt-in beyond it), with the largest tiles
 // that fit: the forward holds Q, K, V tiles and the probability tile; the backward kernels Q, dO,
 // K, V tiles and one or two probability-gradient tiles. See FlashTiles below.
-#include <cmath>
 #include <cstdint>
-#include <limits>
 
-#include "core/dtype.h"
-#include "core/factory.h"
-#include "core/philox.h"
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/device_math.cuh"
-#include "kernels/cuda/dropout_stream.cuh"
-#include "kernels/cuda/row_reduce.cuh"
-#include "kernels/dropout.h"
+#include "kernels/cuda/flash_tiles.cuh"
 #include "kernels/flash_attention.h"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
-
-constexpr int kFlashThreads = 128;
-constexpr int kLanes = 8;                        // lanes of a row group: the columns of a row
-constexpr int kGroups = kFlashThreads / kLanes;  // row groups: the rows
-constexpr int kSharedLimit = 48 * 1024;          // bytes of static shared memory a block may have
 
 // Tile sizes per kernel and largest head dim kD. Static shared memory (float32 tiles, rows padded
 // as described above): forward 46.8 / 44.5 / 35.8 KiB, decoding forward 45.7 / 42.1 / 43.3 KiB,
@@ -107,8 +93,6 @@ struct FlashTiles<128> {
   static constexpr int kQRows = 16, kQKeys = 16;
 };
 
-__device__ __forceinline__ float neg_inf() { return -std::numeric_limits<float>::infinity(); }
-
 struct FlashShape {
   std::int64_t heads, tq, tk;
   int d, dv;
@@ -120,12 +104,6 @@ struct FlashShape {
     const std::int64_t h = i + (tk - tq) + 1;
     return h < 0 ? 0 : (h > tk ? tk : h);
   }
-};
-
-struct FlashDropout {
-  DropoutStream stream;
-  bool on;           // p > 0
-  float drop_scale;  // 1 / (1 - p) rounded to float, as dropout_scale<float>
 };
 
 struct ForwardArgs {
@@ -155,131 +133,6 @@ struct BackwardArgs {
   float scale;
   FlashDropout drop;
 };
-
-// tile[r][c] = src[(row0 + r) * width + c] for row0 + r < rows and c < width, 0 elsewhere (c < kCols).
-// Consecutive threads read consecutive elements of a row.
-template <int kRows, int kCols, int kStride>
-__device__ __forceinline__ void load_rows(float (&tile)[kRows][kStride], const float* __restrict__ src,
-                                          std::int64_t row0, std::int64_t rows, int width) {
-#pragma unroll 4
-  for (int t = threadIdx.x; t < kRows * kCols; t += kFlashThreads) {
-    const int r = t / kCols, c = t % kCols;
-    const std::int64_t g = row0 + r;
-    tile[r][c] = g < rows && c < width ? src[g * width + c] : 0.0f;
-  }
-}
-
-// ok[c] = 1 when key key0 + c exists (< key_end) and is not padded.
-template <int kKeys>
-__device__ __forceinline__ void load_key_flags(std::uint8_t (&ok)[kKeys], const std::int32_t* __restrict__ pad_row,
-                                               std::int64_t key0, std::int64_t key_end) {
-  for (int c = threadIdx.x; c < kKeys; c += kFlashThreads) {
-    const std::int64_t key = key0 + c;
-    ok[c] = key < key_end && (pad_row == nullptr || pad_row[key] == 0) ? 1 : 0;
-  }
-}
-
-// keep[r][c] for the tile's query rows r < rows and keys c < keys: whether element (row0 + r,
-// key0 + c) of head bh's [Tq, Tk] probabilities survives dropout. The stream words of a row's keys
-// are consecutive; a thread takes one Philox block (4 words) of one row at a time.
-template <int kRows, int kKeys>
-__device__ __forceinline__ void fill_keep(std::uint8_t (&keep)[kRows][kKeys], const DropoutStream& ds, std::int64_t bh,
-                                          const FlashShape& s, std::int64_t row0, int rows, std::int64_t key0,
-                                          int keys) {
-  constexpr int kBlocksPerRow = kKeys / 4 + 1;  // a run of kKeys words touches at most this many blocks
-  static_assert(kKeys % 4 == 0, "key tiles hold whole Philox blocks' worth of words");
-  for (int t = threadIdx.x; t < kRows * kBlocksPerRow; t += kFlashThreads) {
-    const int r = t / kBlocksPerRow, b = t % kBlocksPerRow;
-    if (r >= rows) continue;
-    const std::uint64_t run = ds.offset + static_cast<std::uint64_t>(((bh * s.tq + row0 + r) * s.tk) + key0);
-    const std::uint64_t block = run / 4 + static_cast<std::uint64_t>(b);
-    if (4 * block >= run + static_cast<std::uint64_t>(keys)) continue;  // past the run
-    const philox::U32x4 counter{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u}};
-    const philox::U32x4 words = philox::philox4x32_10(counter, ds.key_lo, ds.key_hi);
-#pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
-      const std::uint64_t w = 4 * block + static_cast<std::uint64_t>(lane);
-      if (w < run || w - run >= static_cast<std::uint64_t>(keys)) continue;
-      keep[r][w - run] = ds.keeps(words.v[lane]) ? 1 : 0;
-    }
-  }
-}
-
-// acc[i][j] += sum_{k < depth} a[group + 16 i][k] * b[lane + 8 j][k]: a times b transposed, both
-// row-major in shared memory.
-template <int kM, int kN, typename A, typename B>
-__device__ __forceinline__ void add_product_nt(float (&acc)[kM][kN], const A& a, const B& b, int group, int lane,
-                                               int depth) {
-#pragma unroll 2
-  for (int k = 0; k < depth; ++k) {
-    float av[kM], bv[kN];
-#pragma unroll
-    for (int i = 0; i < kM; ++i) av[i] = a[group + kGroups * i][k];
-#pragma unroll
-    for (int j = 0; j < kN; ++j) bv[j] = b[lane + kLanes * j][k];
-#pragma unroll
-    for (int i = 0; i < kM; ++i)
-#pragma unroll
-      for (int j = 0; j < kN; ++j) acc[i][j] += av[i] * bv[j];
-  }
-}
-
-// acc[i][j] += sum_{k < depth} a[group + 16 i][k] * b[k][lane + 8 j]: a times b, both row-major in
-// shared memory.
-template <int kM, int kN, typename A, typename B>
-__device__ __forceinline__ void add_product_nn(float (&acc)[kM][kN], const A& a, const B& b, int group, int lane,
-                                               int depth) {
-#pragma unroll 2
-  for (int k = 0; k < depth; ++k) {
-    float av[kM], bv[kN];
-#pragma unroll
-    for (int i = 0; i < kM; ++i) av[i] = a[group + kGroups * i][k];
-#pragma unroll
-    for (int j = 0; j < kN; ++j) bv[j] = b[k][lane + kLanes * j];
-#pragma unroll
-    for (int i = 0; i < kM; ++i)
-#pragma unroll
-      for (int j = 0; j < kN; ++j) acc[i][j] += av[i] * bv[j];
-  }
-}
-
-template <int kM, int kN>
-__device__ __forceinline__ void set_zero(float (&acc)[kM][kN]) {
-#pragma unroll
-  for (int i = 0; i < kM; ++i)
-#pragma unroll
-    for (int j = 0; j < kN; ++j) acc[i][j] = 0.0f;
-}
-
-// The max and the sum over the 8 lanes of a row group (every lane gets the same bits).
-__device__ __forceinline__ float group_max(float x) {
-#pragma unroll
-  for (int m = 1; m < kLanes; m *= 2) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, m));
-  return x;
-}
-__device__ __forceinline__ float group_sum(float x) {
-#pragma unroll
-  for (int m = 1; m < kLanes; m *= 2) x += __shfl_xor_sync(kFullMask, x, m);
-  return x;
-}
-
-// Row-major [rows][width] store of a thread's kM x kO accumulator (rows row0 + group + 16 i,
-// columns lane + 8 j), times `factor` per row; rows >= rows and columns >= width are not written.
-template <int kM, int kO>
-__device__ __forceinline__ void store_rows(float* __restrict__ dst, const float (&acc)[kM][kO],
-                                           const float (&factor)[kM], std::int64_t row0, std::int64_t rows, int width,
-                                           int group, int lane) {
-#pragma unroll
-  for (int i = 0; i < kM; ++i) {
-    const std::int64_t row = row0 + group + kGroups * i;
-    if (row >= rows) continue;
-#pragma unroll
-    for (int j = 0; j < kO; ++j) {
-      const int col = lane + kLanes * j;
-      if (col < width) dst[row * width + col] = acc[i][j] * factor[i];
-    }
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Forward.
@@ -329,94 +182,31 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArg
     load_rows<kKeys, kD>(k_s, k, key0, key_end, s.d);
     load_rows<kKeys, kD>(v_s, v, key0, key_end, s.dv);
     load_key_flags(key_ok, pad_row, key0, key_end);
-    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s, row0, rows, key0, keys);
+    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
     __syncthreads();
 
     float sc[kM][kN];
     set_zero(sc);
     add_product_nt(sc, q_s, k_s, group, lane, s.d);
 #pragma unroll
-    for (int i = 0; i < kM; ++i) {
-      float tile_max = neg_inf();
+    for (int i = 0; i < kM; ++i)
 #pragma unroll
       for (int j = 0; j < kN; ++j) {
         const int c = lane + kLanes * j;
         const bool valid = key_ok[c] != 0 && key0 + c < horizon[i];
         sc[i][j] = valid ? sc[i][j] * a.scale : neg_inf();
-        tile_max = fmaxf(tile_max, sc[i][j]);
       }
-      const float m_new = fmaxf(m[i], group_max(tile_max));
-      // No valid key so far: nothing to rescale (and exp(-inf - -inf) would be NaN).
-      const float alpha = m_new == neg_inf() ? 1.0f : dev_exp(m[i] - m_new);
-      float sum = 0.0f;
-      const int r = group + kGroups * i;
-#pragma unroll
-      for (int j = 0; j < kN; ++j) {
-        const int c = lane + kLanes * j;
-        const float p = sc[i][j] == neg_inf() ? 0.0f : dev_exp(sc[i][j] - m_new);
-        sum += p;
-        // keep_s is written for every valid element, and p > 0 only there.
-        p_s[r][c] = !a.drop.on ? p : (p > 0.0f && keep_s[r][c] != 0 ? p * a.drop.drop_scale : 0.0f);
-      }
-      l[i] = l[i] * alpha + sum;
-#pragma unroll
-      for (int j = 0; j < kO; ++j) acc[i][j] *= alpha;
-      m[i] = m_new;
-    }
+    online_softmax_tile(sc, m, l, acc, p_s, keep_s, a.drop, group, lane);
     __syncthreads();
     add_product_nn(acc, p_s, v_s, group, lane, keys);
     __syncthreads();  // the next tile overwrites k_s, v_s, p_s and keep_s
   }
 
-  float inv[kM];
-#pragma unroll
-  for (int i = 0; i < kM; ++i) {
-    const float total = group_sum(l[i]);
-    const bool any = m[i] != neg_inf();
-    inv[i] = any ? 1.0f / total : 0.0f;
-    const std::int64_t row = row0 + group + kGroups * i;
-    if (lane == 0 && row < s.tq) a.lse[bh * s.tq + row] = any ? m[i] + dev_log(total) : neg_inf();
-  }
-  store_rows(a.out + bh * s.tq * s.dv, acc, inv, row0, s.tq, s.dv, group, lane);
+  finish_rows(m, l, acc, a.out, a.lse, bh, row0, s.tq, s.dv, group, lane);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Backward.
-
-// delta[row] = sum_j grad_out[row, j] * out[row, j] (a row op of row_reduce.cuh: a warp per row).
-struct DeltaRows {
-  using State = Sum<float>;
-  const float* grad_out;
-  const float* out;
-  float* delta;
-  std::int64_t dv;
-
-  __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
-    for (std::int64_t j = first; j < dv; j += step) st.add(grad_out[row * dv + j] * out[row * dv + j]);
-  }
-  __device__ void finish(const State& st, std::int64_t row, int first, int) const {
-    if (first == 0) delta[row] = st.value();
-  }
-};
-
-// P, dS (with the scale) and D of one element, from its score q . k, dD = dO . v, the row's lse and
-// delta, whether the element is valid and its keep flag.
-struct ElementGrads {
-  float dropped;     // D = P * z
-  float grad_score;  // scale * P * (dD * z - delta): d/d(q . k)
-};
-
-__device__ __forceinline__ ElementGrads element_grads(const BackwardArgs& a, float score, float grad_dropped, float lse,
-                                                      float delta, bool valid, bool keep) {
-  // lse is -inf only for a row without a valid key; its P is 0.
-  const float p = valid && lse != neg_inf() ? dev_exp(score * a.scale - lse) : 0.0f;
-  float dropped = p, grad_prob = grad_dropped;
-  if (a.drop.on) {
-    dropped = keep ? p * a.drop.drop_scale : 0.0f;
-    grad_prob = keep ? grad_dropped * a.drop.drop_scale : 0.0f;
-  }
-  return {dropped, a.scale * p * (grad_prob - delta)};
-}
 
 // dK and dV of one tile of kKeys keys, over every query tile of kRows rows that can see them.
 template <int kD, int kKeys, int kRows>
@@ -469,7 +259,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv_kernel(Backwa
       lse_s[r] = r < rows ? a.lse[bh * s.tq + row0 + r] : neg_inf();
       delta_s[r] = r < rows ? a.delta[bh * s.tq + row0 + r] : 0.0f;
     }
-    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s, row0, rows, key0, keys);
+    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
     __syncthreads();
 
     float st[kM][kN], dpt[kM][kN];  // S^T (unscaled) and dD^T
@@ -485,7 +275,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv_kernel(Backwa
         const int r = lane + kLanes * j;
         const bool valid = r < rows && key_ok[c] != 0 && key0 + c < s.horizon(row0 + r);
         const bool keep = a.drop.on && valid && keep_s[r][c] != 0;
-        const ElementGrads e = element_grads(a, st[i][j], dpt[i][j], lse_s[r], delta_s[r], valid, keep);
+        const ElementGrads e = element_grads(a.scale, a.drop, st[i][j], dpt[i][j], lse_s[r], delta_s[r], valid, keep);
         dropped_t[c][r] = e.dropped;
         grad_score_t[c][r] = e.grad_score;
       }
@@ -550,7 +340,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q_kernel(Backwar
     load_rows<kKeys, kD>(k_s, k, key0, key_end, s.d);
     load_rows<kKeys, kD>(v_s, v, key0, key_end, s.dv);
     load_key_flags(key_ok, pad_row, key0, key_end);
-    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s, row0, rows, key0, keys);
+    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
     __syncthreads();
 
     float sc[kM][kN], dp[kM][kN];  // S (unscaled) and dD
@@ -566,7 +356,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q_kernel(Backwar
         const int c = lane + kLanes * j;
         const bool valid = key_ok[c] != 0 && key0 + c < horizon[i];
         const bool keep = a.drop.on && valid && keep_s[r][c] != 0;
-        grad_score[r][c] = element_grads(a, sc[i][j], dp[i][j], lse[i], delta[i], valid, keep).grad_score;
+        grad_score[r][c] = element_grads(a.scale, a.drop, sc[i][j], dp[i][j], lse[i], delta[i], valid, keep).grad_score;
       }
     }
     __syncthreads();
@@ -583,45 +373,13 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q_kernel(Backwar
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-FlashShape shape_of(const Tensor& q, const Tensor& v, bool causal) {
-  return {q.size(1), q.size(2), v.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), causal};
-}
-
-FlashDropout dropout_of(double p, std::uint64_t seed, std::uint64_t offset) {
-  return {dropout_stream(p, seed, offset), p > 0.0, dropout_scale<float>(p)};
-}
-
-// Checks what the kernels take, and calls fn.template operator()<kD>() with the smallest largest
-// head dim that holds d and dv.
-template <typename Fn>
-void dispatch_head_dim(const char* op, const Tensor& q, const Tensor& v, Fn&& fn) {
-  if (q.dtype() != DType::Float32)
-    fail(op, "the CUDA kernels take float32 (and widened 16-bit) tensors, not {}; float64 runs on the CPU backends",
-         dtype_name(q.dtype()));
-  const std::int64_t d = q.size(3), dv = v.size(3), dmax = d > dv ? d : dv;
-  if (dmax > kFlashAttentionMaxHeadDim)
-    fail(op, "head dims d = {}, dv = {}: the CUDA kernels take at most {}", d, dv, kFlashAttentionMaxHeadDim);
-  if (dmax <= 32)
-    fn.template operator()<32>();
-  else if (dmax <= 64)
-    fn.template operator()<64>();
-  else
-    fn.template operator()<128>();
-}
-
-// Grid (b * H + h, tile): tiles of `tile` rows over `length`.
-dim3 flash_grid(const char* op, const Tensor& q, std::int64_t length, int tile) {
-  const std::int64_t heads = q.size(0) * q.size(1), tiles = ceil_div(length, tile);
-  if (heads > INT32_MAX || tiles > 65535)
-    fail(op, "{} heads x {} tiles of {} is past the grid's limits", heads, tiles, tile);
-  return dim3(static_cast<unsigned>(heads), static_cast<unsigned>(tiles));
-}
-
 const std::int32_t* padding_of(const Tensor& key_padding) {
   return key_padding.defined() ? key_padding.data<std::int32_t>() : nullptr;
 }
 
-float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+FlashShape shape_of(const Tensor& q, const Tensor& v, bool causal) {
+  return {q.size(1), q.size(2), v.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), causal};
+}
 
 }  // namespace
 
