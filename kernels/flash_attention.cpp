@@ -27,8 +27,11 @@ Tensor empty_like_of(const Shape& shape, const Tensor& like) { return empty(shap
 FlashAttentionOutput flash_attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                              const AttentionMasking& masking, double scale) {
   const char* op = "flash_attention";
-  // No backend has a 16-bit kernel yet: exact upcast, compute, out rounded once; lse stays float32.
-  if (any_float16({q_in, k_in, v_in})) {
+  // 16-bit inputs of one dtype go to the GPUs' backend as they are (tensor cores where the device has
+  // them); the CPU backends, and mixed dtypes, get an exact upcast, out rounded once, lse float32.
+  const bool gpu_float16 = !q_in.device().is_cpu() && q_in.defined() && k_in.defined() && v_in.defined() &&
+                           is_float16(q_in.dtype()) && k_in.dtype() == q_in.dtype() && v_in.dtype() == q_in.dtype();
+  if (any_float16({q_in, k_in, v_in}) && !gpu_float16) {
     const FlashAttentionOutput r =
         flash_attention_forward(widen(q_in, q_in), widen(k_in, q_in), widen(v_in, q_in), masking, scale);
     return {narrow(r.out, q_in.dtype()), narrow(r.lse, statistics_dtype(q_in.dtype()))};
@@ -38,7 +41,8 @@ FlashAttentionOutput flash_attention_forward(const Tensor& q_in, const Tensor& k
   const std::int64_t b = q_in.size(0), h = q_in.size(1), tq = q_in.size(2), tk = k_in.size(2);
   check_masking(op, b, tk, masking);
   const Tensor q = contiguous(q_in), k = contiguous(k_in), v = contiguous(v_in);
-  FlashAttentionOutput r{empty_like_of({b, h, tq, v.size(3)}, q), empty_like_of({b, h, tq}, q)};
+  FlashAttentionOutput r{empty_like_of({b, h, tq, v.size(3)}, q),
+                         empty({b, h, tq}, {statistics_dtype(q.dtype()), q.device()})};
   if (b * h * tq == 0) return r;
   if (tk == 0) {  // no key at all: every row is fully masked
     fill(r.out, 0.0);

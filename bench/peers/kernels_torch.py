@@ -16,7 +16,9 @@ median round's over `launches`. On a GPU: float32 with TF32 off (define's SGEMM 
 it tests the script where there is no GPU; its figures say nothing about a GPU.
 
 Cases without a PyTorch op of their own are left out (rel_attention rows / unshift: Transformer-XL's
-fused kernels; gemm (tiled kernel): define's own GEMM kernel); the join shows them as "-". Some
+fused kernels; gemm (tiled kernel): define's own GEMM kernel); the join shows them as "-". The
+relative-attention cases (fused and unfused) stand beside the composition Transformer-XL's reference
+code runs, the attention cases beside scaled_dot_product_attention. Some
 ops do more than the compulsory work by design and are still timed as PyTorch runs them:
 dropout also writes its mask (one byte per element); the transposed copy allocates its output
 through the caching allocator (x.t().contiguous()).
@@ -163,6 +165,78 @@ def cases(dev, gpu):
             a, b = uniform((g, g), dev, dtype), uniform((g, g), dev, dtype)
             return lambda: torch.matmul(a, b)
         c.append((name, f"{g}^3", elem * 3.0 * g * g, 2.0 * g * g * g, gemm))
+
+    # Fused attention: PyTorch's scaled_dot_product_attention (its fused kernels on a GPU; torch 2.0
+    # and newer) at B x H x T x T, d 64 (its default scale is 1 / sqrt(64), define's 0.125), no mask;
+    # the backward through autograd on a kept graph.
+    fb, fh, ft, hd = (16, 8, 512, 64) if gpu else (1, 2, 128, 64)
+    fsize = f"{fb}x{fh}x{ft}x{ft} d{hd}"
+
+    def sdpa(backward):
+        def build():
+            q, k, v = (uniform((fb, fh, ft, hd), dev).requires_grad_(backward) for _ in range(3))
+            if not backward:
+                return lambda: F.scaled_dot_product_attention(q, k, v)
+            with torch.enable_grad():
+                out = F.scaled_dot_product_attention(q, k, v)
+            up = uniform(out.shape, dev)
+            return lambda: torch.autograd.grad(out, (q, k, v), up, retain_graph=True)
+        return build
+    if hasattr(F, "scaled_dot_product_attention"):
+        c.append(("flash_attention forward", fsize, f32_bytes(4.0 * fb * fh * ft * hd + fb * fh * ft),
+                  2.0 * fb * fh * ft * ft * (2 * hd), sdpa(False)))
+        c.append(("flash_attention backward", fsize, f32_bytes(8.0 * fb * fh * ft * hd + fb * fh * ft),
+                  2.0 * fb * fh * ft * ft * (7 * hd), sdpa(True)))
+        for name, dtype in (("flash_attention forward float16", torch.float16),
+                            ("flash_attention forward bfloat16", torch.bfloat16)):
+            if dtype == torch.float16 and not gpu:
+                continue  # the CPU has no float16 attention in every torch
+
+            def sdpa16(dtype=dtype):
+                q, k, v = (uniform((fb, fh, ft, hd), dev, dtype) for _ in range(3))
+                return lambda: F.scaled_dot_product_attention(q, k, v)
+            c.append((name, fsize, 2.0 * 4.0 * fb * fh * ft * hd + 4.0 * fb * fh * ft,
+                      2.0 * fb * fh * ft * ft * (2 * hd), sdpa16))
+
+    # Transformer-XL's relative attention as its reference code composes it (PyTorch has no op of its
+    # own): AC = (q + u) k^T, BD = (q + w) r^T shifted by the pad-and-view trick, the causal mask over
+    # the memory, softmax, times V. Tk = 2 Tq, d 64, at the sizes of kernel_cases.h's fused cases; the
+    # same composition stands beside define's fused and unfused forms.
+    rb, rh, rq, rd = (16, 8, 150, 64) if gpu else (1, 2, 64, 64)
+    rk = 2 * rq
+    rsize = f"{rb}x{rh}x{rq}x{rk} d{rd}"
+    rel_pairs = rb * rh * rq * (rq + (rq + 1) / 2)
+
+    def rel_attention(backward):
+        def build():
+            q = uniform((rb, rh, rq, rd), dev).requires_grad_(backward)
+            k, v = (uniform((rb, rh, rk, rd), dev).requires_grad_(backward) for _ in range(2))
+            r = uniform((rh, rk, rd), dev).requires_grad_(backward)
+            u, w = (uniform((rh, 1, rd), dev).requires_grad_(backward) for _ in range(2))
+            i = torch.arange(rq, device=dev).unsqueeze(1)
+            j = torch.arange(rk, device=dev).unsqueeze(0)
+            hidden = j > i + (rk - rq)
+
+            def forward():
+                ac = torch.matmul(q + u, k.transpose(-1, -2))
+                bd = torch.matmul(q + w, r.transpose(-1, -2))
+                padded = torch.cat([bd.new_zeros(rb, rh, rq, 1), bd], dim=-1).view(rb, rh, rk + 1, rq)
+                bd = padded[:, :, 1:].reshape(rb, rh, rq, rk)
+                scores = ((ac + bd) * 0.125).masked_fill(hidden, float("-inf"))
+                return torch.matmul(torch.softmax(scores, dim=-1), v)
+            if not backward:
+                return forward
+            with torch.enable_grad():
+                out = forward()
+            up = uniform(out.shape, dev)
+            return lambda: torch.autograd.grad(out, (q, k, v, r, u, w), up, retain_graph=True)
+        return build
+    rel_fw_bytes = f32_bytes(rb * rh * (2.0 * rq * rd + 2.0 * rk * rd + rq) + rh * rk * rd)
+    rel_bw_bytes = f32_bytes(rb * rh * (6.0 * rq * rd + 4.0 * rk * rd + 2.0 * rq) + (rb + 1) * rh * rk * rd)
+    for name in ("flash_rel_attention forward", "rel_attention forward (unfused)"):
+        c.append((name, rsize, rel_fw_bytes, 2.0 * rel_pairs * (3 * rd), rel_attention(False)))
+    for name in ("flash_rel_attention backward", "rel_attention backward (unfused)"):
+        c.append((name, rsize, rel_bw_bytes, 2.0 * rel_pairs * (14 * rd), rel_attention(True)))
 
     batch, nb = (64 if gpu else 8), 128
 

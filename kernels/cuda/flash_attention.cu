@@ -57,6 +57,8 @@
 // K, V tiles and one or two probability-gradient tiles. See FlashTiles below.
 #include <cstdint>
 
+#include "kernels/copy.h"
+#include "kernels/cuda/flash_attention_mma.h"
 #include "kernels/cuda/flash_tiles.cuh"
 #include "kernels/flash_attention.h"
 
@@ -91,19 +93,6 @@ struct FlashTiles<128> {
   static constexpr int kDecodeRows = 16, kDecodeKeys = 32;
   static constexpr int kKvKeys = 16, kKvRows = 16;
   static constexpr int kQRows = 16, kQKeys = 16;
-};
-
-struct FlashShape {
-  std::int64_t heads, tq, tk;
-  int d, dv;
-  bool causal;
-
-  // Keys [0, horizon(i)) of query i may be valid; the rest are causally masked.
-  __device__ std::int64_t horizon(std::int64_t i) const {
-    if (!causal) return tk;
-    const std::int64_t h = i + (tk - tq) + 1;
-    return h < 0 ? 0 : (h > tk ? tk : h);
-  }
 };
 
 struct ForwardArgs {
@@ -387,6 +376,18 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
                              const Tensor& key_padding, bool causal, double p, std::uint64_t seed, std::uint64_t offset,
                              double scale) {
   const char* op = "flash_attention";
+  // 16-bit inputs: the tensor cores where the device has them (flash_attention_mma.cu), else the
+  // FFMA kernels on widened copies with out rounded once.
+  if (is_float16(q.dtype())) {
+    if (flash_attention_forward_mma(q, k, v, out, lse, key_padding, causal, p, seed, offset, scale)) return;
+    const TensorOptions wide{DType::Float32, q.device()};
+    const Tensor out32 = empty(out.shape(), wide);
+    flash_attention_forward(::define::kernels::cast(q, DType::Float32), ::define::kernels::cast(k, DType::Float32),
+                            ::define::kernels::cast(v, DType::Float32), out32, lse, key_padding, causal, p, seed,
+                            offset, scale);
+    ::define::kernels::copy_into(out, out32);
+    return;
+  }
   const ForwardArgs args{q.data<float>(),        k.data<float>(),           v.data<float>(),
                          out.data<float>(),      lse.data<float>(),         padding_of(key_padding),
                          shape_of(q, v, causal), static_cast<float>(scale), dropout_of(p, seed, offset)};

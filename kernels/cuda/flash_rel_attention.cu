@@ -42,12 +42,14 @@ namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
 // Tile sizes per kernel and largest head dim kD, the largest that keep each kernel's static shared
-// memory under 48 KiB (the static_asserts below hold the sums). kN = columns / 8 must be >= 1.
+// memory under 48 KiB (the static_asserts below hold the sums) and its registers unspilled
+// (scripts/checks/check-ptxas.sh: a 64 x 32 forward tile at d 32 spills at sm_90, 32 x 64 does
+// not). kN = columns / 8 must be >= 1.
 template <int kD>
 struct RelTiles;
 template <>
 struct RelTiles<32> {
-  static constexpr int kForwardRows = 64, kForwardKeys = 32;
+  static constexpr int kForwardRows = 32, kForwardKeys = 64;
   static constexpr int kDecodeRows = 16, kDecodeKeys = 64;
   static constexpr int kKvKeys = 64, kKvRows = 16;
   static constexpr int kQRows = 32, kQKeys = 32;

@@ -31,6 +31,20 @@ constexpr int kSharedLimit = 48 * 1024;          // bytes of static shared memor
 
 __device__ __forceinline__ float neg_inf() { return -std::numeric_limits<float>::infinity(); }
 
+// The geometry of scaled dot-product attention's kernels (flash_attention.cu, flash_attention_mma.cu).
+struct FlashShape {
+  std::int64_t heads, tq, tk;
+  int d, dv;
+  bool causal;
+
+  // Keys [0, horizon(i)) of query i may be valid; the rest are causally masked.
+  __device__ std::int64_t horizon(std::int64_t i) const {
+    if (!causal) return tk;
+    const std::int64_t h = i + (tk - tq) + 1;
+    return h < 0 ? 0 : (h > tk ? tk : h);
+  }
+};
+
 struct FlashDropout {
   DropoutStream stream;
   bool on;           // p > 0

@@ -11,10 +11,13 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "core/factory.h"
+#include "cuda_emu/emu_types.hpp"
 #include "kernels/attention.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
@@ -296,4 +299,104 @@ TEST_CASE("flash attention kernels: what the CUDA kernels refuse, named",
   const kernels::FlashAttentionOutput r = kernels::flash_attention_forward(h, h, h, {.causal = true}, 0.3);
   CHECK(r.out.dtype() == DType::Float16);
   CHECK(r.lse.dtype() == DType::Float32);
+}
+
+namespace {
+
+// The emulated device's architecture for a scope (the tensor-core kernel needs sm_75 for float16,
+// sm_80 for bfloat16; the emulator's default sm_61 has neither instruction).
+class EmuArch {
+ public:
+  explicit EmuArch(int arch) : saved_(::cuda_emu::config().arch) { ::cuda_emu::config().arch = arch; }
+  ~EmuArch() { ::cuda_emu::config().arch = saved_; }
+  EmuArch(const EmuArch&) = delete;
+  EmuArch& operator=(const EmuArch&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace
+
+TEST_CASE("flash attention kernels: the tensor-core forward for 16-bit inputs against the reference",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;  // sets the emulated architecture
+  // Tiles of 64 queries (16 a warp) by 64 keys (32 for head dims past 64); mma.m16n8k8 steps of 8
+  // along d, so d and dv that are not multiples of 8 pad with zeros.
+  const std::vector<Problem> problems = {
+      {2, 2, 37, 53, 32, 32},
+      {2, 1, 70, 150, 41, 41, true, true},
+      {2, 2, 65, 65, 64, 64, true, true},   // the last batch fully masked
+      {2, 1, 50, 40, 32, 16, true},         // Tq > Tk: the first 10 queries see nothing
+      {2, 2, 1, 300, 64, 64, false, true},  // a decoding step
+      {1, 2, 20, 30, 100, 72, true},
+      {1, 2, 33, 47, 128, 128},
+      {1, 3, 19, 100, 24, 40, false, false, 0.2},  // dropout
+  };
+  for (const auto& [dtype, arch, tol] : {std::tuple{DType::Float16, 75, 4e-3}, std::tuple{DType::BFloat16, 80, 3e-2}}) {
+    const EmuArch scope(arch);
+    for (const Problem& s : problems) {
+      const Inputs in(s);
+      // The inputs rounded to 16 bits; the reference computes on them exactly (widened).
+      const auto narrow = [&](const Tensor& t) { return kernels::cast(t, dtype); };
+      const Tensor q = narrow(in.q), k = narrow(in.k), v = narrow(in.v);
+      const kernels::AttentionMasking m = s.masking();
+      const kernels::FlashAttentionOutput got =
+          kernels::flash_attention_forward(to_test_device(q), to_test_device(k), to_test_device(v), m, s.scale());
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      const kernels::FlashAttentionOutput ref =
+          kernels::flash_attention_forward(kernels::cast(q, DType::Float64), kernels::cast(k, DType::Float64),
+                                           kernels::cast(v, DType::Float64), m, s.scale());
+      const std::string what = s.name() + " " + std::string(dtype_name(dtype));
+      CHECK(got.out.dtype() == dtype);
+      CHECK(got.lse.dtype() == DType::Float32);
+      // P is rounded to 16 bits before it multiplies V, out once more at the end.
+      check_close(kernels::cast(got.out, DType::Float64), ref.out, tol, tol, what + " out");
+      check_lse(got.lse, ref.lse, what + " lse");
+      // And it is the tensor-core kernel that ran: the FFMA kernels keep P in float32, so their out
+      // (on the same 16-bit inputs, widened) differs in some element.
+      const kernels::FlashAttentionOutput ffma = kernels::flash_attention_forward(
+          to_test_device(kernels::cast(q, DType::Float32)), to_test_device(kernels::cast(k, DType::Float32)),
+          to_test_device(kernels::cast(v, DType::Float32)), m, s.scale());
+      CHECK(values(got.out) != values(kernels::cast(ffma.out, dtype)));
+    }
+  }
+}
+
+TEST_CASE("flash attention kernels: 16-bit inputs where the tensor cores cannot run take the FFMA path",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;
+  // bfloat16 on sm_75 and float16 on sm_61: the float32 kernels on the widened inputs, out rounded
+  // once: exactly what the float32 inputs widened by hand give.
+  const Problem s{2, 2, 30, 45, 32, 32, true, true, 0.1};
+  const Inputs in = Inputs(s, 5).on_device();
+  for (const auto& [dtype, arch] : {std::pair{DType::BFloat16, 75}, std::pair{DType::Float16, 61}}) {
+    const EmuArch scope(arch);
+    const Tensor q = kernels::cast(in.q, dtype), k = kernels::cast(in.k, dtype), v = kernels::cast(in.v, dtype);
+    const kernels::FlashAttentionOutput got = kernels::flash_attention_forward(q, k, v, s.masking(), s.scale());
+    const kernels::FlashAttentionOutput wide =
+        kernels::flash_attention_forward(kernels::cast(q, DType::Float32), kernels::cast(k, DType::Float32),
+                                         kernels::cast(v, DType::Float32), s.masking(), s.scale());
+    check_identical(got.out, kernels::cast(wide.out, dtype), std::string(dtype_name(dtype)) + " out");
+    check_identical(got.lse, wide.lse, std::string(dtype_name(dtype)) + " lse");
+  }
+}
+
+TEST_CASE("flash attention kernels: the tensor-core forward is bit-identical under every emulator schedule",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;
+  const EmuArch scope(80);
+  for (const Problem& s : {Problem{2, 1, 70, 75, 32, 24, true, true, 0.3}, Problem{1, 1, 20, 40, 128, 128}}) {
+    const Inputs in = Inputs(s, 2).on_device();
+    for (const DType dtype : {DType::Float16, DType::BFloat16}) {
+      const Tensor q = kernels::cast(in.q, dtype), k = kernels::cast(in.k, dtype), v = kernels::cast(in.v, dtype);
+      run_all_schedules([&] { return kernels::flash_attention_forward(q, k, v, s.masking(), s.scale()).out; },
+                        s.name() + " " + std::string(dtype_name(dtype)) + " out");
+      run_all_schedules([&] { return kernels::flash_attention_forward(q, k, v, s.masking(), s.scale()).lse; },
+                        s.name() + " " + std::string(dtype_name(dtype)) + " lse");
+    }
+  }
 }
