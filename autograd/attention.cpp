@@ -87,8 +87,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                                     const AttentionOptions& options) {
   const AttentionKernel kernel =
       k_in.defined() ? detail::resolve_attention_kernel(options.kernel, q_in, v_in) : AttentionKernel::Unfused;
-  // The fused kernels compute in float32 from whatever the inputs are (16-bit inputs widened), so
-  // they take the inputs before autocast.
+  // The fused op applies the autocast policy itself (16-bit inputs run on tensor cores).
   if (kernel == AttentionKernel::Fused) return flash_attention(q_in, k_in, v_in, options);
   const Tensor q = autocast::gemm_input(q_in);
   const Tensor k = autocast::gemm_input(k_in);

@@ -7,14 +7,20 @@
 #include <cstdint>
 
 #include "autograd/attention_call.h"
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/error.h"
 #include "kernels/flash_attention.h"
 
 namespace define {
 
-Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+Tensor flash_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const AttentionOptions& options) {
   const char* op = "flash_attention";
+  // The autocast policy's GEMM inputs (autograd/autocast.h): under a 16-bit region q, k and v go to
+  // the tensor-core kernels in 16 bits, as the unfused path's GEMMs take them.
+  const Tensor q = autocast::gemm_input(q_in);
+  const Tensor k = autocast::gemm_input(k_in);
+  const Tensor v = autocast::gemm_input(v_in);
   // Shapes, dtypes and devices are checked by kernels::flash_attention_forward.
   const detail::AttentionCall call = detail::read_attention_call(op, q, k, options);
   const kernels::AttentionMasking& masking = call.masking;

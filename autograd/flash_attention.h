@@ -18,8 +18,8 @@ namespace define {
 
 // q [B, H, Tq, d], k [B, H, Tk, d], v [B, H, Tk, dv] (one dtype, one device, any strides) ->
 // [B, H, Tq, dv] contiguous. Options as for scaled_dot_product_attention (the padding mask, causal,
-// scale, dropout, training, generator), and the generator advances the same way. 16-bit inputs are
-// computed in float32 (no 16-bit kernel yet; no autocast to 16 bits either). On cuda and emu devices:
+// scale, dropout, training, generator), and the generator advances the same way. 16-bit inputs: tensor
+// cores on GPUs that have them (kernels/flash_attention.h), float32 otherwise. On cuda and emu devices:
 // float32 (or 16-bit) tensors and head dims d, dv <= 128.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options = {});
 

@@ -60,7 +60,13 @@ AttentionGrads flash_attention_backward(const Tensor& grad_out_in, const Tensor&
                                         const AttentionMasking& masking, double scale, bool need_q, bool need_k,
                                         bool need_v) {
   const char* op = "flash_attention_backward";
-  if (any_float16({grad_out_in, q_in, k_in, v_in, out_in})) {
+  // As the forward: 16-bit tensors of one dtype go to the GPUs' backend as they are.
+  const bool gpu_float16 = !q_in.device().is_cpu() && q_in.defined() && is_float16(q_in.dtype()) && [&] {
+    for (const Tensor* t : {&grad_out_in, &k_in, &v_in, &out_in})
+      if (!t->defined() || t->dtype() != q_in.dtype()) return false;
+    return lse_in.defined() && lse_in.dtype() == DType::Float32;
+  }();
+  if (any_float16({grad_out_in, q_in, k_in, v_in, out_in}) && !gpu_float16) {
     const Tensor& like = q_in;
     const AttentionGrads r =
         flash_attention_backward(widen(grad_out_in, like), widen(q_in, like), widen(k_in, like), widen(v_in, like),
@@ -79,7 +85,10 @@ AttentionGrads flash_attention_backward(const Tensor& grad_out_in, const Tensor&
   if (lse_in.shape() != Shape{b, h, tq})
     fail(op, "lse {} must be [B, H, Tq] = [{},{},{}]", shape_str(lse_in.shape()), b, h, tq);
   check_same_device(op, {q_in, grad_out_in, out_in, lse_in});
-  check_same_dtype(op, {q_in, grad_out_in, out_in, lse_in});
+  check_same_dtype(op, {q_in, grad_out_in, out_in});
+  if (lse_in.dtype() != statistics_dtype(q_in.dtype()))
+    fail(op, "lse is {}, the forward gives {} for {} inputs", dtype_name(lse_in.dtype()),
+         dtype_name(statistics_dtype(q_in.dtype())), dtype_name(q_in.dtype()));
 
   AttentionGrads g;
   if (need_q) g.grad_q = empty_like_of(q_in.shape(), q_in);

@@ -24,13 +24,16 @@
 // is kept iff philox::u32_to_unit_float(random_u32(seed, offset, e)) >= p, and a kept element is
 // scaled by 1 / (1 - p): the same mask as the unfused path draws for the same seed and offset.
 //
-// dtypes: float32 and float64 (lse in the same dtype). 16-bit q, k, v are widened (exactly) to the
-// backend's compute type and out rounded once to their dtype; lse is then float32.
+// dtypes: float32 and float64 (lse in the same dtype). 16-bit q, k, v: out in their dtype, lse float32;
+// the GPUs run forward and backward on tensor cores where the device has the instruction (P, D and
+// dS rounded to 16 bits before they multiply), every other case widens them (exactly) and rounds out
+// and the gradients once.
 //
 // Backends: kernels/ref/flash_attention.cpp (the oracle: the definition in double, row by row),
 // kernels/cpu/flash_attention.cpp (the CPU's unfused attention plus a log-sum-exp pass: the CPU
-// keeps its own attention), kernels/cuda/flash_attention.cu (the fused tiled kernels: float32 only,
-// head dims d, dv <= kFlashAttentionMaxHeadDim; the FFMA path that runs on every GPU from sm_61).
+// keeps its own attention), kernels/cuda/flash_attention.cu (the fused tiled kernels: float32, head dims
+// d, dv <= kFlashAttentionMaxHeadDim; the FFMA path that runs on every GPU from sm_61) with
+// kernels/cuda/flash_attention_mma.cu (the tensor-core kernels for 16-bit inputs, sm_75 / sm_80 up).
 // Tests: tests/ops/flash_attention_test.cpp, tests/cuda/flash_attention_kernels_test.cpp.
 #pragma once
 

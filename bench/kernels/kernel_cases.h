@@ -160,7 +160,7 @@ inline std::vector<Case> cases() {
              f32_bytes(8.0 * b * h * t * hd + b * h * t), 2.0 * b * h * t * t * (4 * hd + 3 * hd),
              [=] { (void)kernels::flash_attention_backward(up, q, k, v, f.out, f.lse, {}, 0.125, true, true, true); }};
        }});
-  // The tensor-core forward (kernels/cuda/flash_attention_mma.cu) on 16-bit q, k, v at the same size: on
+  // The tensor-core kernels (kernels/cuda/flash_attention_mma.cu) on 16-bit q, k, v at the same size: on
   // a GPU from sm_75 (float16) / sm_80 (bfloat16); elsewhere, and on the emulated device below sm_75,
   // the FFMA kernels on widened copies.
   for (const auto& [name, dtype] : {std::pair{"flash_attention forward float16", DType::Float16},
@@ -171,6 +171,21 @@ inline std::vector<Case> cases() {
                    Tensor q = half({b, h, t, hd}), k = half({b, h, t, hd}), v = half({b, h, t, hd});
                    return Problem{2.0 * 4.0 * b * h * t * hd + 4.0 * b * h * t, 2.0 * b * h * t * t * (hd + hd),
                                   [=] { (void)kernels::flash_attention_forward(q, k, v, {}, 0.125); }};
+                 }});
+  }
+  for (const auto& [name, dtype] : {std::pair{"flash_attention backward float16", DType::Float16},
+                                    std::pair{"flash_attention backward bfloat16", DType::BFloat16}}) {
+    c.push_back({name, "flash_attention", "16x8x512x512 d64", "1x2x128x128 d64", [dtype = dtype](Device d, bool gpu) {
+                   const std::int64_t b = gpu ? 16 : 1, h = gpu ? 8 : 2, t = gpu ? 512 : 128, hd = 64;
+                   const auto half = [&](Shape shape) { return kernels::cast(uniform(std::move(shape), d), dtype); };
+                   Tensor q = half({b, h, t, hd}), k = half({b, h, t, hd}), v = half({b, h, t, hd});
+                   Tensor up = half({b, h, t, hd});
+                   const kernels::FlashAttentionOutput f = kernels::flash_attention_forward(q, k, v, {}, 0.125);
+                   return Problem{2.0 * 8.0 * b * h * t * hd + 8.0 * b * h * t, 2.0 * b * h * t * t * (4 * hd + 3 * hd),
+                                  [=] {
+                                    (void)kernels::flash_attention_backward(up, q, k, v, f.out, f.lse, {}, 0.125, true,
+                                                                            true, true);
+                                  }};
                  }});
   }
   // The fused relative-attention kernels (kernels/flash_rel_attention.h) at Transformer-XL's lengths:

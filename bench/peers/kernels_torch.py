@@ -195,8 +195,17 @@ def cases(dev, gpu):
             def sdpa16(dtype=dtype):
                 q, k, v = (uniform((fb, fh, ft, hd), dev, dtype) for _ in range(3))
                 return lambda: F.scaled_dot_product_attention(q, k, v)
+
+            def sdpa16_backward(dtype=dtype):
+                q, k, v = (uniform((fb, fh, ft, hd), dev, dtype).requires_grad_(True) for _ in range(3))
+                with torch.enable_grad():
+                    out = F.scaled_dot_product_attention(q, k, v)
+                up = uniform(out.shape, dev, dtype)
+                return lambda: torch.autograd.grad(out, (q, k, v), up, retain_graph=True)
             c.append((name, fsize, 2.0 * 4.0 * fb * fh * ft * hd + 4.0 * fb * fh * ft,
                       2.0 * fb * fh * ft * ft * (2 * hd), sdpa16))
+            c.append((name.replace("forward", "backward"), fsize, 2.0 * 8.0 * fb * fh * ft * hd + 8.0 * fb * fh * ft,
+                      2.0 * fb * fh * ft * ft * (7 * hd), sdpa16_backward))
 
     # Transformer-XL's relative attention as its reference code composes it (PyTorch has no op of its
     # own): AC = (q + u) k^T, BD = (q + w) r^T shifted by the pad-and-view trick, the causal mask over

@@ -56,6 +56,7 @@
 // that fit: the forward holds Q, K, V tiles and the probability tile; the backward kernels Q, dO,
 // K, V tiles and one or two probability-gradient tiles. See FlashTiles below.
 #include <cstdint>
+#include <utility>
 
 #include "kernels/copy.h"
 #include "kernels/cuda/flash_attention_mma.h"
@@ -407,12 +408,29 @@ void flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Ten
                               const Tensor& grad_v, const Tensor& key_padding, bool causal, double p,
                               std::uint64_t seed, std::uint64_t offset, double scale) {
   const char* op = "flash_attention_backward";
+  // 16-bit inputs as in the forward: tensor cores, else the FFMA kernels on widened copies.
+  if (is_float16(q.dtype())) {
+    if (flash_attention_backward_mma(grad_out, q, k, v, out, lse, grad_q, grad_k, grad_v, key_padding, causal, p, seed,
+                                     offset, scale))
+      return;
+    const auto wide = [](const Tensor& t) { return ::define::kernels::cast(t, DType::Float32); };
+    const auto wide_out = [](const Tensor& t) {
+      return t.defined() ? empty(t.shape(), {DType::Float32, t.device()}) : Tensor();
+    };
+    const Tensor gq = wide_out(grad_q), gk = wide_out(grad_k), gv = wide_out(grad_v);
+    flash_attention_backward(wide(grad_out), wide(q), wide(k), wide(v), wide(out), lse, gq, gk, gv, key_padding, causal,
+                             p, seed, offset, scale);
+    for (const auto& [dst, src] : {std::pair{grad_q, gq}, std::pair{grad_k, gk}, std::pair{grad_v, gv}})
+      if (dst.defined()) ::define::kernels::copy_into(dst, src);
+    return;
+  }
   dispatch_head_dim(op, q, v, [&]<int kD>() {
     using Tiles = FlashTiles<kD>;
     const std::int64_t rows = q.size(0) * q.size(1) * q.size(2);
     Tensor delta = empty({rows}, {DType::Float32, q.device()});
     launch_rows("flash_attention_backward (delta)",
-                DeltaRows{grad_out.data<float>(), out.data<float>(), delta.data<float>(), v.size(3)}, rows, v.size(3));
+                DeltaRows<float>{grad_out.data<float>(), out.data<float>(), delta.data<float>(), v.size(3)}, rows,
+                v.size(3));
     const BackwardArgs args{q.data<float>(),
                             k.data<float>(),
                             v.data<float>(),

@@ -1,4 +1,4 @@
-// The tensor-core forward of the flash-attention family (kernels/cuda/flash_attention_mma.cu), for
+// The tensor-core forward and backward of the flash-attention family (kernels/cuda/flash_attention_mma.cu), for
 // kernels/cuda/flash_attention.cu to try first on 16-bit inputs.
 #pragma once
 
@@ -15,5 +15,12 @@ namespace define::kernels::DEFINE_CUDA_NS {
 bool flash_attention_forward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                  const Tensor& lse, const Tensor& key_padding, bool causal, double p,
                                  std::uint64_t seed, std::uint64_t offset, double scale);
+
+// Its backward on tensor cores, when the same holds (and grad_out, out and the defined gradients
+// share the inputs' dtype); returns false, having done nothing, when not.
+bool flash_attention_backward_mma(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& lse, const Tensor& grad_q, const Tensor& grad_k,
+                                  const Tensor& grad_v, const Tensor& key_padding, bool causal, double p,
+                                  std::uint64_t seed, std::uint64_t offset, double scale);
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

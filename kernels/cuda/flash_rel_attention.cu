@@ -666,7 +666,8 @@ void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const
     const std::int64_t batch = q.size(0), heads = q.size(1), tk = k.size(2), rows = batch * heads * q.size(2);
     Tensor delta = empty({rows}, {DType::Float32, q.device()});
     launch_rows("flash_rel_attention_backward (delta)",
-                DeltaRows{grad_out.data<float>(), out.data<float>(), delta.data<float>(), v.size(3)}, rows, v.size(3));
+                DeltaRows<float>{grad_out.data<float>(), out.data<float>(), delta.data<float>(), v.size(3)}, rows,
+                v.size(3));
     RelArgs args = args_of(q, k, v, r, u, w, window, p, seed, offset, scale);
     args.lse = lse.data<float>();
     args.grad_out = grad_out.data<float>();

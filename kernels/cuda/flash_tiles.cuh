@@ -17,6 +17,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/dropout_stream.cuh"
+#include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 #include "kernels/dropout.h"
 #include "kernels/flash_attention.h"
@@ -235,16 +236,19 @@ __device__ __forceinline__ void finish_rows(const float (&m)[kM], const float (&
   store_rows(out + bh * tq * dv, acc, inv, row0, tq, dv, group, lane);
 }
 
-// delta[row] = sum_j grad_out[row, j] * out[row, j] (a row op of row_reduce.cuh: a warp per row).
+// delta[row] = sum_j grad_out[row, j] * out[row, j] (a row op of row_reduce.cuh: a warp per row), in
+// float from T's values.
+template <typename T>
 struct DeltaRows {
   using State = Sum<float>;
-  const float* grad_out;
-  const float* out;
+  const T* grad_out;
+  const T* out;
   float* delta;
   std::int64_t dv;
 
   __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
-    for (std::int64_t j = first; j < dv; j += step) st.add(grad_out[row * dv + j] * out[row * dv + j]);
+    for (std::int64_t j = first; j < dv; j += step)
+      st.add(load_value(grad_out[row * dv + j]) * load_value(out[row * dv + j]));
   }
   __device__ void finish(const State& st, std::int64_t row, int first, int) const {
     if (first == 0) delta[row] = st.value();

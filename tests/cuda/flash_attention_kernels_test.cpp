@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/factory.h"
 #include "cuda_emu/emu_types.hpp"
@@ -318,7 +319,7 @@ class EmuArch {
 
 }  // namespace
 
-TEST_CASE("flash attention kernels: the tensor-core forward for 16-bit inputs against the reference",
+TEST_CASE("flash attention kernels: the tensor-core forward and backward for 16-bit inputs against the reference",
           "[cuda][flash_attention][family:flash_attention]") {
   register_emu();
   if (define::test::kernel_test_device() != Device::emu()) return;  // sets the emulated architecture
@@ -334,7 +335,8 @@ TEST_CASE("flash attention kernels: the tensor-core forward for 16-bit inputs ag
       {1, 2, 33, 47, 128, 128},
       {1, 3, 19, 100, 24, 40, false, false, 0.2},  // dropout
   };
-  for (const auto& [dtype, arch, tol] : {std::tuple{DType::Float16, 75, 4e-3}, std::tuple{DType::BFloat16, 80, 3e-2}}) {
+  for (const auto& [dtype, arch, tol] :
+       {std::tuple{DType::Float16, 75, 1.5e-3}, std::tuple{DType::BFloat16, 80, 1.2e-2}}) {
     const EmuArch scope(arch);
     for (const Problem& s : problems) {
       const Inputs in(s);
@@ -342,24 +344,42 @@ TEST_CASE("flash attention kernels: the tensor-core forward for 16-bit inputs ag
       const auto narrow = [&](const Tensor& t) { return kernels::cast(t, dtype); };
       const Tensor q = narrow(in.q), k = narrow(in.k), v = narrow(in.v);
       const kernels::AttentionMasking m = s.masking();
-      const kernels::FlashAttentionOutput got =
-          kernels::flash_attention_forward(to_test_device(q), to_test_device(k), to_test_device(v), m, s.scale());
+      const Tensor up = narrow(in.up);
+      const Tensor qd = to_test_device(q), kd = to_test_device(k), vd = to_test_device(v);
+      const kernels::FlashAttentionOutput got = kernels::flash_attention_forward(qd, kd, vd, m, s.scale());
+      const kernels::AttentionGrads grads = kernels::flash_attention_backward(to_test_device(up), qd, kd, vd, got.out,
+                                                                              got.lse, m, s.scale(), true, true, true);
       kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      const auto wide = [](const Tensor& t) { return kernels::cast(t, DType::Float64); };
       const kernels::FlashAttentionOutput ref =
-          kernels::flash_attention_forward(kernels::cast(q, DType::Float64), kernels::cast(k, DType::Float64),
-                                           kernels::cast(v, DType::Float64), m, s.scale());
+          kernels::flash_attention_forward(wide(q), wide(k), wide(v), m, s.scale());
+      const kernels::AttentionGrads ref_grads = kernels::flash_attention_backward(
+          wide(up), wide(q), wide(k), wide(v), ref.out, ref.lse, m, s.scale(), true, true, true);
       const std::string what = s.name() + " " + std::string(dtype_name(dtype));
       CHECK(got.out.dtype() == dtype);
       CHECK(got.lse.dtype() == DType::Float32);
       // P is rounded to 16 bits before it multiplies V, out once more at the end.
       check_close(kernels::cast(got.out, DType::Float64), ref.out, tol, tol, what + " out");
       check_lse(got.lse, ref.lse, what + " lse");
+      // dS and D are rounded to 16 bits before they multiply Q, K or dO: gradients to a few of the
+      // format's units against their sums' magnitude.
+      const char* names[] = {"grad_q", "grad_k", "grad_v"};
+      const Tensor* g[] = {&grads.grad_q, &grads.grad_k, &grads.grad_v};
+      const Tensor* r[] = {&ref_grads.grad_q, &ref_grads.grad_k, &ref_grads.grad_v};
+      for (int i = 0; i < 3; ++i) {
+        CHECK(g[i]->dtype() == dtype);
+        check_close(kernels::cast(*g[i], DType::Float64), *r[i], 2 * tol, 2 * tol, what + " " + names[i]);
+      }
       // And it is the tensor-core kernel that ran: the FFMA kernels keep P in float32, so their out
       // (on the same 16-bit inputs, widened) differs in some element.
       const kernels::FlashAttentionOutput ffma = kernels::flash_attention_forward(
           to_test_device(kernels::cast(q, DType::Float32)), to_test_device(kernels::cast(k, DType::Float32)),
           to_test_device(kernels::cast(v, DType::Float32)), m, s.scale());
       CHECK(values(got.out) != values(kernels::cast(ffma.out, dtype)));
+      const auto f32 = [](const Tensor& t) { return to_test_device(kernels::cast(t, DType::Float32)); };
+      const kernels::AttentionGrads ffma_grads = kernels::flash_attention_backward(
+          f32(up), f32(q), f32(k), f32(v), f32(got.out), got.lse, m, s.scale(), true, true, true);
+      CHECK(values(grads.grad_k) != values(kernels::cast(ffma_grads.grad_k, dtype)));
     }
   }
 }
@@ -381,10 +401,20 @@ TEST_CASE("flash attention kernels: 16-bit inputs where the tensor cores cannot 
                                          kernels::cast(v, DType::Float32), s.masking(), s.scale());
     check_identical(got.out, kernels::cast(wide.out, dtype), std::string(dtype_name(dtype)) + " out");
     check_identical(got.lse, wide.lse, std::string(dtype_name(dtype)) + " lse");
+    // The backward likewise: the float32 kernels on the widened 16-bit tensors, gradients rounded once.
+    const Tensor up = kernels::cast(in.up, dtype);
+    const auto f32 = [](const Tensor& t) { return kernels::cast(t, DType::Float32); };
+    const kernels::AttentionGrads g =
+        kernels::flash_attention_backward(up, q, k, v, got.out, got.lse, s.masking(), s.scale(), true, true, true);
+    const kernels::AttentionGrads w = kernels::flash_attention_backward(
+        f32(up), f32(q), f32(k), f32(v), f32(got.out), got.lse, s.masking(), s.scale(), true, true, true);
+    check_identical(g.grad_q, kernels::cast(w.grad_q, dtype), std::string(dtype_name(dtype)) + " grad_q");
+    check_identical(g.grad_k, kernels::cast(w.grad_k, dtype), std::string(dtype_name(dtype)) + " grad_k");
+    check_identical(g.grad_v, kernels::cast(w.grad_v, dtype), std::string(dtype_name(dtype)) + " grad_v");
   }
 }
 
-TEST_CASE("flash attention kernels: the tensor-core forward is bit-identical under every emulator schedule",
+TEST_CASE("flash attention kernels: the tensor-core kernels are bit-identical under every emulator schedule",
           "[cuda][flash_attention][family:flash_attention]") {
   register_emu();
   if (define::test::kernel_test_device() != Device::emu()) return;
@@ -397,6 +427,38 @@ TEST_CASE("flash attention kernels: the tensor-core forward is bit-identical und
                         s.name() + " " + std::string(dtype_name(dtype)) + " out");
       run_all_schedules([&] { return kernels::flash_attention_forward(q, k, v, s.masking(), s.scale()).lse; },
                         s.name() + " " + std::string(dtype_name(dtype)) + " lse");
+      const kernels::FlashAttentionOutput f = kernels::flash_attention_forward(q, k, v, s.masking(), s.scale());
+      const Tensor up = kernels::cast(in.up, dtype);
+      for (int i = 0; i < 3; ++i)
+        run_all_schedules(
+            [&] {
+              const kernels::AttentionGrads g = kernels::flash_attention_backward(
+                  up, q, k, v, f.out, f.lse, s.masking(), s.scale(), true, true, true);
+              return i == 0 ? g.grad_q : i == 1 ? g.grad_k : g.grad_v;
+            },
+            s.name() + " " + std::string(dtype_name(dtype)) + " " + kFlashNames[i + 2]);
     }
+  }
+}
+
+TEST_CASE("flash attention kernels: under mixed precision attention runs on the tensor cores",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;
+  // The autocast policy casts q, k and v to the region's 16-bit dtype (autograd/autocast.h), and the
+  // fused op then runs the tensor-core kernels: the same bits as the kernels called on the cast inputs.
+  const EmuArch scope(80);
+  const Problem s{2, 2, 21, 33, 32, 32, true};
+  const Inputs in = Inputs(s, 8).on_device();
+  for (const DType dtype : {DType::Float16, DType::BFloat16}) {
+    Tensor got;
+    {
+      const autocast::Scope region(dtype);
+      got = scaled_dot_product_attention(in.q, in.k, in.v, {.causal = true});
+    }
+    const Tensor q = kernels::cast(in.q, dtype), k = kernels::cast(in.k, dtype), v = kernels::cast(in.v, dtype);
+    CHECK(got.dtype() == dtype);
+    check_identical(got, kernels::flash_attention_forward(q, k, v, {.causal = true}, s.scale()).out,
+                    std::string(dtype_name(dtype)) + " out");
   }
 }
