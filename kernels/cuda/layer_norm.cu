@@ -347,25 +347,37 @@ __global__ void layer_norm_param_partials_kernel(const T* __restrict__ dy, const
   }
 }
 
-// dweight/dbias[col] = the column's chunk partials added in chunk order, rounded once to the
-// parameters' dtype W (either output may be null).
+// dweight/dbias[col] = the column's chunk partials added, rounded once to the parameters' dtype W
+// (either output may be null). Block (kColTile, kColRowThreads), as the partials kernel: the threads
+// of a column take every kColRowThreads-th chunk, then thread y = 0 merges their sums in y order.
+// Eight loads of a column in flight at once rather than one chain of `chunks` (up to 256) dependent
+// additions, and a block per 32 columns rather than a thread: the launch is no longer a few blocks
+// waiting on memory latency (kernel_bench --profile).
 template <typename C, typename W>
 __global__ void layer_norm_param_finish_kernel(const C* __restrict__ partial_w, const C* __restrict__ partial_b,
                                                W* __restrict__ dweight, W* __restrict__ dbias, std::int64_t chunks,
                                                std::int64_t cols) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < cols;
-       col += step) {
-    if (dweight) {
-      SumAcc<C> s = SumAcc<C>::zero();
-      for (std::int64_t ch = 0; ch < chunks; ++ch) s.add(partial_w[ch * cols + col]);
-      dweight[col] = store_value<W>(static_cast<compute_t<W>>(s.value()));
+  EMU_STATIC_SHARED(tile_w, SumAcc<C>[kColRowThreads][kColTile]);
+  EMU_STATIC_SHARED(tile_b, SumAcc<C>[kColRowThreads][kColTile]);
+  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  SumAcc<C> sw = SumAcc<C>::zero(), sb = SumAcc<C>::zero();
+  if (col < cols)
+    for (std::int64_t ch = threadIdx.y; ch < chunks; ch += kColRowThreads) {
+      if (dweight) sw.add(partial_w[ch * cols + col]);
+      if (dbias) sb.add(partial_b[ch * cols + col]);
     }
-    if (dbias) {
-      SumAcc<C> s = SumAcc<C>::zero();
-      for (std::int64_t ch = 0; ch < chunks; ++ch) s.add(partial_b[ch * cols + col]);
-      dbias[col] = store_value<W>(static_cast<compute_t<W>>(s.value()));
+  tile_w[threadIdx.y][threadIdx.x] = sw;
+  tile_b[threadIdx.y][threadIdx.x] = sb;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    SumAcc<C> tw = SumAcc<C>::zero(), tb = SumAcc<C>::zero();
+#pragma unroll
+    for (int k = 0; k < kColRowThreads; ++k) {  // fixed order
+      tw = tw.merged(tile_w[k][threadIdx.x]);
+      tb = tb.merged(tile_b[k][threadIdx.x]);
     }
+    if (dweight) dweight[col] = store_value<W>(static_cast<compute_t<W>>(tw.value()));
+    if (dbias) dbias[col] = store_value<W>(static_cast<compute_t<W>>(tb.value()));
   }
 }
 
@@ -399,6 +411,16 @@ const T* optional_data(const Tensor& t) {
 template <typename T>
 T* optional_mutable_data(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
+}
+
+// The finishing kernel's launch: a block per kColTile columns.
+template <typename C, typename W>
+void finish_params(const char* op, const C* partial_w, const C* partial_b, const Tensor& dweight, const Tensor& dbias,
+                   std::int64_t chunks, std::int64_t cols) {
+  launch_checked(op, layer_norm_param_finish_kernel<C, W>,
+                 dim3(static_cast<unsigned>((cols + kColTile - 1) / kColTile)), dim3(kColTile, kColRowThreads), 0,
+                 partial_w, partial_b, optional_mutable_data<W>(dweight), optional_mutable_data<W>(dbias), chunks,
+                 cols);
 }
 
 template <typename T>
@@ -441,13 +463,12 @@ void param_grads(const Tensor& dy, const Tensor& x, const Tensor& mean, const Te
   const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
   launch_checked(op, layer_norm_param_partials_kernel<T>, grid, dim3(kColTile, kColRowThreads), 0, dy.data<T>(),
                  x.data<T>(), mean.data<C>(), rstd.data<C>(), partial_w, partial_b, rows, cols, rows_per_chunk);
-  launch_checked(op, layer_norm_param_finish_kernel<C, W>, grid_for(cols), kBlockSize, 0, partial_w, partial_b,
-                 optional_mutable_data<W>(dweight), optional_mutable_data<W>(dbias), chunks, cols);
+  finish_params<C, W>(op, partial_w, partial_b, dweight, dbias, chunks, cols);
 }
 
 // Chunks of the one-pass backward: a function of the row count only (reproducible dweight/dbias),
-// about 16 rows each and at most 256 of them: the finishing kernel adds a column's partials one
-// after the other, so more chunks would make it the slower of the two.
+// about 16 rows each and at most 256 of them: the finishing kernel reads every chunk's partials of a
+// column, so more chunks would make it the slower of the two.
 std::int64_t fused_chunks(std::int64_t rows) { return std::min<std::int64_t>((rows + 15) / 16, 256); }
 
 // dx, dweight and dbias (whichever are defined) in one pass over dy and x
@@ -472,9 +493,7 @@ void fused_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   launch_checked(op, kernel, dim3(static_cast<unsigned>(chunks)), dim3(kWarp, kFusedWarps), 0, dy.data<T>(),
                  x.data<T>(), optional_data<W>(weight), mean.data<C>(), rstd.data<C>(), optional_mutable_data<T>(dx),
                  partial_w, partial_b, rows, cols, rows_per_chunk);
-  if (dweight.defined() || dbias.defined())
-    launch_checked(op, layer_norm_param_finish_kernel<C, W>, grid_for(cols), kBlockSize, 0, partial_w, partial_b,
-                   optional_mutable_data<W>(dweight), optional_mutable_data<W>(dbias), chunks, cols);
+  if (dweight.defined() || dbias.defined()) finish_params<C, W>(op, partial_w, partial_b, dweight, dbias, chunks, cols);
 }
 
 template <typename T>
