@@ -306,6 +306,15 @@ __global__ void __launch_bounds__(kFusedThreads)
   }
 }
 
+// A column's kColRowThreads partial sums merged in y order (thread y = 0 of the column does it).
+template <typename C>
+__device__ __forceinline__ SumAcc<C> merge_column(const SumAcc<C> (&tile)[kColRowThreads][kColTile], int x) {
+  SumAcc<C> t = SumAcc<C>::zero();
+#pragma unroll
+  for (int k = 0; k < kColRowThreads; ++k) t = t.merged(tile[k][x]);  // fixed order
+  return t;
+}
+
 // Partial column sums of dy * xhat (dweight) and dy (dbias) over the rows of chunk blockIdx.y, for
 // columns blockIdx.x * kColTile + threadIdx.x. Block (kColTile, kColRowThreads): the threads of a
 // column take every kColRowThreads-th row of the chunk, then thread y = 0 adds their sums in y
@@ -336,12 +345,7 @@ __global__ void layer_norm_param_partials_kernel(const T* __restrict__ dy, const
   tile_b[threadIdx.y][threadIdx.x] = sb;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
-    SumAcc<C> tw = SumAcc<C>::zero(), tb = SumAcc<C>::zero();
-#pragma unroll
-    for (int k = 0; k < kColRowThreads; ++k) {  // fixed order
-      tw = tw.merged(tile_w[k][threadIdx.x]);
-      tb = tb.merged(tile_b[k][threadIdx.x]);
-    }
+    const SumAcc<C> tw = merge_column(tile_w, threadIdx.x), tb = merge_column(tile_b, threadIdx.x);
     if (partial_w) partial_w[chunk * cols + col] = tw.value();
     if (partial_b) partial_b[chunk * cols + col] = tb.value();
   }
@@ -370,12 +374,7 @@ __global__ void layer_norm_param_finish_kernel(const C* __restrict__ partial_w, 
   tile_b[threadIdx.y][threadIdx.x] = sb;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
-    SumAcc<C> tw = SumAcc<C>::zero(), tb = SumAcc<C>::zero();
-#pragma unroll
-    for (int k = 0; k < kColRowThreads; ++k) {  // fixed order
-      tw = tw.merged(tile_w[k][threadIdx.x]);
-      tb = tb.merged(tile_b[k][threadIdx.x]);
-    }
+    const SumAcc<C> tw = merge_column(tile_w, threadIdx.x), tb = merge_column(tile_b, threadIdx.x);
     if (dweight) dweight[col] = store_value<W>(static_cast<compute_t<W>>(tw.value()));
     if (dbias) dbias[col] = store_value<W>(static_cast<compute_t<W>>(tb.value()));
   }
