@@ -23,6 +23,11 @@
 // words long: 16-byte units an odd number apart, so the 8 rows of an ldmatrix hit 8 different
 // 16-byte bank groups. The backward (below) has the FFMA kernels' split: dK and dV per key tile, dQ
 // per query tile.
+//
+// Tests: tests/cuda/flash_attention_kernels_test.cpp runs these kernels through
+// flash_attention_forward / _backward on the emulated device set to sm_75 (float16) and sm_80
+// (bfloat16): against the reference, against the FFMA fallback, under every schedule, and through
+// the autocast route.
 #include "kernels/cuda/flash_attention_mma.h"
 
 #include <cstdint>

@@ -4,7 +4,9 @@
 // segment, lengths that are not multiples of a tile, one query row against a long cache), masks,
 // fully masked rows, dropout equal to the unfused attention's for the same seed and offset,
 // bit-identical results under every emulator schedule, and the memory it does not use: no
-// [B, H, Tq, Tk] tensor.
+// [B, H, Tq, Tk] tensor. With 16-bit inputs at an emulated sm_75 / sm_80, the tensor-core kernels of
+// kernels/cuda/flash_attention_mma.cu: against the reference, proven to be what ran, the FFMA fallback
+// where the instruction is missing, schedules and the autocast route.
 #include <catch2/catch.hpp>
 
 #include <cmath>
