@@ -110,6 +110,7 @@ void mma_sync(const char* op, int min_arch, float* d, const std::uint32_t* a, co
   for (int i = 0; i < 4; ++i) lane.c[i] = c[i];  // copied first: d may be c
   r.warp_collective(op, &lane, &mma_compute<K, Type>, file, line);
   for (int i = 0; i < 4; ++i) d[i] = lane.d[i];
+  r.count_tensor_flops(2.0 * 16 * 8 * K / 32);  // each lane its share of the warp's 16 x 8 x K product
 }
 
 struct LdmatrixLane {

@@ -1,5 +1,6 @@
 // CUDA execution emulator: a roofline estimate of a launch's time on a target GPU, from its profile
-// (emu_profile.hpp), its register count (ptxas) and its floating-point work (the caller's count).
+// (emu_profile.hpp), its register count (ptxas) and its floating-point work (the caller's count of
+// FP32 FLOPs; the profile's count of tensor-core FLOPs).
 //
 // The estimate is the slowest of the limits a launch can hit, plus a fixed launch cost:
 //   dram     distinct bytes the launch reads and writes / the device's copy rate;
@@ -11,14 +12,18 @@
 //   l2       32-byte sectors the requests move between L2 and the multiprocessors / L2 bandwidth:
 //            a request that uses 4 bytes of each sector moves 8x the data it needs;
 //   shared   shared-memory wavefronts / (multiprocessors x one wavefront a clock): bank conflicts;
-//   fp32     FLOPs / peak FP32 rate.
+//   fp32     FLOPs / peak FP32 rate;
+//   tensor   the profile's mma.sync FLOPs / peak tensor rate for 16-bit inputs with float accumulation.
 // Occupancy is computed as the CUDA occupancy calculator does: blocks per multiprocessor limited by
 // threads, the block limit, registers (allocated per warp in units of 256) and shared memory.
 //
 // The device figures are the vendors' specifications (multiprocessors, clocks, DRAM and FP32
 // peaks, L2 size, per-multiprocessor limits); copy rates, L2 bandwidths and latencies are typical
 // measured values of those GPUs from public microbenchmarks, except the H200's copy rate, which is
-// define's own measurement (docs/results.md). The model ignores instruction issue, arithmetic
+// define's own measurement (docs/results.md). Tensor rates are dense 16-bit inputs with float
+// accumulation: the RTX 2080 Ti's is half its float16-accumulation rate (GeForce Turing); the H200's
+// is the peak of the sm_90a warpgroup instructions (wgmma), which mma.sync does not reach on Hopper,
+// so there a tensor-bound estimate is a lower bound. The model ignores instruction issue, arithmetic
 // latency, atomics' serialisation and the L1 cache; it says which limit binds and by how much, not
 // a cycle count. Its figures are checked against GPU measurements in docs/results.md.
 #pragma once
@@ -40,6 +45,7 @@ struct GpuSpec {
   double copy_gbs;     // device-to-device copy rate (read + write), GB/s
   double l2_gbs;       // L2 <-> multiprocessor bandwidth, GB/s
   double fp32_gflops;  // peak FP32 rate
+  double tensor_gflops;  // peak tensor rate, 16-bit inputs with float accumulation (0: no tensor cores)
   double latency_ns;   // DRAM latency under load
   double launch_us;    // fixed cost of a launch, back to back
   int max_threads_sm, max_blocks_sm, regs_sm;
@@ -49,9 +55,9 @@ struct GpuSpec {
 // The GPUs define's users train on and the one it was measured on.
 inline const std::vector<GpuSpec>& gpu_specs() {
   static const std::vector<GpuSpec> specs = {
-      {"GTX 1080 Ti", 61, 28, 1.582, 420, 1300, 11340, 500, 4.0, 2048, 32, 65536, 96 * 1024, 0},
-      {"RTX 2080 Ti", 75, 68, 1.545, 530, 2000, 13450, 500, 3.5, 1024, 16, 65536, 64 * 1024, 0},
-      {"H200", 90, 132, 1.98, 4112, 5500, 66900, 650, 2.5, 2048, 32, 65536, 228 * 1024, 1024},
+      {"GTX 1080 Ti", 61, 28, 1.582, 420, 1300, 11340, 0, 500, 4.0, 2048, 32, 65536, 96 * 1024, 0},
+      {"RTX 2080 Ti", 75, 68, 1.545, 530, 2000, 13450, 53800, 500, 3.5, 1024, 16, 65536, 64 * 1024, 0},
+      {"H200", 90, 132, 1.98, 4112, 5500, 66900, 989400, 650, 2.5, 2048, 32, 65536, 228 * 1024, 1024},
   };
   return specs;
 }
@@ -93,7 +99,7 @@ inline Occupancy occupancy(const GpuSpec& g, std::uint64_t threads_per_block, in
 struct Estimate {
   Occupancy occ;
   double waves = 0;
-  double dram_us = 0, latency_us = 0, l2_us = 0, shared_us = 0, fp32_us = 0;
+  double dram_us = 0, latency_us = 0, l2_us = 0, shared_us = 0, fp32_us = 0, tensor_us = 0;
   double us = 0;        // the estimate: launch cost + the largest of the above
   std::string limiter;  // which of them
 };
@@ -121,11 +127,14 @@ inline Estimate estimate(const KernelProfile& p, const GpuSpec& g, int registers
   const double wavefronts = p.shared_load.sectors + p.shared_store.sectors + 2 * p.shared_atomic.sectors;
   e.shared_us = wavefronts / (g.sms * g.clock_ghz * 1e3);
   e.fp32_us = flops / (g.fp32_gflops * 1e3);
+  // A GPU without tensor cores never runs a launch with mma.sync (the emulator fails it below sm_75).
+  if (g.tensor_gflops > 0) e.tensor_us = p.tensor_flops / (g.tensor_gflops * 1e3);
 
   e.limiter = "dram";
   double worst = e.dram_us;
-  for (const auto& [t, name] : {std::pair{e.latency_us, "latency"}, std::pair{e.l2_us, "l2 sectors"},
-                                std::pair{e.shared_us, "shared"}, std::pair{e.fp32_us, "fp32"}}) {
+  for (const auto& [t, name] :
+       {std::pair{e.latency_us, "latency"}, std::pair{e.l2_us, "l2 sectors"}, std::pair{e.shared_us, "shared"},
+        std::pair{e.fp32_us, "fp32"}, std::pair{e.tensor_us, "tensor"}}) {
     if (t > worst) {
       worst = t;
       e.limiter = name;

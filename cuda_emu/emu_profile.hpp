@@ -21,9 +21,10 @@
 //     l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st}.sum);
 //   * active lanes per memory instruction (smsp__thread_inst_executed_per_inst_executed.ratio,
 //     counted over memory instructions only).
-// The emulator cannot see registers or arithmetic: the register count of a kernel comes from ptxas
-// (scripts/checks/check-ptxas.sh) and its FLOPs from the caller; emu_perf_model.hpp turns both and
-// this profile into a time estimate per target GPU.
+// The emulator cannot see registers or scalar arithmetic: the register count of a kernel comes from
+// ptxas (scripts/checks/check-ptxas.sh) and its FP32 FLOPs from the caller. The matrix instructions
+// (mma.sync) are warp collectives it executes itself, so their FLOPs are counted here.
+// emu_perf_model.hpp turns all of these into a time estimate per target GPU.
 //
 // Approximations, stated where they apply: g++ compiles a thread's code, not nvcc, so it may merge
 // or split a thread's accesses differently. A vectorised loop of one thread becomes one wide
@@ -101,6 +102,9 @@ struct KernelProfile {
   // one loop iteration, which nothing orders (a loop with one load: 1; unrolled by four: 4; two
   // loops one after the other: 1). How many a thread can have in flight.
   double loads_in_flight = 1;
+  // Multiply-add FLOPs of the warp-level matrix instructions (mma.sync: 2 M N K each), which run on
+  // the tensor cores; the emulator counts these, unlike the threads' scalar arithmetic.
+  double tensor_flops = 0;
 
   std::uint64_t threads_per_block() const { return std::uint64_t(block.x) * block.y * block.z; }
   double total_global_bytes() const { return global_load.bytes + global_store.bytes + global_atomic.bytes; }

@@ -178,6 +178,10 @@ class Runner {
     if (racing_) race_hook(address);
     if (recording_) record_access(address, bytes, kind, pc);
   }
+  // Profiling: matrix FLOPs (2 M N K per mma.sync) a lane of a recorded block issued, scaled to the grid.
+  void count_tensor_flops(double flops) {
+    if (recording_) job_->recorder->profile.tensor_flops += flops * job_->recorder->block_weight;
+  }
   std::uint32_t active_mask() const {
     const WarpState& w = warps_[cur_->warp];
     return w.exists & ~w.exited;

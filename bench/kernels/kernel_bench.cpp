@@ -24,8 +24,9 @@
 // per conflict-free wavefront, active lanes per memory instruction, the registers ptxas reports
 // and the occupancy they allow, and the estimated time on a GTX 1080 Ti (sm_61), an RTX 2080 Ti
 // (sm_75) and an H200 (sm_90) with the limit that binds; per case the estimated share of each
-// GPU's copy rate, the figure kernel_bench --device cuda measures. --size gpu profiles the GPU
-// sizes (minutes: every block runs; at most --max-blocks blocks a launch are recorded, default 4096);
+// GPU's copy rate, the figure kernel_bench --device cuda measures (for a compute-bound case, of its
+// peak arithmetic rate: FP32, plus the tensor cores for the FLOPs the profile saw in mma.sync). --size gpu profiles the
+// GPU sizes (minutes: every block runs; at most --max-blocks blocks a launch are recorded, default 4096);
 // --arch profiles for that target alone (a third of the time; the other columns show "-").
 #include <algorithm>
 #include <cstdint>
@@ -86,6 +87,43 @@ std::string shorten(std::string s, std::size_t n) {
   return s;
 }
 
+// One row per launch of `launches[ref]`: its profile, and per target in `group` (the targets
+// that made the same launches) its registers, occupancy and estimate.
+void print_launch_rows(const std::vector<::cuda_emu::KernelProfile> (&launches)[3],
+                       const std::vector<bench::kernel_bench::LaunchEstimate> (&est)[3], const bool (&group)[3],
+                       int ref) {
+  const auto pct = [](const ::cuda_emu::AccessCounts& a, bool shared) {
+    return a.requests > 0 ? fmt::format("{:.0f}", 100 * a.efficiency(shared)) : std::string("-");
+  };
+  for (std::size_t i = 0; i < launches[ref].size(); ++i) {
+    const ::cuda_emu::KernelProfile& k = launches[ref][i];
+    std::string r, o, t, limit = "-";
+    for (int a = 0; a < 3; ++a) {
+      const auto* e = group[a] ? &est[a][i] : nullptr;
+      // Appended piece by piece: GCC 12 warns (-Wrestrict) on "/" + std::string at -O3.
+      r += a ? "/" : "";
+      r += !e ? std::string("-") : e->registers ? std::to_string(e->registers) : std::string("32*");
+      o += a ? "/" : "";
+      o += e ? fmt::format("{:.0f}", 100 * e->estimate.occ.fraction) : std::string("-");
+      t += a ? " / " : "";
+      t += e ? fmt::format("{:.1f}", e->estimate.us) : std::string("-");
+      if (a == 2 && e) limit = e->estimate.limiter;
+    }
+    const double shared_ideal = k.shared_load.ideal + k.shared_store.ideal;
+    const std::string smem =
+        k.shared_load.requests + k.shared_store.requests > 0
+            ? fmt::format("{:.2f}", (k.shared_load.sectors + k.shared_store.sectors) / std::max(shared_ideal, 1.0))
+            : std::string("-");
+    const double requests = k.global_load.requests + k.global_store.requests + k.global_atomic.requests +
+                            k.shared_load.requests + k.shared_store.requests + k.shared_atomic.requests;
+    const double lanes = k.global_load.lanes + k.global_store.lanes + k.global_atomic.lanes + k.shared_load.lanes +
+                         k.shared_store.lanes + k.shared_atomic.lanes;
+    fmt::print("  {:<42} {:>14} {:>5} {:>5} {:>5} {:>5.1f} {:>13} {:>14} {:>26} {:>12}\n", shorten(k.kernel, 42),
+               fmt::format("{}x{}", k.blocks, k.threads_per_block()), pct(k.global_load, false),
+               pct(k.global_store, false), smem, requests > 0 ? lanes / requests : 0.0, r, o, t, limit);
+  }
+}
+
 // The profile table (see the header comment). Each case is profiled once per target: grids sized
 // from the device's multiprocessor count differ between them (the emulated device reports the
 // target's count while profiling).
@@ -96,7 +134,8 @@ void print_profiles(const std::string& filter, bool gpu_size, std::uint64_t max_
     fmt::print("(no register table at {}: every kernel estimated at 32 registers)\n",
                bench::kernel_bench::default_register_table());
   fmt::print(
-      "Emulator profile and performance model, {} sizes. Per launch (as profiled for sm_61): ld/st = global "
+      "Emulator profile and performance model, {} sizes. Per launch (as profiled for the first target that made it): "
+      "ld/st = global "
       "sector efficiency (ncu smsp__sass_average_data_bytes_per_sector_mem_global_op_ld/st.pct), smem = shared "
       "wavefronts per conflict-free wavefront, lanes = active lanes per memory instruction, regs and theoretical "
       "occupancy per target, estimated microseconds on sm_61 / sm_75 / sm_90 and the limit that binds on "
@@ -118,66 +157,65 @@ void print_profiles(const std::string& filter, bool gpu_size, std::uint64_t max_
       launches[a] = bench::kernel_bench::profile_problem(p, ::cuda_emu::ProfileSettings{.max_blocks = max_blocks});
     }
     ::cuda_emu::config().arch = arch_before;
-    // Per target: each launch's estimate (FLOPs go to the launch that moves the most bytes).
+    // Per target: each launch's estimate. The case's FLOPs that the profile did not see on the tensor
+    // cores (mma.sync) ran on the FP32 units; they go to the launch that moves the most bytes.
     std::vector<bench::kernel_bench::LaunchEstimate> est[3];
-    double total_us[3] = {0, 0, 0};
+    double total_us[3] = {0, 0, 0}, fp32_flops[3] = {0, 0, 0}, tensor_flops[3] = {0, 0, 0};
     for (int a = 0; a < 3; ++a) {
       std::size_t heaviest = 0;
-      for (std::size_t i = 0; i < launches[a].size(); ++i)
+      for (std::size_t i = 0; i < launches[a].size(); ++i) {
         if (launches[a][i].total_global_bytes() > launches[a][heaviest].total_global_bytes()) heaviest = i;
+        tensor_flops[a] += launches[a][i].tensor_flops;
+      }
+      fp32_flops[a] = std::max(0.0, p.flops - tensor_flops[a]);
       for (std::size_t i = 0; i < launches[a].size(); ++i) {
         est[a].push_back(bench::kernel_bench::estimate_launch(launches[a][i], *::cuda_emu::gpu_spec(kProfileArchs[a]),
-                                                              regs, i == heaviest ? p.flops : 0));
+                                                              regs, i == heaviest ? fp32_flops[a] : 0));
         total_us[a] += est[a].back().estimate.us;
       }
     }
     fmt::print("{} ({})\n", c.name, gpu_size ? c.size_gpu : c.size_emu);
-    const auto pct = [](const ::cuda_emu::AccessCounts& a, bool shared) {
-      return a.requests > 0 ? fmt::format("{:.0f}", 100 * a.efficiency(shared)) : std::string("-");
+    // Targets whose launches differ (a tensor-core kernel from sm_75, its widening fallback below)
+    // get their own rows, headed by the targets they are for; columns of other targets show "-".
+    const auto same_launches = [&](int a, int b) {
+      if (launches[a].size() != launches[b].size()) return false;
+      for (std::size_t i = 0; i < launches[a].size(); ++i)
+        if (launches[a][i].kernel != launches[b][i].kernel) return false;
+      return true;
     };
-    int ref = 0;  // the launches the per-launch columns show: the first target profiled
-    while (!profiled[ref]) ++ref;
-    for (std::size_t i = 0; i < launches[ref].size(); ++i) {
-      const ::cuda_emu::KernelProfile& k = launches[ref][i];
-      std::string r, o, t, limit = "-";
-      for (int a = 0; a < 3; ++a) {
-        const bool same =
-            profiled[a] && launches[a].size() == launches[ref].size() && launches[a][i].kernel == k.kernel;
-        const auto* e = same ? &est[a][i] : nullptr;
-        r += (a ? "/" : "") + (!e             ? std::string("-")
-                               : e->registers ? std::to_string(e->registers)
-                                              : std::string("32*"));
-        o += a ? "/" : "";
-        o += e ? fmt::format("{:.0f}", 100 * e->estimate.occ.fraction) : std::string("-");
-        t += a ? " / " : "";
-        t += e ? fmt::format("{:.1f}", e->estimate.us) : std::string("-");
-        if (a == 2 && e) limit = e->estimate.limiter;
-      }
-      const double shared_ideal = k.shared_load.ideal + k.shared_store.ideal;
-      const std::string smem =
-          k.shared_load.requests + k.shared_store.requests > 0
-              ? fmt::format("{:.2f}", (k.shared_load.sectors + k.shared_store.sectors) / std::max(shared_ideal, 1.0))
-              : std::string("-");
-      const double requests = k.global_load.requests + k.global_store.requests + k.global_atomic.requests +
-                              k.shared_load.requests + k.shared_store.requests + k.shared_atomic.requests;
-      const double lanes = k.global_load.lanes + k.global_store.lanes + k.global_atomic.lanes + k.shared_load.lanes +
-                           k.shared_store.lanes + k.shared_atomic.lanes;
-      fmt::print("  {:<42} {:>14} {:>5} {:>5} {:>5} {:>5.1f} {:>13} {:>14} {:>26} {:>12}\n", shorten(k.kernel, 42),
-                 fmt::format("{}x{}", k.blocks, k.threads_per_block()), pct(k.global_load, false),
-                 pct(k.global_store, false), smem, requests > 0 ? lanes / requests : 0.0, r, o, t, limit);
+    bool shown[3] = {false, false, false};
+    for (int ref = 0; ref < 3; ++ref) {
+      if (!profiled[ref] || shown[ref]) continue;
+      bool group[3] = {false, false, false};
+      std::string targets;
+      for (int a = ref; a < 3; ++a)
+        if (profiled[a] && !shown[a] && same_launches(a, ref)) {
+          group[a] = shown[a] = true;
+          targets += fmt::format("{}sm_{}", targets.empty() ? "" : ", ", kProfileArchs[a]);
+        }
+      bool split = false;
+      for (int a = 0; a < 3; ++a) split = split || (profiled[a] && !group[a]);
+      if (split) fmt::print("  on {}:\n", targets);
+      print_launch_rows(launches, est, group, ref);
     }
+    // The share of the physical limit: the case's arithmetic at the peak rates (FP32 and tensor) or
+    // its bytes at the copy rate, over the estimate.
     std::string shares;
+    bool tensor = false;
     for (int a = 0; a < 3; ++a) {
       if (!profiled[a]) continue;
       const ::cuda_emu::GpuSpec& g = *::cuda_emu::gpu_spec(kProfileArchs[a]);
-      const double share =
-          p.flops > 0 ? p.flops / (total_us[a] * 1e3) / g.fp32_gflops : p.bytes / (total_us[a] * 1e3) / g.copy_gbs;
-      shares += fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ", g.name, 100 * share);
+      tensor = tensor || tensor_flops[a] > 0;
+      const double limit_us = p.flops > 0 ? fp32_flops[a] / (g.fp32_gflops * 1e3) +
+                                                (tensor_flops[a] > 0 ? tensor_flops[a] / (g.tensor_gflops * 1e3) : 0.0)
+                                          : p.bytes / (g.copy_gbs * 1e3);
+      shares += fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ", g.name, 100 * limit_us / total_us[a]);
     }
     std::string totals;
     for (int a = 0; a < 3; ++a)
       totals += (a ? " / " : "") + (profiled[a] ? fmt::format("{:.1f}", total_us[a]) : std::string("-"));
-    fmt::print("  = estimated {} us; of the {} limit: {}\n", totals, p.flops > 0 ? "FP32" : "copy-rate", shares);
+    fmt::print("  = estimated {} us; of the {} limit: {}\n", totals,
+               p.flops > 0 ? (tensor ? "FP32 + tensor-core" : "FP32") : "copy-rate", shares);
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "core/factory.h"
+#include "kernels/attention.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/matmul_config.h"
 #include "kernels/dropout.h"
@@ -123,6 +124,23 @@ inline std::vector<Case> cases() {
   c.push_back({"dropout", "dropout", "64M", "1M", [n_of](Device d, bool gpu) {
                  Tensor x = uniform({n_of(gpu)}, d);
                  return Problem{f32_bytes(2.0 * n_of(gpu)), 0, [=] { (void)kernels::dropout_apply(x, 0.3, 7, 0); }};
+               }});
+  // The unfused attention's row kernels (the translation Transformer's path when fused attention is
+  // off): causal masked softmax + dropout (reads S, writes P and D) and its backward (reads P and
+  // dD, writes dS and D), at B x H x T x T.
+  c.push_back({"attention rows", "attention", "64x8x256x256", "8x8x64x128", [](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 64 : 8, h = 8, tq = gpu ? 256 : 64, tk = gpu ? 256 : 128;
+                 Tensor s = uniform({b, h, tq, tk}, d);
+                 const kernels::AttentionMasking m{.causal = true, .dropout = 0.1, .seed = 7};
+                 return Problem{f32_bytes(3.0 * b * h * tq * tk), 0, [=] { (void)kernels::attention_softmax(s, m); }};
+               }});
+  c.push_back({"attention rows backward", "attention", "64x8x256x256", "8x8x64x128", [](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 64 : 8, h = 8, tq = gpu ? 256 : 64, tk = gpu ? 256 : 128;
+                 const kernels::AttentionMasking m{.causal = true, .dropout = 0.1, .seed = 7};
+                 const Tensor probs = kernels::attention_softmax(uniform({b, h, tq, tk}, d), m).probs;
+                 Tensor g = uniform({b, h, tq, tk}, d);
+                 return Problem{f32_bytes(4.0 * b * h * tq * tk), 0,
+                                [=] { (void)kernels::attention_softmax_backward(probs, g, m, 0.125); }};
                }});
   // Transformer-XL's fused relative-attention row kernel (scores from AC and the shifted BD, causal
   // + window mask, softmax, dropout: reads AC and BD, writes P and D) and its backward's unshift,

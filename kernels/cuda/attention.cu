@@ -140,9 +140,12 @@ struct SoftmaxBackward {
     const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
     for_owned_elements<true>(stream, row_word, n, first, step, [&](std::int64_t j, std::uint32_t word) {
       const std::int64_t k = base + j;
+      // dD is read whether kept or not: a load under the keep branch would split the warp's request
+      // by the random mask (no fewer sectors: its neighbours need them).
       const bool keep = stream.keeps(word);
-      dropped[k] = store_value<T>(keep ? static_cast<C>(load_value(probs[k]) * drop_scale) : C(0));
-      if (keep) st.add(load_value(grad_dropped[k]) * drop_scale * load_value(probs[k]));
+      const C prob = load_value(probs[k]), grad = load_value(grad_dropped[k]);
+      dropped[k] = store_value<T>(keep ? static_cast<C>(prob * drop_scale) : C(0));
+      if (keep) st.add(grad * drop_scale * prob);
     });
   }
 
@@ -161,7 +164,8 @@ struct SoftmaxBackward {
       const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
       for_owned_elements<false>(stream, row_word, n, first, step, [&](std::int64_t j, std::uint32_t) {
         const std::int64_t k = base + j;
-        const C grad_prob = load_value(dropped[k]) != C(0) ? load_value(grad_dropped[k]) * drop_scale : C(0);
+        const C grad = load_value(grad_dropped[k]);  // unconditionally, as above
+        const C grad_prob = load_value(dropped[k]) != C(0) ? grad * drop_scale : C(0);
         grad_scores[k] = store_value<T>(scale * load_value(probs[k]) * (grad_prob - dot));
       });
       for (std::int64_t j = n + first; j < geo.keys; j += step) dropped[base + j] = T{};

@@ -2,11 +2,11 @@
 // rel_attention.cu): the Philox contract of kernels/dropout.h on
 // a contiguous probability tensor, walked in whole Philox blocks.
 //
-// Stream word w is lane w % 4 of Philox block w / 4, so a thread takes whole Philox blocks (the
-// up-to-4 elements of a row whose words one block holds) rather than single elements: one 10-round
-// block per 4 elements instead of per element. The keep test u >= p is the exact integer form
+// Stream word w is lane w % 4 of Philox block w / 4: a warp computes each block once and hands
+// its four words to the four lanes whose elements they are (for_owned_elements), one 10-round
+// block per 4 elements instead of per element, with coalesced accesses. The keep test u >= p is the exact integer form
 // (word >> 8) >= ceil(p * 2^24), as in dropout.cu. A pass that must see the elements a thread
-// handled in an earlier pass walks the row in the same block order, so every thread only ever
+// handled in an earlier pass walks the row in the same order, so every thread only ever
 // reads back its own writes.
 //
 // Included by kernel files only, after common.cuh; everything is in an anonymous namespace inside
@@ -36,27 +36,48 @@ inline DropoutStream dropout_stream(double p, std::uint64_t seed, std::uint64_t 
 }
 
 // Calls f(j, word) for the elements j in [0, n) of a run whose element 0 is stream word
-// `run_word`, that thread `first` of `step` owns: whole Philox blocks t = first, first + step, ...
-// of the run. With kWords false the Philox rounds are skipped (word is 0): the same elements, for
-// a pass that only reads back what an earlier pass of this thread wrote.
+// `run_word`, that thread `first` of `step` owns. `step` is a whole number of warps whose lanes
+// are consecutive threads (a row kernel's warp or block). Each warp takes chunks of 32 Philox
+// blocks (128 words) of the run in turn: lane l computes block l of the chunk, and the chunk's
+// words are handed out so that lane l gets words l, l + 32, l + 64 and l + 96 (four shuffles
+// each): consecutive lanes touch consecutive elements, so every load and store of f is coalesced,
+// at one 10-round block per 4 elements. Owning whole blocks instead would put a warp's accesses
+// 16 bytes apart, a quarter of each sector used. With kWords false the Philox rounds and shuffles
+// are skipped (word is 0): the same elements, for a pass that only reads back what an earlier pass
+// of this thread wrote. All lanes of a warp must call it together (the shuffles).
 template <bool kWords, typename F>
 __device__ __forceinline__ void for_owned_elements(const DropoutStream& ds, std::uint64_t run_word, std::int64_t n,
                                                    int first, int step, F&& f) {
   if (n <= 0) return;
-  const std::uint64_t first_block = run_word / 4;
-  const auto blocks = static_cast<std::int64_t>((run_word + static_cast<std::uint64_t>(n) - 1) / 4 - first_block + 1);
-  for (std::int64_t t = first; t < blocks; t += step) {
-    const std::uint64_t block = first_block + static_cast<std::uint64_t>(t);
+  constexpr int kChunkBlocks = 32, kChunkWords = 4 * kChunkBlocks;
+  const int lane = first % kChunkBlocks, warp = first / kChunkBlocks, warps = step / kChunkBlocks;
+  const std::uint64_t first_block = run_word / 4, first_word = 4 * first_block;
+  const auto chunks = static_cast<std::int64_t>(
+      (run_word + static_cast<std::uint64_t>(n) - first_word + kChunkWords - 1) / kChunkWords);
+  for (std::int64_t c = warp; c < chunks; c += warps) {  // warp-uniform
+    const std::uint64_t chunk_block = first_block + static_cast<std::uint64_t>(c) * kChunkBlocks;
     philox::U32x4 words{{0u, 0u, 0u, 0u}};
     if constexpr (kWords) {
+      const std::uint64_t block = chunk_block + static_cast<std::uint64_t>(lane);
       const philox::U32x4 counter{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u}};
       words = philox::philox4x32_10(counter, ds.key_lo, ds.key_hi);
     }
-#pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
-      const std::uint64_t word = 4 * block + static_cast<std::uint64_t>(lane);
+#pragma unroll 1
+    for (int k = 0; k < 4; ++k) {
+      // Word 32 k + lane of the chunk is word lane % 4 of the chunk's block 8 k + lane / 4.
+      std::uint32_t mine = 0;
+      if constexpr (kWords) {
+        const int from = 8 * k + lane / 4;
+        const std::uint32_t w0 = __shfl_sync(0xffffffffu, words.v[0], from),
+                            w1 = __shfl_sync(0xffffffffu, words.v[1], from),
+                            w2 = __shfl_sync(0xffffffffu, words.v[2], from),
+                            w3 = __shfl_sync(0xffffffffu, words.v[3], from);
+        const int which = lane % 4;
+        mine = which == 0 ? w0 : which == 1 ? w1 : which == 2 ? w2 : w3;
+      }
+      const std::uint64_t word = 4 * chunk_block + static_cast<std::uint64_t>(32 * k + lane);
       if (word < run_word || word - run_word >= static_cast<std::uint64_t>(n)) continue;  // outside the run
-      f(static_cast<std::int64_t>(word - run_word), words.v[lane]);
+      f(static_cast<std::int64_t>(word - run_word), mine);
     }
   }
 }

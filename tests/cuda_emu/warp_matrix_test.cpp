@@ -424,4 +424,21 @@ TEST_CASE("emu ldmatrix: the profile sees each used row as its lane's 16-byte sh
     CHECK(p[0].shared_load.bytes == 128 * num);
   }
 }
+
+TEST_CASE("emu mma: the profile counts 2 M N K FLOPs per mma.sync for the tensor-core limit", "[emu][mma][profile]") {
+  ConfigGuard g;
+  cuda_emu::config().arch = 80;
+  DeviceBuffer<std::uint16_t> da(std::vector<std::uint16_t>(32 * 16, 0)), db(std::vector<std::uint16_t>(16 * 16, 0));
+  DeviceBuffer<float> dd(32 * 16);
+  for (bool k8 : {true, false}) {
+    CAPTURE(k8);
+    cuda_emu::profile_start();
+    emu_test::mma_tile(k8, false, false, da.get(), db.get(), dd.get());
+    const std::vector<cuda_emu::KernelProfile> p = cuda_emu::profile_stop();
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].tensor_flops == 2.0 * 32 * 16 * 16);  // the tile product, whatever the instruction's K
+  }
+  // Outside a profile nothing is counted and nothing fails.
+  emu_test::mma_tile(true, false, false, da.get(), db.get(), dd.get());
+}
 #endif
