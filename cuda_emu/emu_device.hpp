@@ -55,11 +55,12 @@ inline void check_width(Runner& r, const char* op, int width) {
 #define EMU_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::cuda_emu::detail::dynamic_shared_memory())
 
 namespace cuda_emu::detail {
-template <typename T>
+template <typename T, std::size_t Align = 1>
 T& static_shared(const SharedSite* site) {
   static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_destructible_v<T>,
                 "shared memory holds trivial types only (a GPU never constructs it)");
-  return *static_cast<T*>(current_runner("EMU_STATIC_SHARED").static_shared(site, sizeof(T), alignof(T)));
+  return *static_cast<T*>(
+      current_runner("EMU_STATIC_SHARED").static_shared(site, sizeof(T), alignof(T) > Align ? alignof(T) : Align));
 }
 }  // namespace cuda_emu::detail
 
@@ -70,6 +71,12 @@ T& static_shared(const SharedSite* site) {
   static constexpr ::cuda_emu::detail::SharedSite name##_emu_site_{#name, __FILE__, __LINE__};          \
   ::std::type_identity_t<__VA_ARGS__>& name =                                                           \
       ::cuda_emu::detail::static_shared<::std::type_identity_t<__VA_ARGS__>>(&name##_emu_site_)
+// The same, 16-byte aligned (nvcc: `__shared__ __align__(16) ...`), for arrays of smaller elements read
+// by 16-byte vector accesses or ldmatrix rows from their first element.
+#define EMU_STATIC_SHARED_ALIGN16(name, ...)                                                   \
+  static constexpr ::cuda_emu::detail::SharedSite name##_emu_site_{#name, __FILE__, __LINE__}; \
+  ::std::type_identity_t<__VA_ARGS__>& name =                                                  \
+      ::cuda_emu::detail::static_shared<::std::type_identity_t<__VA_ARGS__>, 16>(&name##_emu_site_)
 
 // __launch_bounds__(max_threads[, min_blocks]) caps a kernel's registers so that max_threads fit on a
 // multiprocessor, and a GPU refuses a larger block (cudaErrorLaunchOutOfResources). The emulator

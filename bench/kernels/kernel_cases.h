@@ -178,6 +178,15 @@ inline std::vector<Case> cases() {
              f32_bytes(8.0 * b * h * t * hd + b * h * t), 2.0 * b * h * t * t * (4 * hd + 3 * hd),
              [=] { (void)kernels::flash_attention_backward(up, q, k, v, f.out, f.lse, {}, 0.125, true, true, true); }};
        }});
+  // A step of incremental decoding with a small batch: one query row per head against a long key /
+  // value cache, B x H blocks on their own; split decoding spreads the keys over more blocks and
+  // merges them (kernels/cuda/flash_attention.cu, flash_decode_splits). Bytes: k and v once.
+  c.push_back({"flash_attention decode", "flash_attention", "1x8x1x4096 d64", "1x2x1x1024 d64", [](Device d, bool gpu) {
+                 const std::int64_t h = gpu ? 8 : 2, t = gpu ? 4096 : 1024, hd = 64;
+                 Tensor q = uniform({1, h, 1, hd}, d), k = uniform({1, h, t, hd}, d), v = uniform({1, h, t, hd}, d);
+                 return Problem{f32_bytes(2.0 * h * t * hd), 0,  // bandwidth-bound: 4 FLOPs per 8 bytes
+                                [=] { (void)kernels::flash_attention_forward(q, k, v, {}, 0.125); }};
+               }});
   // The tensor-core kernels (kernels/cuda/flash_attention_mma.cu) on 16-bit q, k, v at the same size: on
   // a GPU from sm_75 (float16) / sm_80 (bfloat16); elsewhere, and on the emulated device below sm_75,
   // the FFMA kernels on widened copies.

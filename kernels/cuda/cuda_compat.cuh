@@ -59,7 +59,10 @@ using define::nvcc::launch;
 
 // The type comes last (variadic) so template arguments with commas need no parentheses.
 // (The emulator's version places the array in a per-block arena that it counts, poisons and checks.)
+// nvcc aligns a __shared__ array to its element type only; the _ALIGN16 form is for arrays of
+// smaller elements that 16-byte vector accesses or ldmatrix rows read from their first element.
 #define EMU_STATIC_SHARED(name, ...) __shared__ ::std::type_identity_t<__VA_ARGS__> name
+#define EMU_STATIC_SHARED_ALIGN16(name, ...) __shared__ __align__(16)::std::type_identity_t<__VA_ARGS__> name
 
 #else
 

@@ -55,6 +55,7 @@
 // on every architecture without an opt-in (sm_61 has no opt-in beyond it), with the largest tiles
 // that fit: the forward holds Q, K, V tiles and the probability tile; the backward kernels Q, dO,
 // K, V tiles and one or two probability-gradient tiles. See FlashTiles below.
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -106,6 +107,11 @@ struct ForwardArgs {
   FlashShape shape;
   float scale;
   FlashDropout drop;
+  // Split decoding (kSplit): blockIdx.z's keys [z * split_keys, (z + 1) * split_keys), and where its
+  // partial rows go: acc unnormalised [splits][B H][Tq][dv], then (max, sum) [splits][B H][Tq][2].
+  std::int64_t split_keys = 0;
+  float* part_acc = nullptr;
+  float* part_max_sum = nullptr;
 };
 
 struct BackwardArgs {
@@ -127,7 +133,7 @@ struct BackwardArgs {
 // ---------------------------------------------------------------------------------------------
 // Forward.
 
-template <int kD, int kRows, int kKeys>
+template <int kD, int kRows, int kKeys, bool kSplit = false>
 __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArgs a) {
   EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
   constexpr int kM = kRows / kGroups;  // query rows per thread
@@ -166,8 +172,12 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArg
   set_zero(acc);
 
   // Keys past the last row's horizon are masked for every row of the tile.
-  const std::int64_t key_end = s.horizon(row0 + rows - 1);
-  for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
+  std::int64_t key_begin = 0, key_end = s.horizon(row0 + rows - 1);
+  if constexpr (kSplit) {
+    key_begin = static_cast<std::int64_t>(blockIdx.z) * a.split_keys;
+    key_end = key_end < key_begin + a.split_keys ? key_end : key_begin + a.split_keys;
+  }
+  for (std::int64_t key0 = key_begin; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
     const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
     load_rows<kKeys, kD>(k_s, k, key0, key_end, s.d);
     load_rows<kKeys, kD>(v_s, v, key0, key_end, s.dv);
@@ -192,7 +202,76 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArg
     __syncthreads();  // the next tile overwrites k_s, v_s, p_s and keep_s
   }
 
-  finish_rows(m, l, acc, a.out, a.lse, bh, row0, s.tq, s.dv, group, lane);
+  if constexpr (kSplit) {
+    // The split's partial rows, unnormalised: flash_decode_merge_kernel merges the splits.
+    const std::int64_t part = static_cast<std::int64_t>(blockIdx.z) * gridDim.x + bh;
+    float one[kM];
+#pragma unroll
+    for (int i = 0; i < kM; ++i) {
+      one[i] = 1.0f;
+      const float total = group_sum(l[i]);
+      const std::int64_t row = row0 + group + kGroups * i;
+      if (lane == 0 && row < s.tq) {
+        a.part_max_sum[2 * (part * s.tq + row)] = m[i];
+        a.part_max_sum[2 * (part * s.tq + row) + 1] = total;
+      }
+    }
+    store_rows(a.part_acc + part * s.tq * s.dv, acc, one, row0, s.tq, s.dv, group, lane);
+  } else {
+    finish_rows(m, l, acc, a.out, a.lse, bh, row0, s.tq, s.dv, group, lane);
+  }
+}
+
+// Split decoding's merge: a warp per query row (b * H + h, i) combines the splits' partial rows in
+// split order: M = max_s m_s, L = sum_s l_s exp(m_s - M), out = sum_s acc_s exp(m_s - M) / L,
+// lse = M + log L (zeros and -inf where no split saw a valid key). Each element is one lane's
+// fixed-order sum: bit-identical under any schedule.
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_decode_merge_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_max_sum,
+                              float* __restrict__ out, float* __restrict__ lse, std::int64_t rows, int splits, int dv) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+  const int lane = threadIdx.x % 32;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
+       row += warps) {  // warp-uniform
+    // The loops over the splits are unrolled so that several splits' loads are in flight at once.
+    float max = neg_inf();
+#pragma unroll 4
+    for (int z = 0; z < splits; ++z) max = fmaxf(max, part_max_sum[2 * (z * rows + row)]);
+    float total = 0.0f;
+    if (max != neg_inf())
+#pragma unroll 4
+      for (int z = 0; z < splits; ++z) {
+        const float m = part_max_sum[2 * (z * rows + row)];
+        if (m != neg_inf()) total += part_max_sum[2 * (z * rows + row) + 1] * dev_exp(m - max);
+      }
+    const float inv = max != neg_inf() ? 1.0f / total : 0.0f;
+    for (int c = lane; c < dv; c += 32) {
+      float o = 0.0f;
+      if (max != neg_inf())
+#pragma unroll 4
+        for (int z = 0; z < splits; ++z) {
+          const float m = part_max_sum[2 * (z * rows + row)];
+          if (m != neg_inf()) o += part_acc[(z * rows + row) * dv + c] * dev_exp(m - max);
+        }
+      out[row * dv + c] = o * inv;
+    }
+    if (lane == 0) lse[row] = max != neg_inf() ? max + dev_log(total) : neg_inf();
+  }
+}
+
+// How many blocks split the keys of a decoding launch of `blocks` blocks (b * H x query tiles) over
+// `keys` keys in tiles of `tile`: enough for two blocks per multiprocessor, at least four key tiles
+// a split (fewer would spend more on the merge and the partial rows than they save). One block per
+// b * H is what a step of incremental decoding with a small batch launches: a few of a large GPU's
+// multiprocessors streaming the whole cache while the rest idle.
+int flash_decode_splits(std::int64_t blocks, std::int64_t keys, int tile) {
+  constexpr std::int64_t kMinTilesPerSplit = 4, kMaxSplits = 64;
+  const std::int64_t target = 2 * static_cast<std::int64_t>(multiprocessor_count());
+  if (blocks >= target) return 1;
+  const std::int64_t by_keys = ceil_div(keys, tile) / kMinTilesPerSplit;
+  const std::int64_t splits = std::min({ceil_div(target, blocks), by_keys, kMaxSplits});
+  return splits > 1 ? static_cast<int>(splits) : 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -394,12 +473,30 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
                          shape_of(q, v, causal), static_cast<float>(scale), dropout_of(p, seed, offset)};
   dispatch_head_dim(op, q, v, [&]<int kD>() {
     using Tiles = FlashTiles<kD>;
-    if (q.size(2) <= Tiles::kDecodeRows)
-      launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys>,
-                     flash_grid(op, q, q.size(2), Tiles::kDecodeRows), kFlashThreads, 0, args);
-    else
+    if (q.size(2) > Tiles::kDecodeRows) {
       launch_checked(op, flash_forward_kernel<kD, Tiles::kForwardRows, Tiles::kForwardKeys>,
                      flash_grid(op, q, q.size(2), Tiles::kForwardRows), kFlashThreads, 0, args);
+      return;
+    }
+    const dim3 grid = flash_grid(op, q, q.size(2), Tiles::kDecodeRows);
+    const int splits = flash_decode_splits(std::int64_t{grid.x} * grid.y, k.size(2), Tiles::kDecodeKeys);
+    if (splits == 1) {
+      launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys>, grid, kFlashThreads, 0,
+                     args);
+      return;
+    }
+    // Split decoding: the keys over `splits` blocks per query tile, then the merge.
+    const std::int64_t rows = q.size(0) * q.size(1) * q.size(2);
+    const TensorOptions f32{DType::Float32, q.device()};
+    const Tensor part_acc = empty({splits, rows, v.size(3)}, f32), part_max_sum = empty({splits, rows, 2}, f32);
+    ForwardArgs split = args;
+    split.split_keys = ceil_div(ceil_div(k.size(2), Tiles::kDecodeKeys), splits) * Tiles::kDecodeKeys;
+    split.part_acc = part_acc.data<float>();
+    split.part_max_sum = part_max_sum.data<float>();
+    launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys, true>,
+                   dim3(grid.x, grid.y, static_cast<unsigned>(splits)), kFlashThreads, 0, split);
+    launch_checked(op, flash_decode_merge_kernel, grid_for(rows, kFlashThreads / 32), kFlashThreads, 0, split.part_acc,
+                   split.part_max_sum, args.out, args.lse, rows, splits, static_cast<int>(v.size(3)));
   });
 }
 

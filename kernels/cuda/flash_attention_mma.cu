@@ -63,12 +63,32 @@ struct MmaForwardArgs {
   FlashDropout drop;
 };
 
+// Eight 16-bit words, loaded and stored as one 16-byte access.
+struct alignas(16) Words8 {
+  std::uint16_t w[8];
+};
+
 // tile[r][c] = src[(row0 + r) * width + c] for row0 + r < rows and c < width, 0 elsewhere (c < kCols):
-// 16-bit words as they are.
+// 16-bit words as they are. Rows whose width is a multiple of 8 from a 16-byte aligned source (head
+// dims 32, 64, 128 and every multiple of 8) move in 16-byte pieces: a warp's request is 512 bytes,
+// where 2-byte words made it 64 and left the copy latency-bound (kernel_bench --profile); shared
+// rows are kStride words, a multiple of 8, so the pieces stay aligned there too.
 template <int kRowsT, int kCols, int kStride>
 __device__ __forceinline__ void load_words(std::uint16_t (&tile)[kRowsT][kStride],
                                            const std::uint16_t* __restrict__ src, std::int64_t row0, std::int64_t rows,
                                            int width) {
+  static_assert(kCols % 8 == 0 && kStride % 8 == 0, "16-byte pieces of shared rows (tiles aligned to 16 bytes)");
+  if (width % 8 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {  // block-uniform
+    constexpr int kPieces = kCols / 8;
+#pragma unroll 1
+    for (int t = threadIdx.x; t < kRowsT * kPieces; t += kFlashThreads) {
+      const int r = t / kPieces, c = 8 * (t % kPieces);
+      const std::int64_t g = row0 + r;
+      *reinterpret_cast<Words8*>(&tile[r][c]) =
+          g < rows && c < width ? *reinterpret_cast<const Words8*>(src + g * width + c) : Words8{};
+    }
+    return;
+  }
 #pragma unroll 4
   for (int t = threadIdx.x; t < kRowsT * kCols; t += kFlashThreads) {
     const int r = t / kCols, c = t % kCols;
@@ -142,9 +162,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_mma_kernel(MmaFor
   constexpr int kO = kD / 8;       // output fragments per warp: 8 columns each
   static_assert(2 * (kMmaRows + 2 * kKeys) * kStride + kKeys + kMmaRows * kKeys <= kSharedLimit,
                 "tensor-core forward tiles exceed 48 KiB of shared memory");
-  EMU_STATIC_SHARED(q_s, std::uint16_t[kMmaRows][kStride]);
-  EMU_STATIC_SHARED(k_s, std::uint16_t[kKeys][kStride]);
-  EMU_STATIC_SHARED(v_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(q_s, std::uint16_t[kMmaRows][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(k_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(v_s, std::uint16_t[kKeys][kStride]);
   EMU_STATIC_SHARED(key_ok, std::uint8_t[kKeys]);
   EMU_STATIC_SHARED(keep_s, std::uint8_t[kMmaRows][kKeys]);
 
@@ -314,10 +334,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv_mma_kernel(Mm
   constexpr int kO = kD / 8;
   static_assert(2 * (2 * kKeys + 2 * kQ) * kStride + 8 * kQ + kKeys + kQ * kKeys <= kSharedLimit,
                 "tensor-core dK/dV tiles exceed 48 KiB of shared memory");
-  EMU_STATIC_SHARED(k_s, std::uint16_t[kKeys][kStride]);
-  EMU_STATIC_SHARED(v_s, std::uint16_t[kKeys][kStride]);
-  EMU_STATIC_SHARED(q_s, std::uint16_t[kQ][kStride]);
-  EMU_STATIC_SHARED(do_s, std::uint16_t[kQ][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(k_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(v_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(q_s, std::uint16_t[kQ][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(do_s, std::uint16_t[kQ][kStride]);
   EMU_STATIC_SHARED(lse_s, float[kQ]);
   EMU_STATIC_SHARED(delta_s, float[kQ]);
   EMU_STATIC_SHARED(key_ok, std::uint8_t[kKeys]);
@@ -396,10 +416,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q_mma_kernel(Mma
   constexpr int kO = kD / 8;
   static_assert(2 * (2 * kMmaRows + 2 * kKeys) * kStride + kKeys + kMmaRows * kKeys <= kSharedLimit,
                 "tensor-core dQ tiles exceed 48 KiB of shared memory");
-  EMU_STATIC_SHARED(q_s, std::uint16_t[kMmaRows][kStride]);
-  EMU_STATIC_SHARED(do_s, std::uint16_t[kMmaRows][kStride]);
-  EMU_STATIC_SHARED(k_s, std::uint16_t[kKeys][kStride]);
-  EMU_STATIC_SHARED(v_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(q_s, std::uint16_t[kMmaRows][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(do_s, std::uint16_t[kMmaRows][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(k_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(v_s, std::uint16_t[kKeys][kStride]);
   EMU_STATIC_SHARED(key_ok, std::uint8_t[kKeys]);
   EMU_STATIC_SHARED(keep_s, std::uint8_t[kMmaRows][kKeys]);
 

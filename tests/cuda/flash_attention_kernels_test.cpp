@@ -20,6 +20,7 @@
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/factory.h"
+#include "cuda_emu/emu_profile.hpp"
 #include "cuda_emu/emu_types.hpp"
 #include "kernels/attention.h"
 #include "kernels/backend.h"
@@ -207,6 +208,54 @@ TEST_CASE("flash attention kernels: bit-identical under every emulator schedule"
     const Inputs in = Inputs(s, 2).on_device();
     for (std::size_t i = 0; i < 5; ++i)
       run_all_schedules([&] { return flash(s, in)[i]; }, s.name() + " " + kFlashNames[i]);
+  }
+}
+
+TEST_CASE("flash attention kernels: split decoding, a long cache over several blocks merged in a fixed order",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  // The emulated device reports its OS threads as multiprocessors: 4 of them want 8 blocks, so a
+  // decoding launch of 1 or 2 blocks splits its keys (kernels/cuda/flash_attention.cu,
+  // flash_decode_splits: at least 4 key tiles a split).
+  const unsigned threads_before = ::cuda_emu::config().threads;
+  ::cuda_emu::config().threads = 4;
+  struct Restore {
+    unsigned threads;
+    ~Restore() { ::cuda_emu::config().threads = threads; }
+  } restore{threads_before};
+  const std::vector<Problem> problems = {
+      {1, 1, 1, 2000, 64, 64},                    // one block: 8 splits of 4 key tiles
+      {1, 2, 3, 1000, 32, 32, true, true},        // causal rows over a memory, padded: 2 splits
+      {2, 1, 1, 777, 128, 96, false, true},       // the second batch fully masked (zeros, lse -inf): 4
+      {1, 1, 2, 900, 64, 64, false, false, 0.2},  // dropout, the same mask as unsplit: 3
+  };
+  for (const Problem& s : problems) {
+    const Inputs in(s, 5);
+    const Inputs dev = in.on_device();
+#if !defined(__SANITIZE_ADDRESS__)
+    // What ran: the split kernel and the merge (profiled, the device reports the profiled target's
+    // multiprocessors, so the split count differs from the run below; both split).
+    ::cuda_emu::profile_start();
+    (void)kernels::flash_attention_forward(dev.q, dev.k, dev.v, s.masking(), s.scale());
+    const std::vector<::cuda_emu::KernelProfile> launches = ::cuda_emu::profile_stop();
+    REQUIRE(launches.size() == 2);
+    CHECK(launches[0].grid.z > 1);
+    CHECK(launches[1].kernel == "flash_decode_merge_kernel");
+#endif
+    const std::vector<Tensor> got = flash(s, dev);
+    std::vector<Tensor> ref;
+    {
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      ref = flash(s, in);
+    }
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const std::string what = s.name() + " split decoding " + kFlashNames[i];
+      if (i == 1)
+        check_lse(got[i], ref[i], what);
+      else
+        check_close(got[i], ref[i], 2e-5, 2e-5, what);
+    }
+    run_all_schedules([&] { return flash(s, dev)[0]; }, s.name() + " split decoding out");
   }
 }
 
