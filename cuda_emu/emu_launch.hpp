@@ -293,7 +293,7 @@ inline void run_launch(LaunchJob& job) {
   }
   launch_counter().fetch_add(1, std::memory_order_relaxed);
   // Profiling (emu_profile.hpp): blocks one at a time in index order on this thread, an evenly
-  // spaced sample of at most settings.max_blocks of them recorded.
+  // spaced sample of at most settings.max_blocks of them recorded (every record_stride-th).
   Profiler& prof = profiler();
   std::unique_lock<std::mutex> profiling(prof.mu);
   LaunchRecorder recorder;
@@ -301,6 +301,10 @@ inline void run_launch(LaunchJob& job) {
     const std::uint64_t nblocks = std::uint64_t(job.grid.x) * job.grid.y * job.grid.z;
     const std::uint64_t cap = std::max<std::uint64_t>(1, prof.settings.max_blocks);
     job.record_stride = (nblocks + cap - 1) / cap;
+    // An odd stride: grids are mostly powers of two in size, and a power-of-two stride would record
+    // blocks that all sit at one phase of a power-of-two period (a row kernel's rows, every one the
+    // first few queries of a causal head).
+    if (job.record_stride > 1 && job.record_stride % 2 == 0) ++job.record_stride;
     job.recorder = &recorder;
     job.config.threads = 1;
     job.config.schedule = Schedule::forward;

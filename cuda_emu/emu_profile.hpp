@@ -7,7 +7,8 @@
 // runner records each access to global or shared memory with the thread that made it and how many
 // times that thread had executed that instruction before. When the block ends, the accesses are
 // grouped into warp-level requests as SIMT hardware issues them: the n-th execution of one
-// instruction by the lanes of one warp is one request. From the requests:
+// instruction by the lanes of one warp is one request (where the warp converges, at a full-warp
+// collective or a barrier, the lanes' counts are aligned: Runner::align_executions). From the requests:
 //   * global memory: the 32-byte sectors each request touches and the bytes its lanes asked for
 //     (ncu: l1tex__t_sectors_pipe_lsu_mem_global_op_{ld,st}.sum and the sector efficiency
 //     smsp__sass_average_data_bytes_per_sector_mem_global_op_{ld,st}.pct), and the distinct sectors

@@ -347,7 +347,12 @@ class Runner {
   bool quiet_ = false;      // the emulator itself is writing shared memory (static_shared's canaries)
   std::vector<RecordedAccess> recorded_;
   std::unordered_map<std::uint64_t, std::uint32_t> executions_;
+  // The instructions each warp's lanes executed since the warp last converged (a full-warp
+  // collective or a barrier): there the lanes' counts are aligned (align_executions).
+  std::vector<const void*> warp_pcs_[kMaxBlockThreads / 32];
   std::uintptr_t device_lo_ = 0, device_hi_ = 0;  // the device allocation the last access fell in
+
+  void align_executions(int warp);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -399,6 +404,7 @@ inline bool Runner::run_block(const LaunchJob& job, uint3 block_index, std::uint
   quiet_ = false;
   recorded_.clear();
   executions_.clear();
+  for (auto& pcs : warp_pcs_) pcs.clear();
 
   Fiber* first = acquire_fiber();
   bind(first, take_unstarted());
@@ -440,6 +446,8 @@ inline void Runner::record_access(const void* address, unsigned bytes, unsigned 
     std::uint32_t& n =
         executions_[(std::uint64_t(reinterpret_cast<std::uintptr_t>(pc)) << 10) | std::uint64_t(cur_->linear)];
     const std::uint32_t instance = n++;  // counted even when merged below, so lanes stay paired
+    std::vector<const void*>& pcs = warp_pcs_[cur_->linear / 32];
+    if (std::find(pcs.begin(), pcs.end(), pc) == pcs.end()) pcs.push_back(pc);
     // g++ splits a copy of an aligned structure (a float4, a packed vector, an 8-byte pair) into
     // its fields, where nvcc emits one 64- or 128-bit access: back-to-back accesses of one thread
     // and kind that continue an access, up to 16 bytes in all, are merged into it when its start
@@ -454,6 +462,24 @@ inline void Runner::record_access(const void* address, unsigned bytes, unsigned 
     }
   }
   in_record_ = false;
+}
+
+// SIMT hardware issues an instruction once for the warp, whichever lanes take part: a lane that
+// skipped an access under a branch (the tail of a row, a masked element) has still passed that
+// warp-level instance. Where the warp converges, every lane's count of each instruction executed
+// since the last convergence is raised to the highest, so the lanes' next executions pair up as
+// the warp's next requests (a lane left behind would otherwise form requests of its own).
+inline void Runner::align_executions(int warp) {
+  std::vector<const void*>& pcs = warp_pcs_[warp];
+  for (const void* pc : pcs) {
+    const std::uint64_t base = std::uint64_t(reinterpret_cast<std::uintptr_t>(pc)) << 10;
+    std::uint32_t most = 0;
+    for (int l = 0; l < 32; ++l)
+      if (auto it = executions_.find(base | std::uint64_t(warp * 32 + l)); it != executions_.end())
+        most = std::max(most, it->second);
+    for (int l = 0; l < 32 && warp * 32 + l < n_; ++l) executions_[base | std::uint64_t(warp * 32 + l)] = most;
+  }
+  pcs.clear();
 }
 
 inline void* Runner::static_shared(const SharedSite* site, std::size_t bytes, std::size_t align) {
@@ -685,6 +711,8 @@ inline void Runner::release_barrier_or_fail() {
     case BarrierKind::all: barrier_result_ = count == at_barrier_ ? 1 : 0; break;
     case BarrierKind::any: barrier_result_ = count > 0 ? 1 : 0; break;
   }
+  if (recording_)
+    for (int warp = 0; warp * 32 < n_; ++warp) align_executions(warp);
   apply_policy(scratch_.data(), k);
   for (int j = 0; j < k; ++j) {
     slots_[scratch_[j]].state = ThreadState::runnable;
@@ -844,6 +872,7 @@ inline std::string Runner::shared_span_problem(const void* p, std::size_t bytes)
 inline void Runner::complete_group(WarpState& w, int warp, int g, const Slot* caller) {
   const WarpGroup done = w.groups[g];
   w.groups[g] = w.groups[--w.ngroups];
+  if (recording_ && done.arrived == (w.exists & ~w.exited)) align_executions(warp);
   Slot* lanes = &slots_[std::size_t(warp) * 32];
   if (done.collective) {  // a full warp (warp_collective checked it): every lane left its data
     void* data[32];

@@ -49,6 +49,18 @@ __global__ void looped_loads_kernel(const float* x, float* y, int n, int reps) {
   y[i] = a + b;
 }
 
+// One warp, `rows` rows of 32 floats: row r's lanes below r + 1 (at most 32) copy their element,
+// then the warp shuffles (converges) before the next row.
+__global__ void ragged_rows_kernel(const float* x, float* y, int rows, bool converge) {
+  const int lane = int(threadIdx.x);
+  float carry = 0.0f;
+  for (int r = 0; r < rows; ++r) {
+    if (lane <= r) y[r * 32 + lane] = x[r * 32 + lane];
+    if (converge) carry += __shfl_sync(0xffffffffu, carry, 0);
+  }
+  if (carry != 0.0f) y[0] = carry;  // never: keeps the shuffle
+}
+
 }  // namespace
 
 namespace emu_test {
@@ -71,6 +83,9 @@ void four_loads(const float* x, float* y, int n, cudaStream_t stream) {
 }
 void looped_loads(const float* x, float* y, int n, int reps, cudaStream_t stream) {
   launch(looped_loads_kernel, dim3((n + 255) / 256), dim3(256), 0, stream, x, y, n, reps);
+}
+void ragged_rows(const float* x, float* y, int rows, bool converge, cudaStream_t stream) {
+  launch(ragged_rows_kernel, dim3(1), dim3(32), 0, stream, x, y, rows, converge);
 }
 void shared_stride(float* y, int stride, cudaStream_t stream) {
   launch(shared_stride_kernel, dim3(1), dim3(32), 0, stream, y, stride);

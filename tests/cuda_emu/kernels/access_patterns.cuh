@@ -16,6 +16,9 @@ void broadcast_copy(const float* x, float* y, int n, cudaStream_t stream = nullp
 void vector_copy(const float* x, float* y, int n4, cudaStream_t stream = nullptr);
 // One block of 64 threads; only lanes below `active` of each warp copy y[i] = x[i].
 void partial_warp_copy(const float* x, float* y, int active, cudaStream_t stream = nullptr);
+// One warp, rows of 32 floats: in row r lanes 0..r copy y[r][lane] = x[r][lane]; with `converge` a
+// full-warp shuffle after each row. A GPU issues one load and one store per row either way.
+void ragged_rows(const float* x, float* y, int rows, bool converge, cudaStream_t stream = nullptr);
 // One block of 32 threads: s[lane * stride] = lane, then y[lane] = s[lane * stride] (shared memory
 // of 32 * stride floats, stride at most 32).
 void shared_stride(float* y, int stride, cudaStream_t stream = nullptr);
