@@ -154,6 +154,37 @@ __device__ __forceinline__ void zero_fragments(float (&acc)[kN][4]) {
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
 }
 
+// Two 16-bit words, stored as one 4-byte access.
+struct alignas(4) Words2 {
+  std::uint16_t w[2];
+};
+
+// Row-major [rows][width] 16-bit store of a warp's 16 x kD float accumulator (rows row0 + local[h]),
+// row h's values times factor[h]. A lane holds two adjacent columns of each row: one 4-byte store
+// where the width is even (a warp's request then uses half of each sector where 2-byte stores used a
+// quarter), else a 2-byte store each.
+template <typename T, int kO>
+__device__ __forceinline__ void store_fragments(std::uint16_t* __restrict__ dst, const float (&acc)[kO][4],
+                                                const float (&factor)[2], const int (&local)[2], std::int64_t row0,
+                                                std::int64_t rows, int width, int t) {
+  const bool pairs = width % 2 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 4 == 0;  // block-uniform
+#pragma unroll
+  for (int o = 0; o < kO; ++o)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = 8 * o + 2 * t;
+      const std::int64_t row = row0 + local[h];
+      if (row >= rows || col >= width) continue;
+      const Words2 pair{{to_bits<T>(acc[o][2 * h] * factor[h]), to_bits<T>(acc[o][2 * h + 1] * factor[h])}};
+      if (pairs) {
+        *reinterpret_cast<Words2*>(dst + row * width + col) = pair;
+      } else {
+        dst[row * width + col] = pair.w[0];
+        if (col + 1 < width) dst[row * width + col + 1] = pair.w[1];
+      }
+    }
+}
+
 template <typename T, int kD, int kKeys>
 __global__ void __launch_bounds__(kFlashThreads) flash_forward_mma_kernel(MmaForwardArgs a) {
   EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
@@ -269,15 +300,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_mma_kernel(MmaFor
     const std::int64_t row = row0 + local[h];
     if (t == 0 && row < s.tq) a.lse[bh * s.tq + row] = any ? m[h] + dev_log(total) : neg_inf();
   }
-  std::uint16_t* out = a.out + bh * s.tq * s.dv;
-#pragma unroll
-  for (int o = 0; o < kO; ++o)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int h = e >> 1, col = 8 * o + 2 * t + (e & 1);
-      const std::int64_t row = row0 + local[h];
-      if (row < s.tq && col < s.dv) out[row * s.dv + col] = to_bits<T>(acc[o][e] * inv[h]);
-    }
+  store_fragments<T>(a.out + bh * s.tq * s.dv, acc, inv, local, row0, s.tq, s.dv, t);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,21 +331,6 @@ template <int kD>
 struct MmaBackwardTiles {
   static constexpr int kOther = kD <= 64 ? 64 : 16;
 };
-
-// Row-major [rows][width] 16-bit store of a warp's 16 x kD float accumulator (rows row0 + local[h]).
-template <typename T, int kO>
-__device__ __forceinline__ void store_fragments(std::uint16_t* __restrict__ dst, const float (&acc)[kO][4],
-                                                const int (&local)[2], std::int64_t row0, std::int64_t rows, int width,
-                                                int t) {
-#pragma unroll
-  for (int o = 0; o < kO; ++o)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int col = 8 * o + 2 * t + (e & 1);
-      const std::int64_t row = row0 + local[e >> 1];
-      if (row < rows && col < width) dst[row * width + col] = to_bits<T>(acc[o][e]);
-    }
-}
 
 // dK and dV of 64 keys (16 a warp: the rows of S^T), over every query tile that can see them.
 template <typename T, int kD, int kQ>
@@ -403,8 +411,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv_mma_kernel(Mm
     __syncthreads();  // the next query tile overwrites q_s, do_s, lse_s, delta_s and keep_s
   }
 
-  if (want_k) store_fragments<T>(a.grad_k + bh * s.tk * s.d, dk, local, key0, s.tk, s.d, t);
-  if (want_v) store_fragments<T>(a.grad_v + bh * s.tk * s.dv, dv, local, key0, s.tk, s.dv, t);
+  const float one[2] = {1.0f, 1.0f};
+  if (want_k) store_fragments<T>(a.grad_k + bh * s.tk * s.d, dk, one, local, key0, s.tk, s.d, t);
+  if (want_v) store_fragments<T>(a.grad_v + bh * s.tk * s.dv, dv, one, local, key0, s.tk, s.dv, t);
 }
 
 // dQ of 64 queries (16 a warp), over every key tile they can see.
@@ -479,7 +488,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q_mma_kernel(Mma
     __syncthreads();  // the next key tile overwrites k_s, v_s, key_ok and keep_s
   }
 
-  store_fragments<T>(a.grad_q + bh * s.tq * s.d, dq, local, row0, s.tq, s.d, t);
+  const float one[2] = {1.0f, 1.0f};
+  store_fragments<T>(a.grad_q + bh * s.tq * s.d, dq, one, local, row0, s.tq, s.d, t);
 }
 
 int device_arch(int index) {
