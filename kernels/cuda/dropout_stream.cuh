@@ -1,11 +1,11 @@
 // The dropout stream of the row kernels that fuse dropout into a softmax (attention.cu,
 // rel_attention.cu): the Philox contract of kernels/dropout.h on
-// a contiguous probability tensor, walked in whole Philox blocks.
+// a contiguous probability tensor, walked in chunks of whole Philox blocks.
 //
 // Stream word w is lane w % 4 of Philox block w / 4: a warp computes each block once and hands
 // its four words to the four lanes whose elements they are (for_owned_elements), one 10-round
-// block per 4 elements instead of per element, with coalesced accesses. The keep test u >= p is the exact integer form
-// (word >> 8) >= ceil(p * 2^24), as in dropout.cu. A pass that must see the elements a thread
+// block per 4 elements instead of per element, with coalesced accesses. The keep test u >= p is
+// the exact integer form (word >> 8) >= ceil(p * 2^24), as in dropout.cu. A pass that must see the elements a thread
 // handled in an earlier pass walks the row in the same order, so every thread only ever
 // reads back its own writes.
 //
@@ -62,7 +62,7 @@ __device__ __forceinline__ void for_owned_elements(const DropoutStream& ds, std:
       const philox::U32x4 counter{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u}};
       words = philox::philox4x32_10(counter, ds.key_lo, ds.key_hi);
     }
-#pragma unroll 1
+#pragma unroll 1  // unrolled, the float64 row kernels spill registers on sm_90
     for (int k = 0; k < 4; ++k) {
       // Word 32 k + lane of the chunk is word lane % 4 of the chunk's block 8 k + lane / 4.
       std::uint32_t mine = 0;

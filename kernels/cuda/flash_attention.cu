@@ -28,6 +28,9 @@
 // out, go to shared memory and multiply V into the accumulator. l sums the probabilities before
 // dropout (the softmax's denominator), the accumulator the dropped-out ones. At the end
 // out = acc / l and lse = m + log(l), or zeros and -inf for a row without a valid key.
+// Split decoding (flash_decode_splits): when a decoding launch has too few blocks to fill the GPU,
+// blockIdx.z takes a share of the keys, each block writes its unnormalised acc with its m and l,
+// and flash_decode_merge_kernel combines the shares in a fixed order.
 //
 // Backward: delta_i = rowsum(dO_i * out_i) first (a warp per row, row_reduce.cuh; why it is the
 // softmax term rowsum(P_i * dP_i) even with dropout: kernels/flash_attention.h), then two kernels
