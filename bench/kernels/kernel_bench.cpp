@@ -25,8 +25,10 @@
 // and the occupancy they allow, and the estimated time on a GTX 1080 Ti (sm_61), an RTX 2080 Ti
 // (sm_75) and an H200 (sm_90) with the limit that binds; per case the estimated share of each
 // GPU's copy rate, the figure kernel_bench --device cuda measures (for a compute-bound case, of its
-// peak arithmetic rate: FP32, plus the tensor cores for the FLOPs the profile saw in mma.sync). --size gpu profiles the
-// GPU sizes (minutes: every block runs; at most --max-blocks blocks a launch are recorded, default 4096);
+// peak arithmetic rate: FP32, plus the tensor cores for the FLOPs the profile saw in mma.sync).
+// Targets whose launches differ (sm_61's widening fallback against sm_75's tensor-core kernels) get
+// rows of their own. --size gpu profiles the GPU sizes (minutes: every block runs; at most
+// --max-blocks blocks a launch are recorded, default 4096);
 // --arch profiles for that target alone (a third of the time; the other columns show "-").
 #include <algorithm>
 #include <cstdint>
@@ -134,8 +136,8 @@ void print_profiles(const std::string& filter, bool gpu_size, std::uint64_t max_
     fmt::print("(no register table at {}: every kernel estimated at 32 registers)\n",
                bench::kernel_bench::default_register_table());
   fmt::print(
-      "Emulator profile and performance model, {} sizes. Per launch (as profiled for the first target that made it): "
-      "ld/st = global "
+      "Emulator profile and performance model, {} sizes. Per launch (as profiled for the first target that made "
+      "it): ld/st = global "
       "sector efficiency (ncu smsp__sass_average_data_bytes_per_sector_mem_global_op_ld/st.pct), smem = shared "
       "wavefronts per conflict-free wavefront, lanes = active lanes per memory instruction, regs and theoretical "
       "occupancy per target, estimated microseconds on sm_61 / sm_75 / sm_90 and the limit that binds on "
