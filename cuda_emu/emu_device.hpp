@@ -72,7 +72,8 @@ T& static_shared(const SharedSite* site) {
   ::std::type_identity_t<__VA_ARGS__>& name =                                                           \
       ::cuda_emu::detail::static_shared<::std::type_identity_t<__VA_ARGS__>>(&name##_emu_site_)
 // The same, 16-byte aligned (nvcc: `__shared__ __align__(16) ...`), for arrays of smaller elements read
-// by 16-byte vector accesses or ldmatrix rows from their first element.
+// by 16-byte vector accesses or ldmatrix rows from their first element. (Without it the emulator
+// places an array at exactly its element type's alignment, as little as nvcc promises.)
 #define EMU_STATIC_SHARED_ALIGN16(name, ...)                                                   \
   static constexpr ::cuda_emu::detail::SharedSite name##_emu_site_{#name, __FILE__, __LINE__}; \
   ::std::type_identity_t<__VA_ARGS__>& name =                                                  \

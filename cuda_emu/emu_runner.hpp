@@ -487,11 +487,15 @@ inline void* Runner::static_shared(const SharedSite* site, std::size_t bytes, st
     if (e.site == site) return static_arena_.get() + e.offset;
   quiet_ = true;         // the canaries and fill below are not the kernel's accesses
   if (!static_arena_) {  // room for the largest block budget plus a canary per declaration
-    static_arena_bytes_ = kMaxDynamicSmem + 64 * (kCanaryBytes + 16);
+    static_arena_bytes_ = kMaxDynamicSmem + 64 * (kCanaryBytes + 32);
     static_arena_ = std::make_unique<unsigned char[]>(static_arena_bytes_);
   }
-  align = std::max<std::size_t>(align, 16);
-  const std::size_t offset = (static_used_ + align - 1) / align * align;
+  // nvcc guarantees an array its declared alignment (the element type's, or __align__'s) and no more,
+  // so the array lies at exactly that: 2-byte words at 2 mod 16. A 16-byte access or an ldmatrix row
+  // that needs EMU_STATIC_SHARED_ALIGN16 is then misaligned here as it may be on a GPU (ldmatrix's
+  // check, UBSan), where a generous placement would hide it.
+  const std::size_t block = std::max<std::size_t>(align, 16);
+  const std::size_t offset = (static_used_ + block - 1) / block * block + (align < 16 ? align : 0);
   const std::size_t counted = (static_counted_ + align - 1) / align * align + bytes;
   if (counted + job_->smem > job_->smem_block_limit) {
     std::string message = cat("static shared memory: ", site->name, " (", call_site(site->file, site->line), ", ",

@@ -58,6 +58,28 @@ inline int multiprocessor_count() {
   return count;
 }
 
+// kN consecutive elements aligned to their total size, so that one load or store moves them all
+// (ld.global.v4.f32 and the like) where the address is that aligned; 16 bytes is the widest access a
+// thread has, and a wider Vec moves as several.
+template <typename T, int kN>
+struct alignas(kN * sizeof(T)) Vec {
+  static_assert(kN > 0 && (kN * sizeof(T) & (kN * sizeof(T) - 1)) == 0, "a power-of-two size in bytes");
+  static constexpr int kSize = kN;
+  T v[kN];
+};
+// As many elements as fit 16 bytes.
+template <typename T>
+using Vec16 = Vec<T, static_cast<int>(16 / sizeof(T))>;
+
+// A T in memory aligned to 8 bytes (T of 8) or 16 (larger T; smaller ones keep theirs), for shared
+// arrays of small structs: nvcc copies a struct of two floats (alignment 4) as two 4-byte accesses,
+// so a warp copying consecutive elements strides 8 bytes and puts its 32 lanes on 16 banks (2-way
+// conflicts); aligned to 8 it is one 8-byte access a lane, conflict-free. Registers keep plain T.
+template <typename T>
+struct alignas(sizeof(T) < 8 ? alignof(T) : (sizeof(T) == 8 ? 8 : 16)) Aligned {
+  T v;
+};
+
 // Launches a kernel and turns any failure into define::Error "<op>: ...": a launch error
 // reported by the runtime (nvcc build), or an exception a kernel raised in the emulator (which
 // names the failing block). Synchronous errors only; asynchronous faults surface at the next

@@ -27,11 +27,9 @@
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
-// Four consecutive elements, aligned to their size: one vector load or store.
+// Four consecutive elements: one vector load or store.
 template <typename T>
-struct alignas(4 * sizeof(T)) Quad {
-  T v[4];
-};
+using Quad = Vec<T, 4>;
 
 // 16-bit tensors: read as float, scaled in float, rounded once (kernels/cuda/float16.cuh).
 // quads: offset % 4 == 0 and x, y aligned to Quad<T> (whole blocks then move as Quads).

@@ -195,25 +195,18 @@ __global__ void __launch_bounds__(kBlockSize) masked_fill_kernel(T* out, const T
   });
 }
 
-// A 16-byte group of consecutive elements, loaded and stored as one vector access.
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kSize = static_cast<int>(16 / sizeof(T));
-  T v[kSize];
-};
-
 template <typename T, typename F>
 __global__ void __launch_bounds__(kBlockSize) unary_packed_kernel(T* out, const T* x, std::int64_t n, F f) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
-  constexpr int kSize = Pack<T>::kSize;
+  constexpr int kSize = Vec16<T>::kSize;
   const std::int64_t packs = n / kSize, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (std::int64_t p = first; p < packs; p += stride) {
-    const Pack<T> in = reinterpret_cast<const Pack<T>*>(x)[p];
-    Pack<T> r;
+    const Vec16<T> in = reinterpret_cast<const Vec16<T>*>(x)[p];
+    Vec16<T> r;
 #pragma unroll
     for (int k = 0; k < kSize; ++k) r.v[k] = store_value<T>(f(load_value(in.v[k])));
-    reinterpret_cast<Pack<T>*>(out)[p] = r;
+    reinterpret_cast<Vec16<T>*>(out)[p] = r;
   }
   for (std::int64_t i = packs * kSize + first; i < n; i += stride) out[i] = store_value<T>(f(load_value(x[i])));
 }
@@ -222,16 +215,16 @@ template <typename T, typename F>
 __global__ void __launch_bounds__(kBlockSize)
     binary_packed_kernel(T* out, const T* a, const T* b, std::int64_t n, F f) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
-  constexpr int kSize = Pack<T>::kSize;
+  constexpr int kSize = Vec16<T>::kSize;
   const std::int64_t packs = n / kSize, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (std::int64_t p = first; p < packs; p += stride) {
-    const Pack<T> pa = reinterpret_cast<const Pack<T>*>(a)[p];
-    const Pack<T> pb = reinterpret_cast<const Pack<T>*>(b)[p];
-    Pack<T> r;
+    const Vec16<T> pa = reinterpret_cast<const Vec16<T>*>(a)[p];
+    const Vec16<T> pb = reinterpret_cast<const Vec16<T>*>(b)[p];
+    Vec16<T> r;
 #pragma unroll
     for (int k = 0; k < kSize; ++k) r.v[k] = store_value<T>(f(load_value(pa.v[k]), load_value(pb.v[k])));
-    reinterpret_cast<Pack<T>*>(out)[p] = r;
+    reinterpret_cast<Vec16<T>*>(out)[p] = r;
   }
   for (std::int64_t i = packs * kSize + first; i < n; i += stride)
     out[i] = store_value<T>(f(load_value(a[i]), load_value(b[i])));
@@ -257,7 +250,7 @@ void launch_unary(const char* name, const Tensor& x, const Tensor& out, F f) {
   const TensorIterator it(name, {out, x});
   if constexpr (kPacked<T>) {
     if (all_flat(it) && pack_aligned({out.data<T>(), x.data<T>()})) {
-      launch_checked(name, unary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Pack<T>::kSize)), kBlockSize, 0,
+      launch_checked(name, unary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Vec16<T>::kSize)), kBlockSize, 0,
                      out.data<T>(), x.data<T>(), it.numel(), f);
       return;
     }
@@ -273,7 +266,7 @@ void launch_binary(const char* name, const Tensor& a, const Tensor& b, const Ten
   const TensorIterator it(name, {out, a, b});
   if constexpr (kPacked<T>) {
     if (all_flat(it) && pack_aligned({out.data<T>(), a.data<T>(), b.data<T>()})) {
-      launch_checked(name, binary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Pack<T>::kSize)), kBlockSize, 0,
+      launch_checked(name, binary_packed_kernel<T, F>, grid_for(ceil_div(it.numel(), Vec16<T>::kSize)), kBlockSize, 0,
                      out.data<T>(), a.data<T>(), b.data<T>(), it.numel(), f);
       return;
     }

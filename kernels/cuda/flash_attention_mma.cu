@@ -63,10 +63,9 @@ struct MmaForwardArgs {
   FlashDropout drop;
 };
 
-// Eight 16-bit words, loaded and stored as one 16-byte access.
-struct alignas(16) Words8 {
-  std::uint16_t w[8];
-};
+// Eight and two 16-bit words, moved as one 16-byte and one 4-byte access.
+using Words8 = Vec<std::uint16_t, 8>;
+using Words2 = Vec<std::uint16_t, 2>;
 
 // tile[r][c] = src[(row0 + r) * width + c] for row0 + r < rows and c < width, 0 elsewhere (c < kCols):
 // 16-bit words as they are. Rows whose width is a multiple of 8 from a 16-byte aligned source (head
@@ -154,11 +153,6 @@ __device__ __forceinline__ void zero_fragments(float (&acc)[kN][4]) {
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
 }
 
-// Two 16-bit words, stored as one 4-byte access.
-struct alignas(4) Words2 {
-  std::uint16_t w[2];
-};
-
 // Row-major [rows][width] 16-bit store of a warp's 16 x kD float accumulator (rows row0 + local[h]),
 // row h's values times factor[h]. A lane holds two adjacent columns of each row: one 4-byte store
 // where the width is even (a warp's request then uses half of each sector where 2-byte stores used a
@@ -179,8 +173,8 @@ __device__ __forceinline__ void store_fragments(std::uint16_t* __restrict__ dst,
       if (pairs) {
         *reinterpret_cast<Words2*>(dst + row * width + col) = pair;
       } else {
-        dst[row * width + col] = pair.w[0];
-        if (col + 1 < width) dst[row * width + col + 1] = pair.w[1];
+        dst[row * width + col] = pair.v[0];
+        if (col + 1 < width) dst[row * width + col + 1] = pair.v[1];
       }
     }
 }

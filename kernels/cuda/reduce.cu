@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kReduceThreads)
                           typename Op::acc_t* partial) {
   EMU_CHECK_LAUNCH_BOUNDS(kReduceThreads);
   using Acc = typename Op::acc_t;
-  EMU_STATIC_SHARED(part_results, Acc[kReduceThreads]);
+  EMU_STATIC_SHARED(part_results, Aligned<Acc>[kReduceThreads]);
   const int lanes = g.lanes;
   const int col = static_cast<int>(threadIdx.x) & (lanes - 1);
   const int part = static_cast<int>(threadIdx.x) / lanes;
@@ -254,14 +254,15 @@ __global__ void __launch_bounds__(kReduceThreads)
     }
     // Each thread writes only its own slot, and a slot is read by another thread only between
     // two barriers, so the next outputs can overwrite slots without a trailing barrier.
-    part_results[threadIdx.x] = acc;
+    part_results[threadIdx.x].v = acc;
     __syncthreads();
     for (int half = parts / 2; half > 0; half /= 2) {
       if (part < half)
-        part_results[threadIdx.x] = Op::combine(part_results[threadIdx.x], part_results[threadIdx.x + half * lanes]);
+        part_results[threadIdx.x].v =
+            Op::combine(part_results[threadIdx.x].v, part_results[threadIdx.x + half * lanes].v);
       __syncthreads();
     }
-    if (part == 0 && o < g.outputs) store_result(op, g, partial, o, off[1], part_results[threadIdx.x]);
+    if (part == 0 && o < g.outputs) store_result(op, g, partial, o, off[1], part_results[threadIdx.x].v);
   }
 }
 

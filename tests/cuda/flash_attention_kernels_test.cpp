@@ -34,6 +34,7 @@
 using namespace define;
 using define::test::check_close;
 using define::test::check_identical;
+using define::test::EmuDeviceScope;
 using define::test::run_all_schedules;
 using define::test::to_test_device;
 using define::test::values;
@@ -217,12 +218,7 @@ TEST_CASE("flash attention kernels: split decoding, a long cache over several bl
   // The emulated device reports its OS threads as multiprocessors: 4 of them want 8 blocks, so a
   // decoding launch of 1 or 2 blocks splits its keys (kernels/cuda/flash_attention.cu,
   // flash_decode_splits: at least 4 key tiles a split).
-  const unsigned threads_before = ::cuda_emu::config().threads;
-  ::cuda_emu::config().threads = 4;
-  struct Restore {
-    unsigned threads;
-    ~Restore() { ::cuda_emu::config().threads = threads; }
-  } restore{threads_before};
+  const EmuDeviceScope scope({.threads = 4});
   const std::vector<Problem> problems = {
       {1, 1, 1, 2000, 64, 64},                    // one block: 8 splits of 4 key tiles
       {1, 2, 3, 1000, 32, 32, true, true},        // causal rows over a memory, padded: 2 splits
@@ -353,23 +349,6 @@ TEST_CASE("flash attention kernels: what the CUDA kernels refuse, named",
   CHECK(r.lse.dtype() == DType::Float32);
 }
 
-namespace {
-
-// The emulated device's architecture for a scope (the tensor-core kernel needs sm_75 for float16,
-// sm_80 for bfloat16; the emulator's default sm_61 has neither instruction).
-class EmuArch {
- public:
-  explicit EmuArch(int arch) : saved_(::cuda_emu::config().arch) { ::cuda_emu::config().arch = arch; }
-  ~EmuArch() { ::cuda_emu::config().arch = saved_; }
-  EmuArch(const EmuArch&) = delete;
-  EmuArch& operator=(const EmuArch&) = delete;
-
- private:
-  int saved_;
-};
-
-}  // namespace
-
 TEST_CASE("flash attention kernels: the tensor-core forward and backward for 16-bit inputs against the reference",
           "[cuda][flash_attention][family:flash_attention]") {
   register_emu();
@@ -388,7 +367,7 @@ TEST_CASE("flash attention kernels: the tensor-core forward and backward for 16-
   };
   for (const auto& [dtype, arch, tol] :
        {std::tuple{DType::Float16, 75, 1.5e-3}, std::tuple{DType::BFloat16, 80, 1.2e-2}}) {
-    const EmuArch scope(arch);
+    const EmuDeviceScope scope({.arch = arch});
     for (const Problem& s : problems) {
       const Inputs in(s);
       // The inputs rounded to 16 bits; the reference computes on them exactly (widened).
@@ -444,7 +423,7 @@ TEST_CASE("flash attention kernels: 16-bit inputs where the tensor cores cannot 
   const Problem s{2, 2, 30, 45, 32, 32, true, true, 0.1};
   const Inputs in = Inputs(s, 5).on_device();
   for (const auto& [dtype, arch] : {std::pair{DType::BFloat16, 75}, std::pair{DType::Float16, 61}}) {
-    const EmuArch scope(arch);
+    const EmuDeviceScope scope({.arch = arch});
     const Tensor q = kernels::cast(in.q, dtype), k = kernels::cast(in.k, dtype), v = kernels::cast(in.v, dtype);
     const kernels::FlashAttentionOutput got = kernels::flash_attention_forward(q, k, v, s.masking(), s.scale());
     const kernels::FlashAttentionOutput wide =
@@ -469,7 +448,7 @@ TEST_CASE("flash attention kernels: the tensor-core kernels are bit-identical un
           "[cuda][flash_attention][family:flash_attention]") {
   register_emu();
   if (define::test::kernel_test_device() != Device::emu()) return;
-  const EmuArch scope(80);
+  const EmuDeviceScope scope({.arch = 80});
   for (const Problem& s : {Problem{2, 1, 70, 75, 32, 24, true, true, 0.3}, Problem{1, 1, 20, 40, 128, 128}}) {
     const Inputs in = Inputs(s, 2).on_device();
     for (const DType dtype : {DType::Float16, DType::BFloat16}) {
@@ -498,7 +477,7 @@ TEST_CASE("flash attention kernels: under mixed precision attention runs on the 
   if (define::test::kernel_test_device() != Device::emu()) return;
   // The autocast policy casts q, k and v to the region's 16-bit dtype (autograd/autocast.h), and the
   // fused op then runs the tensor-core kernels: the same bits as the kernels called on the cast inputs.
-  const EmuArch scope(80);
+  const EmuDeviceScope scope({.arch = 80});
   const Problem s{2, 2, 21, 33, 32, 32, true};
   const Inputs in = Inputs(s, 8).on_device();
   for (const DType dtype : {DType::Float16, DType::BFloat16}) {

@@ -62,6 +62,14 @@ TEST_CASE("emu strict: a write past a static shared array is an error naming it"
   CHECK_THAT(msg, Contains("128 bytes) was written past its end (byte 128)"));
 }
 
+TEST_CASE("emu strict: a static shared array lies at exactly the alignment nvcc promises", "[emu][strict][smem]") {
+  // Its element type's (or __align__(16)'s) and no more, so an access that assumes more (a 16-byte
+  // load from 16-bit words) is misaligned here as it may be on a GPU.
+  DeviceBuffer<unsigned> out(6);
+  emu_test::static_placement(out.get());
+  CHECK(out.download() == std::vector<unsigned>{1, 2, 4, 8, 0, 0});
+}
+
 TEST_CASE("emu strict: debug mode fills static shared memory with NaN", "[emu][strict][smem]") {
   ConfigGuard g;
   cuda_emu::config().debug = true;

@@ -357,6 +357,12 @@ TEST_CASE("emu ldmatrix: addresses outside shared memory or misaligned fail the 
   e = bug_error(MatrixBug::past_static_array, 80);
   CHECK_THAT(e, Contains("lane 3"));
   CHECK_THAT(e, Contains("bytes 128 to 144 of static shared array small"));
+  // nvcc aligns a shared array to its element type only: 16-bit words to 2 bytes. The emulator
+  // places it at exactly that (2 mod 16), so a tile that ldmatrix reads must ask for 16.
+  e = bug_error(MatrixBug::word_array_unaligned, 80);
+  CHECK_THAT(e, Contains("lane 0"));
+  CHECK_THAT(e, Contains("not 16-byte aligned"));
+  CHECK(bug_error(MatrixBug::word_array_aligned, 80) == "(no error)");
 }
 
 TEST_CASE("emu mma: an architecture without the instruction fails the launch", "[emu][mma][arch]") {

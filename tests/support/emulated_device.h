@@ -39,6 +39,24 @@ inline Device kernel_test_device() {
   }();
   return device;
 }
+// The emulated GPU's settings for a scope, put back when it ends; 0 leaves one as it is. arch: what
+// cudaGetDeviceProperties reports (the default sm_61 has no tensor-core instruction); threads: the
+// OS threads that run blocks, which the device also reports as its multiprocessors.
+struct EmuDeviceSettings {
+  int arch = 0;
+  unsigned threads = 0;
+};
+class EmuDeviceScope {
+ public:
+  explicit EmuDeviceScope(EmuDeviceSettings s);
+  ~EmuDeviceScope();
+  EmuDeviceScope(const EmuDeviceScope&) = delete;
+  EmuDeviceScope& operator=(const EmuDeviceScope&) = delete;
+
+ private:
+  EmuDeviceSettings saved_;
+};
+
 inline Tensor to_test_device(const Tensor& t) { return copy_to_device(t, kernel_test_device()); }
 // Always the emulated device (tests of the emulator itself).
 inline Tensor to_emu(const Tensor& t) { return copy_to_device(t, Device::emu()); }

@@ -16,10 +16,10 @@
 #include "autograd/ops.h"
 #include "core/config.h"
 #include "core/factory.h"
-#include "cuda_emu/emu_types.hpp"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "nn/checkpoint.h"
+#include "support/emulated_device.h"
 #include "support/runs.h"
 #include "train/lm_trainer.h"
 #include "train/nmt_trainer.h"
@@ -28,19 +28,10 @@
 
 using namespace define;
 using Catch::Contains;
+using define::test::EmuDeviceScope;
 namespace fs = std::filesystem;
 
 namespace {
-
-// The emulated GPU's architecture for a scope (what cudaGetDeviceProperties reports).
-class EmuArch {
- public:
-  explicit EmuArch(int arch) : saved_(cuda_emu::config().arch) { cuda_emu::config().arch = arch; }
-  ~EmuArch() { cuda_emu::config().arch = saved_; }
-
- private:
-  int saved_;
-};
 
 class GradientObserver {
  public:
@@ -91,20 +82,20 @@ TEST_CASE("precision: auto and the refusals follow the GPU generation", "[train]
   CHECK_THROWS_WITH(train::resolve_precision("half", Device::cpu(), "train.precision"),
                     Contains("must be fp32, fp16, bf16 or auto, got 'half'"));
   {
-    const EmuArch pascal(61);
+    const EmuDeviceScope pascal({.arch = 61});
     CHECK(train::resolve_precision("auto", Device::emu(), "k") == train::Precision::Fp32);
     CHECK_THROWS_WITH(train::resolve_precision("fp16", Device::emu(), "k"),
                       Contains("refused on emu:0 (sm_61)") && Contains("1/64"));
     CHECK_THROWS_WITH(train::resolve_precision("bf16", Device::emu(), "k"), Contains("start with sm_80"));
   }
   {
-    const EmuArch turing(75);
+    const EmuDeviceScope turing({.arch = 75});
     CHECK(train::resolve_precision("auto", Device::emu(), "k") == train::Precision::Fp16);
     CHECK(train::resolve_precision("fp16", Device::emu(), "k") == train::Precision::Fp16);
     CHECK_THROWS_WITH(train::resolve_precision("bf16", Device::emu(), "k"), Contains("(sm_75)"));
   }
   {
-    const EmuArch hopper(90);
+    const EmuDeviceScope hopper({.arch = 90});
     CHECK(train::resolve_precision("auto", Device::emu(), "k") == train::Precision::Bf16);
     CHECK(train::resolve_precision("fp16", Device::emu(), "k") == train::Precision::Fp16);
   }
@@ -226,7 +217,7 @@ TEST_CASE("precision: fp16 and bf16 training tracks fp32 for the DeFINE LSTM LM,
   // (CMakePresets.json); the planted-overflow and collapse cases below run there.
   const fs::path root = test::fresh_root("define_precision_track_test", 41, 300, 20);
   const fs::path parallel = test::fresh_parallel_root("define_precision_track_nmt_test");
-  const EmuArch hopper(90);  // sm_90: fp16 and bf16 both allowed
+  const EmuDeviceScope hopper({.arch = 90});  // sm_90: fp16 and bf16 both allowed
   const char* precisions[] = {"fp32", "fp16", "bf16"};
   for (const char* model : {kLstm, kTxl, "transformer_nmt"}) {
     const bool nmt = std::string(model) == "transformer_nmt";
@@ -264,7 +255,7 @@ TEST_CASE("precision: fp16 and bf16 training tracks fp32 for the DeFINE LSTM LM,
 TEST_CASE("precision: a planted overflow skips exactly its step and halves the scale, and resume is exact",
           "[train][precision]") {
   const fs::path root = test::fresh_root("define_precision_overflow_test", 43, 200, 20);
-  const EmuArch turing(75);
+  const EmuDeviceScope turing({.arch = 75});
   // A scale of 1024 overflows nothing here on its own (tracking test above): only the planted ones.
   const std::string extra = R"(, "loss_scale_init": 1024, "loss_scale_window": 8, "checkpoint_interval": 10)";
   const auto cfg = [&](int steps) {
@@ -321,7 +312,7 @@ TEST_CASE("precision: a planted overflow skips exactly its step and halves the s
 TEST_CASE("precision: a scale that collapses stops the run naming the step, the history and the parameter",
           "[train][precision]") {
   const fs::path root = test::fresh_root("define_precision_collapse_test", 47, 100, 20);
-  const EmuArch turing(75);
+  const EmuDeviceScope turing({.arch = 75});
   const GradientObserver observer([](std::int64_t, const optim::NamedParameters& params) { plant_inf(params); });
   Config cfg = Config::from_text(
       lm_config(root / "data", kLstm, "fp16", 20, R"(, "loss_scale_init": 16, "min_loss_scale": 2)"), "<t>");

@@ -1,6 +1,7 @@
 // Planted bugs for the stricter emulator (tests/cuda_emu/strict_test.cpp). Each kernel is wrong on a GPU
 // in a way the plain forward schedule of the emulator would not show. Compiled by nvcc too.
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_compat.cuh"
 
@@ -94,9 +95,24 @@ __global__ void __launch_bounds__(64) bounded_kernel(int* out) {
   out[threadIdx.x] = int(threadIdx.x);
 }
 
+// out[i] = the address modulo 16 of static shared array i: bytes, 16-bit words, floats, doubles,
+// float4s, and 16-bit words declared _ALIGN16.
+__global__ void static_placement_kernel(unsigned* out) {
+  EMU_STATIC_SHARED(bytes, unsigned char[3]);
+  EMU_STATIC_SHARED(words, unsigned short[5]);
+  EMU_STATIC_SHARED(floats, float[3]);
+  EMU_STATIC_SHARED(doubles, double[3]);
+  EMU_STATIC_SHARED(vectors, float4[2]);
+  EMU_STATIC_SHARED_ALIGN16(aligned_words, unsigned short[5]);
+  const void* arrays[6] = {&bytes[0], &words[0], &floats[0], &doubles[0], &vectors[0], &aligned_words[0]};
+  if (threadIdx.x < 6) out[threadIdx.x] = unsigned(reinterpret_cast<std::uintptr_t>(arrays[threadIdx.x]) % 16);
+}
+
 }  // namespace
 
 namespace emu_test {
+
+void static_placement(unsigned* out, cudaStream_t stream) { launch(static_placement_kernel, 1, 32, 0, stream, out); }
 
 void static_smem_write(float* out, int index, cudaStream_t stream) {
   launch(static_smem_write_kernel, 1, 32, 0, stream, out, index);

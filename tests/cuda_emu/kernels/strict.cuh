@@ -10,9 +10,12 @@ typedef struct CUstream_st* cudaStream_t;
 namespace emu_test {
 
 // Lines of the two shuffles of divergent_shuffle_kernel (checked by static_assert there).
-inline constexpr int kShuffleLineA = 67;
-inline constexpr int kShuffleLineB = 69;
+inline constexpr int kShuffleLineA = 68;
+inline constexpr int kShuffleLineB = 70;
 
+// out[0..6): the addresses modulo 16 of six static shared arrays (unsigned char, unsigned short,
+// float, double, float4, and unsigned short declared _ALIGN16).
+void static_placement(unsigned* out, cudaStream_t stream = nullptr);
 // 32 threads; two static shared arrays of 32 floats. Thread t writes first[t]; thread 0 then writes
 // element `index` of `first` through a pointer (past its end when index >= 32). out[t] = first[t].
 void static_smem_write(float* out, int index, cudaStream_t stream = nullptr);

@@ -168,7 +168,11 @@ __global__ void matrix_bug_kernel(emu_test::MatrixBug bug, const uint16_t* globa
   using emu_test::MatrixBug;
   EMU_STATIC_SHARED(tile, Rows32);
   EMU_STATIC_SHARED(small, Rows8);
+  EMU_STATIC_SHARED(words, uint16_t[8][8]);
+  EMU_STATIC_SHARED_ALIGN16(aligned_words, uint16_t[8][8]);
   const int lane = threadIdx.x % 32;
+  if (lane < 8)
+    for (int j = 0; j < 8; ++j) words[lane][j] = aligned_words[lane][j] = static_cast<uint16_t>(j);
   for (int j = 0; j < 8; ++j) tile.v[lane][j] = static_cast<uint16_t>(lane * 8 + j);
   if (lane < 8)
     for (int j = 0; j < 8; ++j) small.v[lane][j] = static_cast<uint16_t>(j);
@@ -216,6 +220,12 @@ __global__ void matrix_bug_kernel(emu_test::MatrixBug bug, const uint16_t* globa
       break;
     case MatrixBug::unused_lanes_null:
       dk::ldmatrix_x1(r1, lane < 8 ? &small.v[lane][0] : nullptr);
+      break;
+    case MatrixBug::word_array_unaligned:
+      dk::ldmatrix_x1(r1, &words[lane % 8][0]);
+      break;
+    case MatrixBug::word_array_aligned:
+      dk::ldmatrix_x1(r1, &aligned_words[lane % 8][0]);
       break;
   }
   out[threadIdx.x * 4 + 0] = r[0] ^ r1[0] ^ r2[0];

@@ -51,6 +51,8 @@ enum class MatrixBug {
   misaligned_address,      // ldmatrix_x4, lane 9's row address 2 bytes off
   past_static_array,       // ldmatrix_x1 on an 8-row static array, lane 3 gives row 8
   unused_lanes_null,       // ldmatrix_x1, lanes 8-31 give nullptr (an error on sm_75 only)
+  word_array_unaligned,    // ldmatrix_x1 on `uint16_t words[8][8]` declared without _ALIGN16 (nvcc: 2-byte aligned)
+  word_array_aligned,      // the same array declared with EMU_STATIC_SHARED_ALIGN16: no error
 };
 void matrix_bug(MatrixBug bug, const std::uint16_t* global_rows, std::uint32_t* out, cudaStream_t stream = nullptr);
 
