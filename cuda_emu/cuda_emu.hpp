@@ -14,7 +14,8 @@
 //     pages and canaries, blocks larger than a kernel's __launch_bounds__ (EMU_CHECK_LAUNCH_BOUNDS);
 //     kernel failures come back from launch() as cuda_emu::kernel_error;
 //   * the warp-level matrix instructions (mma.sync, ldmatrix) behind kernels/cuda/mma.cuh are warp
-//     collectives with the PTX ISA's fragment layouts (emu_mma.hpp).
+//     collectives with the PTX ISA's fragment layouts (emu_mma.hpp); sm_80's asynchronous copies
+//     behind kernels/cuda/async_copy.cuh land at their wait (emu_async_copy.hpp).
 //
 // Kernel files include their standard headers first and then kernels/cuda/cuda_compat.cuh, which
 // includes this header in the emulator build.
@@ -23,6 +24,8 @@
 // Every standard and library header the emulator needs comes before the keyword macros below:
 // several (glibc's sys/cdefs.h, libstdc++'s shared_ptr_base.h, boost/config) spell
 // __attribute__((__noinline__)) and break once __noinline__ is a macro.
+// In dependency order (each part uses the ones above it), which include sorting must not change.
+// clang-format off
 #include "cuda_emu/emu_types.hpp"
 #include "cuda_emu/emu_fp16.hpp"
 #include "cuda_emu/emu_fiber.hpp"
@@ -32,8 +35,10 @@
 #include "cuda_emu/emu_launch.hpp"
 #include "cuda_emu/emu_device.hpp"
 #include "cuda_emu/emu_mma.hpp"
+#include "cuda_emu/emu_async_copy.hpp"
 #include "cuda_emu/emu_runtime.hpp"
 #include "cuda_emu/emu_race.hpp"
+// clang-format on
 
 // Tells kernel code (rarely needed) that it runs in the emulator. __CUDACC__ and __CUDA_ARCH__
 // stay undefined.

@@ -57,6 +57,16 @@ inline constexpr std::size_t kMaxDynamicSmem = 227 * 1024;
 enum class ThreadState : std::uint8_t { unstarted, running, runnable, at_barrier, at_warp, done };
 enum class BarrierKind : std::uint8_t { plain, count, all, any };
 
+// One asynchronous copy in flight (cp.async, emu_async_copy.hpp): its source bytes, read when it
+// was issued, land at dst when the issuing thread waits for its group.
+struct AsyncCopy {
+  void* dst = nullptr;
+  const void* pc = nullptr;  // the cp.async instruction (the profile's shared-memory side)
+  std::uint32_t group = 0;   // 0 until committed, then the thread's group number (1, 2, ...)
+  std::uint32_t bytes = 0;
+  unsigned char data[16] = {};
+};
+
 // One CUDA thread of the running block.
 struct Slot {
   uint3 tid{0, 0, 0};
@@ -78,6 +88,9 @@ struct Slot {
   bool wpred = false;
   std::uint32_t wballot = 0, wgroup = 0;
   void* wdata = nullptr;  // a warp-wide collective's operands and results (on this thread's stack)
+  // cp.async: the copies this thread has issued and not waited for, and the groups it committed.
+  std::vector<AsyncCopy> copies;
+  std::uint32_t copy_groups = 0;
 };
 
 // Computes a warp-wide collective once every lane has arrived: lanes[l] is lane l's wdata.
@@ -187,6 +200,9 @@ class Runner {
     return w.exists & ~w.exited;
   }
   int lane() const { return cur_->lane; }
+  // The current thread's slot (its cp.async copies in flight: emu_async_copy.hpp).
+  Slot& current_slot() { return *cur_; }
+  bool debug() const { return job_->config.debug; }
   unsigned char* dynamic_smem() const { return dyn_ptr_; }
   std::string current_thread() const { return cat("thread ", format_index(cur_->tid)); }
 
@@ -381,6 +397,8 @@ inline bool Runner::run_block(const LaunchJob& job, uint3 block_index, std::uint
     s.lane = i & 31;
     s.state = ThreadState::unstarted;
     s.fiber = nullptr;
+    s.copies.clear();
+    s.copy_groups = 0;
     order_[i] = i;
   }
   const int nwarps = (n_ + 31) / 32;

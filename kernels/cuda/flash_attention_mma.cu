@@ -13,7 +13,11 @@
 // - the probabilities stay in registers: the accumulator fragment of S tile n (rows g, g + 8, keys
 //   2t, 2t + 1 of the tile's 8 for lane 4g + t) is, rounded to 16 bits, exactly the A fragment of P
 //   for the k-step n of P V, so P never goes to shared memory (FlashAttention-2's arrangement);
-// - V's B fragment comes from ldmatrix.x1.trans of value rows; the output accumulates in float.
+// - V's B fragment comes from ldmatrix.x1.trans of value rows; the output accumulates in float;
+// - tiles move from global memory by asynchronous copies on sm_80 and newer (kernels/cuda/
+//   async_copy.cuh; plain 16-byte loads and stores on sm_75): the forward has a tile's V in flight
+//   while Q K^T and the softmax run and the next tile's K while P V runs (FlashAttention-2's
+//   order, no extra shared memory); the backward kernels wait for their copies at once.
 // P is rounded to the inputs' 16-bit format before it multiplies V (as the unfused path rounds D
 // under mixed precision); the running max, sum and lse stay float. out is rounded once at the end.
 //
@@ -34,6 +38,7 @@
 #include <type_traits>
 
 #include "core/float16.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/flash_tiles.cuh"
 #include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -63,15 +68,16 @@ struct MmaForwardArgs {
   FlashDropout drop;
 };
 
-// Eight and two 16-bit words, moved as one 16-byte and one 4-byte access.
-using Words8 = Vec<std::uint16_t, 8>;
+// Two 16-bit words, stored as one 4-byte access.
 using Words2 = Vec<std::uint16_t, 2>;
 
 // tile[r][c] = src[(row0 + r) * width + c] for row0 + r < rows and c < width, 0 elsewhere (c < kCols):
 // 16-bit words as they are. Rows whose width is a multiple of 8 from a 16-byte aligned source (head
 // dims 32, 64, 128 and every multiple of 8) move in 16-byte pieces: a warp's request is 512 bytes,
 // where 2-byte words made it 64 and left the copy latency-bound (kernel_bench --profile); shared
-// rows are kStride words, a multiple of 8, so the pieces stay aligned there too.
+// rows are kStride words, a multiple of 8, so the pieces stay aligned there too. The pieces are
+// asynchronous copies (kernels/cuda/async_copy.cuh; plain loads and stores before sm_80): the
+// caller commits them and waits before its barrier. Other widths are copied word by word at once.
 template <int kRowsT, int kCols, int kStride>
 __device__ __forceinline__ void load_words(std::uint16_t (&tile)[kRowsT][kStride],
                                            const std::uint16_t* __restrict__ src, std::int64_t row0, std::int64_t rows,
@@ -83,8 +89,8 @@ __device__ __forceinline__ void load_words(std::uint16_t (&tile)[kRowsT][kStride
     for (int t = threadIdx.x; t < kRowsT * kPieces; t += kFlashThreads) {
       const int r = t / kPieces, c = 8 * (t % kPieces);
       const std::int64_t g = row0 + r;
-      *reinterpret_cast<Words8*>(&tile[r][c]) =
-          g < rows && c < width ? *reinterpret_cast<const Words8*>(src + g * width + c) : Words8{};
+      const bool inside = g < rows && c < width;
+      copy_async_16(&tile[r][c], inside ? src + g * width + c : src, inside ? 16 : 0);
     }
     return;
   }
@@ -217,13 +223,19 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_mma_kernel(MmaFor
   }
   zero_fragments(acc);
 
+  // The copies are pipelined (asynchronous from sm_80): V of a tile is in flight while Q K^T and the
+  // softmax run, K of the next tile while P V runs. Group order: Q with the first K, then per tile
+  // its V and the next K; wait_group 1 lands all but the newest.
   const std::int64_t key_end = s.horizon(row0 + rows - 1);
+  load_words<kKeys, kD>(k_s, k, 0, key_end, s.d);
+  copy_async_commit();
   for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
     const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
-    load_words<kKeys, kD>(k_s, k, key0, key_end, s.d);
     load_words<kKeys, kD>(v_s, v, key0, key_end, s.dv);
+    copy_async_commit();
     load_key_flags(key_ok, pad_row, key0, key_end);
     if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
+    copy_async_wait<1>();  // Q and this tile's K
     __syncthreads();
 
     // S = Q K^T for the warp's 16 rows: element e of sc[n] is (row g + 8 (e >> 1), key 8 n + 2 t + (e & 1)).
@@ -278,9 +290,15 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_mma_kernel(MmaFor
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[o][e] *= alpha[e >> 1];
 
-        // acc += P V: V's B fragment (keys 8 n + 2 t, + 1 of column 8 o + g) by a transposed load.
+    __syncthreads();  // every warp is done with k_s: the next tile's K may overwrite it
+    if (key0 + kKeys < key_end) load_words<kKeys, kD>(k_s, k, key0 + kKeys, key_end, s.d);
+    copy_async_commit();
+    copy_async_wait<1>();  // this tile's V
+    __syncthreads();
+
+    // acc += P V: V's B fragment (keys 8 n + 2 t, + 1 of column 8 o + g) by a transposed load.
     add_fragment_product<T>(acc, pa, v_s, lane);
-    __syncthreads();  // the next tile overwrites k_s, v_s, key_ok and keep_s
+    __syncthreads();  // the next tile overwrites v_s, key_ok and keep_s
   }
 
   float inv[2];
@@ -373,6 +391,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv_mma_kernel(Mm
       delta_s[r] = r < rows ? a.delta[bh * s.tq + row0 + r] : 0.0f;
     }
     if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
+    copy_async_commit();
+    copy_async_wait<0>();
     __syncthreads();
 
     // S^T = K Q^T and dD^T = V dO^T: element e of [n] is (key local[e >> 1], query 8 n + 2 t + (e & 1)).
@@ -456,6 +476,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q_mma_kernel(Mma
     load_words<kKeys, kD>(v_s, v, key0, key_end, s.dv);
     load_key_flags(key_ok, pad_row, key0, key_end);
     if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
+    copy_async_commit();
+    copy_async_wait<0>();
     __syncthreads();
 
     float sc[kN][4], dp[kN][4];  // S (unscaled) and dD
