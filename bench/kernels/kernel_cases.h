@@ -187,6 +187,15 @@ inline std::vector<Case> cases() {
                  return Problem{f32_bytes(2.0 * h * t * hd), 0,  // bandwidth-bound: 4 FLOPs per 8 bytes
                                 [=] { (void)kernels::flash_attention_forward(q, k, v, {}, 0.125); }};
                }});
+  // The same step with a float16 cache, read as it is by the decoding kernels (no widened copy): half
+  // the bytes. Bytes: k and v once, 2 bytes an element.
+  c.push_back(
+      {"flash_attention decode float16", "flash_attention", "1x8x1x4096 d64", "1x2x1x1024 d64", [](Device d, bool gpu) {
+         const std::int64_t h = gpu ? 8 : 2, t = gpu ? 4096 : 1024, hd = 64;
+         const auto half = [&](Shape shape) { return kernels::cast(uniform(std::move(shape), d), DType::Float16); };
+         Tensor q = half({1, h, 1, hd}), k = half({1, h, t, hd}), v = half({1, h, t, hd});
+         return Problem{2.0 * 2.0 * h * t * hd, 0, [=] { (void)kernels::flash_attention_forward(q, k, v, {}, 0.125); }};
+       }});
   // The tensor-core kernels (kernels/cuda/flash_attention_mma.cu) on 16-bit q, k, v at the same size: on
   // a GPU from sm_75 (float16) / sm_80 (bfloat16); elsewhere, and on the emulated device below sm_75,
   // the FFMA kernels on widened copies.

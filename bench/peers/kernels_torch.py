@@ -207,6 +207,21 @@ def cases(dev, gpu):
             c.append((name.replace("forward", "backward"), fsize, 2.0 * 8.0 * fb * fh * ft * hd + 8.0 * fb * fh * ft,
                       2.0 * fb * fh * ft * ft * (7 * hd), sdpa16_backward))
 
+        # A decoding step: one query row per head against a 1 x H x T cache (kernel_cases.h), float32
+        # and (GPU only) float16; bandwidth-bound, the cache read once.
+        dh, dt = (8, 4096) if gpu else (2, 1024)
+        dsize = f"1x{dh}x1x{dt} d{hd}"
+        for name, dtype, width in (("flash_attention decode", torch.float32, 4.0),
+                                   ("flash_attention decode float16", torch.float16, 2.0)):
+            if dtype == torch.float16 and not gpu:
+                continue
+
+            def decode(dtype=dtype):
+                q = uniform((1, dh, 1, hd), dev, dtype)
+                k, v = (uniform((1, dh, dt, hd), dev, dtype) for _ in range(2))
+                return lambda: F.scaled_dot_product_attention(q, k, v)
+            c.append((name, dsize, width * 2.0 * dh * dt * hd, 0.0, decode))
+
     # Transformer-XL's relative attention as its reference code composes it (PyTorch has no op of its
     # own): AC = (q + u) k^T, BD = (q + w) r^T shifted by the pad-and-view trick, the causal mask over
     # the memory, softmax, times V. Tk = 2 Tq, d 64, at the sizes of kernel_cases.h's fused cases; the

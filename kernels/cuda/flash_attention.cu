@@ -60,6 +60,7 @@
 // K, V tiles and one or two probability-gradient tiles. See FlashTiles below.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/copy.h"
@@ -100,10 +101,13 @@ struct FlashTiles<128> {
   static constexpr int kQRows = 16, kQKeys = 16;
 };
 
-struct ForwardArgs {
-  const float* q;
-  const float* k;
-  const float* v;
+// In: the inputs' element type, float, or Half / BFloat16 for the decoding path (read as they are,
+// widened exactly in the tiles); out and lse are float.
+template <typename In>
+struct ForwardArgsOf {
+  const In* q;
+  const In* k;
+  const In* v;
   float* out;
   float* lse;
   const std::int32_t* padding;  // null, or [B, Tk]
@@ -116,6 +120,7 @@ struct ForwardArgs {
   float* part_acc = nullptr;
   float* part_max_sum = nullptr;
 };
+using ForwardArgs = ForwardArgsOf<float>;
 
 struct BackwardArgs {
   const float* q;
@@ -136,8 +141,8 @@ struct BackwardArgs {
 // ---------------------------------------------------------------------------------------------
 // Forward.
 
-template <int kD, int kRows, int kKeys, bool kSplit = false>
-__global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArgs a) {
+template <int kD, int kRows, int kKeys, bool kSplit = false, typename In = float>
+__global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArgsOf<In> a) {
   EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
   constexpr int kM = kRows / kGroups;  // query rows per thread
   constexpr int kN = kKeys / kLanes;   // keys per thread in a score tile
@@ -157,9 +162,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArg
   const int lane = threadIdx.x % kLanes, group = threadIdx.x / kLanes;
   const std::int64_t bh = blockIdx.x, row0 = static_cast<std::int64_t>(blockIdx.y) * kRows;
   const int rows = static_cast<int>(s.tq - row0 < kRows ? s.tq - row0 : kRows);
-  const float* q = a.q + bh * s.tq * s.d;
-  const float* k = a.k + bh * s.tk * s.d;
-  const float* v = a.v + bh * s.tk * s.dv;
+  const In* q = a.q + bh * s.tq * s.d;
+  const In* k = a.k + bh * s.tk * s.d;
+  const In* v = a.v + bh * s.tk * s.dv;
   const std::int32_t* pad_row = a.padding == nullptr ? nullptr : a.padding + (bh / s.heads) * s.tk;
 
   load_rows<kRows, kD>(q_s, q, row0, s.tq, s.d);
@@ -453,54 +458,101 @@ FlashShape shape_of(const Tensor& q, const Tensor& v, bool causal) {
   return {q.size(1), q.size(2), v.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), causal};
 }
 
-}  // namespace
-
-void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                             const Tensor& key_padding, bool causal, double p, std::uint64_t seed, std::uint64_t offset,
-                             double scale) {
-  const char* op = "flash_attention";
-  // 16-bit inputs: the tensor cores where the device has them (flash_attention_mma.cu), else the
-  // FFMA kernels on widened copies with out rounded once.
-  if (is_float16(q.dtype())) {
-    if (flash_attention_forward_mma(q, k, v, out, lse, key_padding, causal, p, seed, offset, scale)) return;
-    const TensorOptions wide{DType::Float32, q.device()};
-    const Tensor out32 = empty(out.shape(), wide);
-    flash_attention_forward(::define::kernels::cast(q, DType::Float32), ::define::kernels::cast(k, DType::Float32),
-                            ::define::kernels::cast(v, DType::Float32), out32, lse, key_padding, causal, p, seed,
-                            offset, scale);
-    ::define::kernels::copy_into(out, out32);
-    return;
-  }
-  const ForwardArgs args{q.data<float>(),        k.data<float>(),           v.data<float>(),
-                         out.data<float>(),      lse.data<float>(),         padding_of(key_padding),
-                         shape_of(q, v, causal), static_cast<float>(scale), dropout_of(p, seed, offset)};
+// The FFMA forward for inputs of type In into float out and lse. float: every shape; 16-bit
+// (Half, BFloat16): decoding shapes only (q.size(2) <= the decoding tile's rows).
+template <typename In>
+void launch_forward(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const ForwardArgsOf<In>& args) {
   dispatch_head_dim(op, q, v, [&]<int kD>() {
     using Tiles = FlashTiles<kD>;
-    if (q.size(2) > Tiles::kDecodeRows) {
-      launch_checked(op, flash_forward_kernel<kD, Tiles::kForwardRows, Tiles::kForwardKeys>,
-                     flash_grid(op, q, q.size(2), Tiles::kForwardRows), kFlashThreads, 0, args);
-      return;
+    if constexpr (std::is_same_v<In, float>) {
+      if (q.size(2) > Tiles::kDecodeRows) {
+        launch_checked(op, flash_forward_kernel<kD, Tiles::kForwardRows, Tiles::kForwardKeys>,
+                       flash_grid(op, q, q.size(2), Tiles::kForwardRows), kFlashThreads, 0, args);
+        return;
+      }
+    } else {
+      DEFINE_CHECK(q.size(2) <= Tiles::kDecodeRows, op, "16-bit inputs take the FFMA forward only to decode");
     }
     const dim3 grid = flash_grid(op, q, q.size(2), Tiles::kDecodeRows);
     const int splits = flash_decode_splits(std::int64_t{grid.x} * grid.y, k.size(2), Tiles::kDecodeKeys);
     if (splits == 1) {
-      launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys>, grid, kFlashThreads, 0,
-                     args);
+      launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys, false, In>, grid,
+                     kFlashThreads, 0, args);
       return;
     }
     // Split decoding: the keys over `splits` blocks per query tile, then the merge.
     const std::int64_t rows = q.size(0) * q.size(1) * q.size(2);
     const TensorOptions f32{DType::Float32, q.device()};
     const Tensor part_acc = empty({splits, rows, v.size(3)}, f32), part_max_sum = empty({splits, rows, 2}, f32);
-    ForwardArgs split = args;
+    ForwardArgsOf<In> split = args;
     split.split_keys = ceil_div(ceil_div(k.size(2), Tiles::kDecodeKeys), splits) * Tiles::kDecodeKeys;
     split.part_acc = part_acc.data<float>();
     split.part_max_sum = part_max_sum.data<float>();
-    launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys, true>,
+    launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys, true, In>,
                    dim3(grid.x, grid.y, static_cast<unsigned>(splits)), kFlashThreads, 0, split);
     launch_checked(op, flash_decode_merge_kernel, grid_for(rows, kFlashThreads / 32), kFlashThreads, 0, split.part_acc,
                    split.part_max_sum, args.out, args.lse, rows, splits, static_cast<int>(v.size(3)));
   });
+}
+
+// Rows of the decoding tile for these head dims: a forward with at most this many queries decodes.
+std::int64_t decode_rows(const Tensor& q, const Tensor& v) {
+  const std::int64_t dmax = std::max(q.size(3), v.size(3));
+  return dmax <= 32   ? FlashTiles<32>::kDecodeRows
+         : dmax <= 64 ? FlashTiles<64>::kDecodeRows
+                      : FlashTiles<128>::kDecodeRows;
+}
+
+template <typename In>
+ForwardArgsOf<In> forward_args(const Tensor& q, const Tensor& k, const Tensor& v, float* out, const Tensor& lse,
+                               const Tensor& key_padding, bool causal, double p, std::uint64_t seed,
+                               std::uint64_t offset, double scale) {
+  return {q.data<In>(),
+          k.data<In>(),
+          v.data<In>(),
+          out,
+          lse.data<float>(),
+          padding_of(key_padding),
+          shape_of(q, v, causal),
+          static_cast<float>(scale),
+          dropout_of(p, seed, offset)};
+}
+
+}  // namespace
+
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                             const Tensor& key_padding, bool causal, double p, std::uint64_t seed, std::uint64_t offset,
+                             double scale) {
+  const char* op = "flash_attention";
+  if (is_float16(q.dtype())) {
+    const TensorOptions wide{DType::Float32, q.device()};
+    const Tensor out32 = empty(out.shape(), wide);
+    // Decoding (a few query rows against a cache): the FFMA kernels read the 16-bit cache as it is,
+    // with split decoding, where a tensor-core tile would use one row of its 64 and one block per
+    // head; out is rounded once.
+    if (q.size(2) <= decode_rows(q, v) && k.dtype() == q.dtype() && v.dtype() == q.dtype()) {
+      if (q.dtype() == DType::Float16)
+        launch_forward(
+            op, q, k, v,
+            forward_args<Half>(q, k, v, out32.data<float>(), lse, key_padding, causal, p, seed, offset, scale));
+      else
+        launch_forward(
+            op, q, k, v,
+            forward_args<BFloat16>(q, k, v, out32.data<float>(), lse, key_padding, causal, p, seed, offset, scale));
+      ::define::kernels::copy_into(out, out32);
+      return;
+    }
+    // Otherwise the tensor cores where the device has them (flash_attention_mma.cu), else the FFMA
+    // kernels on widened copies, out rounded once.
+    if (flash_attention_forward_mma(q, k, v, out, lse, key_padding, causal, p, seed, offset, scale)) return;
+    flash_attention_forward(::define::kernels::cast(q, DType::Float32), ::define::kernels::cast(k, DType::Float32),
+                            ::define::kernels::cast(v, DType::Float32), out32, lse, key_padding, causal, p, seed,
+                            offset, scale);
+    ::define::kernels::copy_into(out, out32);
+    return;
+  }
+  launch_forward(op, q, k, v,
+                 forward_args<float>(q, k, v, out.data<float>(), lse, key_padding, causal, p, seed, offset, scale));
 }
 
 void flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,

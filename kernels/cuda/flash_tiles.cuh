@@ -52,16 +52,16 @@ struct FlashDropout {
   float drop_scale;  // 1 / (1 - p) rounded to float, as dropout_scale<float>
 };
 
-// tile[r][c] = src[(row0 + r) * width + c] for 0 <= row0 + r < rows and c < width, 0 elsewhere (c < kCols).
-// Consecutive threads read consecutive elements of a row.
-template <int kRows, int kCols, int kStride>
-__device__ __forceinline__ void load_rows(float (&tile)[kRows][kStride], const float* __restrict__ src,
-                                          std::int64_t row0, std::int64_t rows, int width) {
+// tile[r][c] = src[(row0 + r) * width + c] for 0 <= row0 + r < rows and c < width, 0 elsewhere (c < kCols),
+// from float or 16-bit (exactly widened) elements. Consecutive threads read consecutive elements of a row.
+template <int kRows, int kCols, int kStride, typename S>
+__device__ __forceinline__ void load_rows(float (&tile)[kRows][kStride], const S* __restrict__ src, std::int64_t row0,
+                                          std::int64_t rows, int width) {
 #pragma unroll 4
   for (int t = threadIdx.x; t < kRows * kCols; t += kFlashThreads) {
     const int r = t / kCols, c = t % kCols;
     const std::int64_t g = row0 + r;
-    tile[r][c] = g >= 0 && g < rows && c < width ? src[g * width + c] : 0.0f;
+    tile[r][c] = g >= 0 && g < rows && c < width ? static_cast<float>(load_value(src[g * width + c])) : 0.0f;
   }
 }
 
@@ -283,8 +283,8 @@ inline FlashDropout dropout_of(double p, std::uint64_t seed, std::uint64_t offse
 // head dim that holds d and dv.
 template <typename Fn>
 void dispatch_head_dim(const char* op, const Tensor& q, const Tensor& v, Fn&& fn) {
-  if (q.dtype() != DType::Float32)
-    fail(op, "the CUDA kernels take float32 (and widened 16-bit) tensors, not {}; float64 runs on the CPU backends",
+  if (q.dtype() != DType::Float32 && !is_float16(q.dtype()))
+    fail(op, "the CUDA kernels take float32 and 16-bit tensors, not {}; float64 runs on the CPU backends",
          dtype_name(q.dtype()));
   const std::int64_t d = q.size(3), dv = v.size(3), dmax = d > dv ? d : dv;
   if (dmax > kFlashAttentionMaxHeadDim)

@@ -252,6 +252,44 @@ TEST_CASE("flash attention kernels: split decoding, a long cache over several bl
         check_close(got[i], ref[i], 2e-5, 2e-5, what);
     }
     run_all_schedules([&] { return flash(s, dev)[0]; }, s.name() + " split decoding out");
+
+    // 16-bit inputs decode from the cache as it is (no widened copy, no tensor-core tile), with the
+    // same splits: the float path on the widened inputs, bit for bit, out rounded once. On every
+    // architecture, with or without tensor cores.
+    for (const auto& [dtype, arch] : {std::pair{DType::Float16, 61}, std::pair{DType::BFloat16, 80}}) {
+      const EmuDeviceScope arch_scope({.arch = arch});
+      const auto narrow = [&](const Tensor& t) { return to_test_device(kernels::cast(t, dtype)); };
+      const auto widened = [&](const Tensor& t) { return kernels::cast(narrow(t), DType::Float32); };
+      const Tensor q16 = narrow(in.q), k16 = narrow(in.k), v16 = narrow(in.v);
+#if !defined(__SANITIZE_ADDRESS__)
+      ::cuda_emu::profile_start();
+      (void)kernels::flash_attention_forward(q16, k16, v16, s.masking(), s.scale());
+      const std::vector<::cuda_emu::KernelProfile> runs = ::cuda_emu::profile_stop();
+      // The split kernel reads the 16-bit cache, under 4 bytes an element (a widened copy would be
+      // read at 4), and no other kernel reads as much as k (a widening cast of the cache would).
+      const double cache = static_cast<double>(in.k.numel() + in.v.numel());
+      bool split_kernel = false;
+      for (const auto& r : runs) {
+        INFO(r.kernel);
+        if (r.kernel.find("flash_forward_kernel") != std::string::npos) {
+          split_kernel = r.grid.z > 1;
+          CHECK(r.global_load.bytes < 4 * cache);
+        } else {
+          CHECK(r.global_load.bytes < 2 * static_cast<double>(in.k.numel()));
+        }
+      }
+      CHECK(split_kernel);
+#endif
+      const kernels::FlashAttentionOutput got16 =
+          kernels::flash_attention_forward(q16, k16, v16, s.masking(), s.scale());
+      const kernels::FlashAttentionOutput via32 =
+          kernels::flash_attention_forward(widened(in.q), widened(in.k), widened(in.v), s.masking(), s.scale());
+      const std::string what = s.name() + " split decoding " + std::string(dtype_name(dtype));
+      CHECK(got16.out.dtype() == dtype);
+      INFO(what);
+      CHECK(values(got16.out) == values(kernels::cast(via32.out, dtype)));
+      CHECK(values(got16.lse) == values(via32.lse));
+    }
   }
 }
 
@@ -401,11 +439,16 @@ TEST_CASE("flash attention kernels: the tensor-core forward and backward for 16-
         check_close(kernels::cast(*g[i], DType::Float64), *r[i], 2 * tol, 2 * tol, what + " " + names[i]);
       }
       // And it is the tensor-core kernel that ran: the FFMA kernels keep P in float32, so their out
-      // (on the same 16-bit inputs, widened) differs in some element.
+      // (on the same 16-bit inputs, widened) differs in some element. A decoding step (at most 16
+      // queries) runs the FFMA decoding kernels on the 16-bit cache as it is, which is the float
+      // path on the widened inputs bit for bit.
       const kernels::FlashAttentionOutput ffma = kernels::flash_attention_forward(
           to_test_device(kernels::cast(q, DType::Float32)), to_test_device(kernels::cast(k, DType::Float32)),
           to_test_device(kernels::cast(v, DType::Float32)), m, s.scale());
-      CHECK(values(got.out) != values(kernels::cast(ffma.out, dtype)));
+      if (s.tq <= 16)
+        CHECK(values(got.out) == values(kernels::cast(ffma.out, dtype)));
+      else
+        CHECK(values(got.out) != values(kernels::cast(ffma.out, dtype)));
       const auto f32 = [](const Tensor& t) { return to_test_device(kernels::cast(t, DType::Float32)); };
       const kernels::AttentionGrads ffma_grads = kernels::flash_attention_backward(
           f32(up), f32(q), f32(k), f32(v), f32(got.out), got.lse, m, s.scale(), true, true, true);
