@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArg
   const In* v = a.v + bh * s.tk * s.dv;
   const std::int32_t* pad_row = a.padding == nullptr ? nullptr : a.padding + (bh / s.heads) * s.tk;
 
-  load_rows<kRows, kD>(q_s, q, row0, s.tq, s.d);
+  load_rows<kRows, kD, true>(q_s, q, row0, s.tq, s.d);
   float m[kM], l[kM], acc[kM][kO];
   std::int64_t horizon[kM];  // of each row; 0 for rows past the end
 #pragma unroll
@@ -187,8 +187,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArg
   }
   for (std::int64_t key0 = key_begin; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
     const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
-    load_rows<kKeys, kD>(k_s, k, key0, key_end, s.d);
-    load_rows<kKeys, kD>(v_s, v, key0, key_end, s.dv);
+    load_rows<kKeys, kD, true>(k_s, k, key0, key_end, s.d);
+    load_rows<kKeys, kD, true>(v_s, v, key0, key_end, s.dv);
     load_key_flags(key_ok, pad_row, key0, key_end);
     if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
     __syncthreads();
@@ -230,10 +230,13 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArg
   }
 }
 
-// Split decoding's merge: a warp per query row (b * H + h, i) combines the splits' partial rows in
-// split order: M = max_s m_s, L = sum_s l_s exp(m_s - M), out = sum_s acc_s exp(m_s - M) / L,
-// lse = M + log L (zeros and -inf where no split saw a valid key). Each element is one lane's
-// fixed-order sum: bit-identical under any schedule.
+// Split decoding's merge: a warp per query row (b * H + h, i) combines the splits' partial rows:
+// M = max_s m_s, L = sum_s l_s exp(m_s - M), out = sum_s acc_s exp(m_s - M) / L, lse = M + log L
+// (zeros and -inf where no split saw a valid key). Lane z holds split z's m and l (and z + 32's:
+// at most 64 splits), so M and L are warp butterflies, and each split's weight exp(m_s - M) is
+// broadcast while every lane adds its columns over the splits in split order, several splits'
+// loads in flight. A butterfly leaves the same bits in every lane (a + b == b + a), and each out
+// element is one lane's fixed-order sum: bit-identical under any schedule.
 __global__ void __launch_bounds__(kFlashThreads)
     flash_decode_merge_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_max_sum,
                               float* __restrict__ out, float* __restrict__ lse, std::int64_t rows, int splits, int dv) {
@@ -242,27 +245,34 @@ __global__ void __launch_bounds__(kFlashThreads)
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
        row += warps) {  // warp-uniform
-    // The loops over the splits are unrolled so that several splits' loads are in flight at once.
-    float max = neg_inf();
-#pragma unroll 4
-    for (int z = 0; z < splits; ++z) max = fmaxf(max, part_max_sum[2 * (z * rows + row)]);
-    float total = 0.0f;
-    if (max != neg_inf())
-#pragma unroll 4
-      for (int z = 0; z < splits; ++z) {
-        const float m = part_max_sum[2 * (z * rows + row)];
-        if (m != neg_inf()) total += part_max_sum[2 * (z * rows + row) + 1] * dev_exp(m - max);
-      }
+    float m[2], w[2], max = neg_inf(), total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const std::int64_t z = lane + 32 * i;
+      m[i] = z < splits ? part_max_sum[2 * (z * rows + row)] : neg_inf();
+      max = fmaxf(max, m[i]);
+    }
+#pragma unroll
+    for (int x = 16; x > 0; x /= 2) max = fmaxf(max, __shfl_xor_sync(kFullMask, max, x));
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const std::int64_t z = lane + 32 * i;
+      w[i] = m[i] == neg_inf() ? 0.0f : dev_exp(m[i] - max);  // 0 for every split when max is -inf
+      if (z < splits) total += part_max_sum[2 * (z * rows + row) + 1] * w[i];
+    }
+#pragma unroll
+    for (int x = 16; x > 0; x /= 2) total += __shfl_xor_sync(kFullMask, total, x);
     const float inv = max != neg_inf() ? 1.0f / total : 0.0f;
-    for (int c = lane; c < dv; c += 32) {
+    for (int c0 = 0; c0 < dv; c0 += 32) {  // warp-uniform: the weights' shuffles see the full warp
+      const int c = c0 + lane;
       float o = 0.0f;
-      if (max != neg_inf())
-#pragma unroll 4
-        for (int z = 0; z < splits; ++z) {
-          const float m = part_max_sum[2 * (z * rows + row)];
-          if (m != neg_inf()) o += part_acc[(z * rows + row) * dv + c] * dev_exp(m - max);
-        }
-      out[row * dv + c] = o * inv;
+#pragma unroll 8
+      for (int z = 0; z < splits; ++z) {
+        // A split without a valid key has weight 0 and acc 0.
+        const float weight = __shfl_sync(kFullMask, z < 32 ? w[0] : w[1], z % 32);
+        if (c < dv) o += part_acc[(static_cast<std::int64_t>(z) * rows + row) * dv + c] * weight;
+      }
+      if (c < dv) out[row * dv + c] = o * inv;
     }
     if (lane == 0) lse[row] = max != neg_inf() ? max + dev_log(total) : neg_inf();
   }

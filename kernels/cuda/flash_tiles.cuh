@@ -53,10 +53,31 @@ struct FlashDropout {
 };
 
 // tile[r][c] = src[(row0 + r) * width + c] for 0 <= row0 + r < rows and c < width, 0 elsewhere (c < kCols),
-// from float or 16-bit (exactly widened) elements. Consecutive threads read consecutive elements of a row.
-template <int kRows, int kCols, int kStride, typename S>
+// from float or 16-bit (exactly widened) elements. Rows whose width is a multiple of 16 bytes from a
+// 16-byte aligned source move in 16-byte pieces, one a thread (4 floats or 8 16-bit words): a warp's
+// request is 512 bytes, where one element a thread made it 128 (64 for 16-bit) and kept too few
+// bytes in flight to cover the memory latency (kernel_bench --profile: the decoding kernels were
+// latency-bound at a few percent of the copy rate). Otherwise consecutive threads read consecutive
+// elements of a row. kPieces: the 16-byte form is allowed; the kernels near their register limit
+// (the relative-attention backward at sm_90) spill with it and keep the element form.
+template <int kRows, int kCols, bool kPieces = false, int kStride, typename S>
 __device__ __forceinline__ void load_rows(float (&tile)[kRows][kStride], const S* __restrict__ src, std::int64_t row0,
                                           std::int64_t rows, int width) {
+  constexpr int kVec = static_cast<int>(16 / sizeof(S));
+  if (kPieces && kCols % kVec == 0 && width % kVec == 0 &&
+      reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {  // block-uniform
+    constexpr int kPerRow = kCols / kVec;
+#pragma unroll 2
+    for (int t = threadIdx.x; t < kRows * kPerRow; t += kFlashThreads) {
+      const int r = t / kPerRow, c = kVec * (t % kPerRow);
+      const std::int64_t g = row0 + r;
+      Vec16<S> piece{};
+      if (g >= 0 && g < rows && c < width) piece = *reinterpret_cast<const Vec16<S>*>(src + g * width + c);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) tile[r][c + e] = static_cast<float>(load_value(piece.v[e]));
+    }
+    return;
+  }
 #pragma unroll 4
   for (int t = threadIdx.x; t < kRows * kCols; t += kFlashThreads) {
     const int r = t / kCols, c = t % kCols;
