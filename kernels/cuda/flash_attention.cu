@@ -230,22 +230,28 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArg
   }
 }
 
-// Split decoding's merge: a warp per query row (b * H + h, i) combines the splits' partial rows:
-// M = max_s m_s, L = sum_s l_s exp(m_s - M), out = sum_s acc_s exp(m_s - M) / L, lse = M + log L
-// (zeros and -inf where no split saw a valid key). Lane z holds split z's m and l (and z + 32's:
-// at most 64 splits), so M and L are warp butterflies, and each split's weight exp(m_s - M) is
-// broadcast while every lane adds its columns over the splits in split order, several splits'
-// loads in flight. A butterfly leaves the same bits in every lane (a + b == b + a), and each out
-// element is one lane's fixed-order sum: bit-identical under any schedule.
+// Split decoding's merge: M = max_s m_s, L = sum_s l_s exp(m_s - M), out = sum_s acc_s exp(m_s - M) / L,
+// lse = M + log L (zeros and -inf where no split saw a valid key). A warp per (query row b * H + h, i;
+// chunk of 8 output columns): lane z holds splits z and z + 32 (at most 64), their m and l and their
+// 8 columns of acc (two 16-byte loads where dv is a multiple of 8, every lane a different split), so M,
+// L and the columns are warp butterflies. Many warps with wide loads: a warp per row, walking the
+// splits, kept too few bytes in flight (kernel_bench --profile). A butterfly leaves the same bits in
+// every lane (a + b == b + a) and its order is fixed by the lanes: bit-identical under any schedule.
+constexpr int kMergeColumns = 8;
+
 __global__ void __launch_bounds__(kFlashThreads)
     flash_decode_merge_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_max_sum,
                               float* __restrict__ out, float* __restrict__ lse, std::int64_t rows, int splits, int dv) {
   EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
   const int lane = threadIdx.x % 32;
+  const int chunks = (dv + kMergeColumns - 1) / kMergeColumns;
+  const bool wide = dv % kMergeColumns == 0;  // every chunk whole and 32-byte aligned
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
-       row += warps) {  // warp-uniform
-    float m[2], w[2], max = neg_inf(), total = 0.0f;
+  for (std::int64_t item = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       item < rows * chunks; item += warps) {  // warp-uniform
+    const std::int64_t row = item / chunks;
+    const int c0 = kMergeColumns * static_cast<int>(item % chunks);
+    float m[2], max = neg_inf(), total = 0.0f;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const std::int64_t z = lane + 32 * i;
@@ -254,38 +260,58 @@ __global__ void __launch_bounds__(kFlashThreads)
     }
 #pragma unroll
     for (int x = 16; x > 0; x /= 2) max = fmaxf(max, __shfl_xor_sync(kFullMask, max, x));
+    float o[kMergeColumns];
+#pragma unroll
+    for (int e = 0; e < kMergeColumns; ++e) o[e] = 0.0f;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const std::int64_t z = lane + 32 * i;
-      w[i] = m[i] == neg_inf() ? 0.0f : dev_exp(m[i] - max);  // 0 for every split when max is -inf
-      if (z < splits) total += part_max_sum[2 * (z * rows + row) + 1] * w[i];
+      if (z >= splits) continue;
+      // A split without a valid key has m = -inf, weight 0 and acc 0.
+      const float w = m[i] == neg_inf() ? 0.0f : dev_exp(m[i] - max);
+      total += part_max_sum[2 * (z * rows + row) + 1] * w;
+      const float* a = part_acc + (z * rows + row) * dv + c0;
+      if (wide) {
+        const Vec16<float> lo = *reinterpret_cast<const Vec16<float>*>(a),
+                           hi = *reinterpret_cast<const Vec16<float>*>(a + 4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          o[e] += lo.v[e] * w;
+          o[4 + e] += hi.v[e] * w;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < kMergeColumns; ++e)
+          if (c0 + e < dv) o[e] += a[e] * w;
+      }
     }
 #pragma unroll
-    for (int x = 16; x > 0; x /= 2) total += __shfl_xor_sync(kFullMask, total, x);
-    const float inv = max != neg_inf() ? 1.0f / total : 0.0f;
-    for (int c0 = 0; c0 < dv; c0 += 32) {  // warp-uniform: the weights' shuffles see the full warp
-      const int c = c0 + lane;
-      float o = 0.0f;
-#pragma unroll 8
-      for (int z = 0; z < splits; ++z) {
-        // A split without a valid key has weight 0 and acc 0.
-        const float weight = __shfl_sync(kFullMask, z < 32 ? w[0] : w[1], z % 32);
-        if (c < dv) o += part_acc[(static_cast<std::int64_t>(z) * rows + row) * dv + c] * weight;
-      }
-      if (c < dv) out[row * dv + c] = o * inv;
+    for (int x = 16; x > 0; x /= 2) {
+      total += __shfl_xor_sync(kFullMask, total, x);
+#pragma unroll
+      for (int e = 0; e < kMergeColumns; ++e) o[e] += __shfl_xor_sync(kFullMask, o[e], x);
     }
-    if (lane == 0) lse[row] = max != neg_inf() ? max + dev_log(total) : neg_inf();
+    const float inv = max != neg_inf() ? 1.0f / total : 0.0f;
+    if (lane < kMergeColumns && c0 + lane < dv) {
+      float mine = o[0];
+#pragma unroll
+      for (int e = 1; e < kMergeColumns; ++e) mine = lane == e ? o[e] : mine;
+      out[row * dv + c0 + lane] = mine * inv;
+    }
+    if (lane == 0 && c0 == 0) lse[row] = max != neg_inf() ? max + dev_log(total) : neg_inf();
   }
 }
 
 // How many blocks split the keys of a decoding launch of `blocks` blocks (b * H x query tiles) over
-// `keys` keys in tiles of `tile`: enough for two blocks per multiprocessor, at least four key tiles
-// a split (fewer would spend more on the merge and the partial rows than they save). One block per
+// `keys` keys in tiles of `tile`: enough for four blocks per multiprocessor (a block loads a tile,
+// then computes, so several per multiprocessor keep its loads in flight; the model put two at 40 us
+// and four at 21 us for 1 x 8 x 4,096 keys, kernel_bench --profile), at least two key tiles a split
+// (fewer would spend more on the merge and the partial rows than they save). One block per
 // b * H is what a step of incremental decoding with a small batch launches: a few of a large GPU's
 // multiprocessors streaming the whole cache while the rest idle.
 int flash_decode_splits(std::int64_t blocks, std::int64_t keys, int tile) {
-  constexpr std::int64_t kMinTilesPerSplit = 4, kMaxSplits = 64;
-  const std::int64_t target = 2 * static_cast<std::int64_t>(multiprocessor_count());
+  constexpr std::int64_t kMinTilesPerSplit = 2, kMaxSplits = 64;
+  const std::int64_t target = 4 * static_cast<std::int64_t>(multiprocessor_count());
   if (blocks >= target) return 1;
   const std::int64_t by_keys = ceil_div(keys, tile) / kMinTilesPerSplit;
   const std::int64_t splits = std::min({ceil_div(target, blocks), by_keys, kMaxSplits});
@@ -500,7 +526,8 @@ void launch_forward(const char* op, const Tensor& q, const Tensor& k, const Tens
     split.part_max_sum = part_max_sum.data<float>();
     launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys, true, In>,
                    dim3(grid.x, grid.y, static_cast<unsigned>(splits)), kFlashThreads, 0, split);
-    launch_checked(op, flash_decode_merge_kernel, grid_for(rows, kFlashThreads / 32), kFlashThreads, 0, split.part_acc,
+    const std::int64_t items = rows * ceil_div(v.size(3), kMergeColumns);
+    launch_checked(op, flash_decode_merge_kernel, grid_for(items, kFlashThreads / 32), kFlashThreads, 0, split.part_acc,
                    split.part_max_sum, args.out, args.lse, rows, splits, static_cast<int>(v.size(3)));
   });
 }

@@ -215,15 +215,16 @@ TEST_CASE("flash attention kernels: bit-identical under every emulator schedule"
 TEST_CASE("flash attention kernels: split decoding, a long cache over several blocks merged in a fixed order",
           "[cuda][flash_attention][family:flash_attention]") {
   register_emu();
-  // The emulated device reports its OS threads as multiprocessors: 4 of them want 8 blocks, so a
-  // decoding launch of 1 or 2 blocks splits its keys (kernels/cuda/flash_attention.cu,
-  // flash_decode_splits: at least 4 key tiles a split).
-  const EmuDeviceScope scope({.threads = 4});
+  // The emulated device reports its OS threads as multiprocessors: 16 of them want 64 blocks, so a
+  // decoding launch of a few blocks splits its keys (kernels/cuda/flash_attention.cu,
+  // flash_decode_splits: at least 2 key tiles a split, at most 64 splits).
+  const EmuDeviceScope scope({.threads = 16});
   const std::vector<Problem> problems = {
-      {1, 1, 1, 2000, 64, 64},                    // one block: 8 splits of 4 key tiles
-      {1, 2, 3, 1000, 32, 32, true, true},        // causal rows over a memory, padded: 2 splits
-      {2, 1, 1, 777, 128, 96, false, true},       // the second batch fully masked (zeros, lse -inf): 4
-      {1, 1, 2, 900, 64, 64, false, false, 0.2},  // dropout, the same mask as unsplit: 3
+      {1, 1, 1, 2000, 64, 64},                    // one block: 16 splits of 2 key tiles
+      {1, 2, 3, 1000, 32, 32, true, true},        // causal rows over a memory, padded: 4 splits
+      {2, 1, 1, 777, 128, 96, false, true},       // the second batch fully masked (zeros, lse -inf): 12
+      {1, 1, 2, 900, 64, 64, false, false, 0.2},  // dropout, the same mask as unsplit: 7
+      {1, 1, 1, 2200, 128, 100},                  // 34 splits (the merge's second lane slot), dv not 8k
   };
   for (const Problem& s : problems) {
     const Inputs in(s, 5);
