@@ -179,16 +179,16 @@ inline std::vector<Case> cases() {
              [=] { (void)kernels::flash_attention_backward(up, q, k, v, f.out, f.lse, {}, 0.125, true, true, true); }};
        }});
   // A step of incremental decoding with a small batch: one query row per head against a long key /
-  // value cache, B x H blocks on their own; split decoding spreads the keys over more blocks and
-  // merges them (kernels/cuda/flash_attention.cu, flash_decode_splits). Bytes: k and v once.
+  // value cache (the query-row kernel, kernels/cuda/flash_decode.cu), too few rows to fill the GPU on
+  // their own; split decoding spreads the keys over more blocks and merges them. Bytes: k and v once.
   c.push_back({"flash_attention decode", "flash_attention", "1x8x1x4096 d64", "1x2x1x1024 d64", [](Device d, bool gpu) {
                  const std::int64_t h = gpu ? 8 : 2, t = gpu ? 4096 : 1024, hd = 64;
                  Tensor q = uniform({1, h, 1, hd}, d), k = uniform({1, h, t, hd}, d), v = uniform({1, h, t, hd}, d);
                  return Problem{f32_bytes(2.0 * h * t * hd), 0,  // bandwidth-bound: 4 FLOPs per 8 bytes
                                 [=] { (void)kernels::flash_attention_forward(q, k, v, {}, 0.125); }};
                }});
-  // The same step with a float16 cache, read as it is by the decoding kernels (no widened copy): half
-  // the bytes. Bytes: k and v once, 2 bytes an element.
+  // The same step with a float16 cache, read as it is by the decoding kernels (no widened copy, out
+  // written in float16): half the bytes. Bytes: k and v once, 2 bytes an element.
   c.push_back(
       {"flash_attention decode float16", "flash_attention", "1x8x1x4096 d64", "1x2x1x1024 d64", [](Device d, bool gpu) {
          const std::int64_t h = gpu ? 8 : 2, t = gpu ? 4096 : 1024, hd = 64;
@@ -196,6 +196,15 @@ inline std::vector<Case> cases() {
          Tensor q = half({1, h, 1, hd}), k = half({1, h, t, hd}), v = half({1, h, t, hd});
          return Problem{2.0 * 2.0 * h * t * hd, 0, [=] { (void)kernels::flash_attention_forward(q, k, v, {}, 0.125); }};
        }});
+  // A step of beam search: 128 sentences x 5 beams, one query row per head against a short cache,
+  // four rows a block. Bytes: q, k, v and out once.
+  c.push_back({"flash_attention decode (beam search)", "flash_attention", "640x8x1x32 d64", "40x2x1x32 d64",
+               [](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 640 : 40, h = gpu ? 8 : 2, t = 32, hd = 64;
+                 Tensor q = uniform({b, h, 1, hd}, d), k = uniform({b, h, t, hd}, d), v = uniform({b, h, t, hd}, d);
+                 return Problem{f32_bytes(2.0 * b * h * t * hd + 2.0 * b * h * hd), 0,
+                                [=] { (void)kernels::flash_attention_forward(q, k, v, {}, 0.125); }};
+               }});
   // The tensor-core kernels (kernels/cuda/flash_attention_mma.cu) on 16-bit q, k, v at the same size: on
   // a GPU from sm_75 (float16) / sm_80 (bfloat16); elsewhere, and on the emulated device below sm_75,
   // the FFMA kernels on widened copies.

@@ -7,6 +7,7 @@
 //   launch(kernel, grid, block, smem_bytes, stream, args...)   instead of kernel<<<...>>>(args...)
 //   EMU_DYNAMIC_SHARED(T, name);                                instead of extern __shared__ T name[];
 //   EMU_STATIC_SHARED(name, T[N]);                              instead of __shared__ T name[N];
+//   EMU_UNROLL for (...)                                        for #pragma unroll where the loads matter
 // plus ordinary CUDA device code: __global__/__device__, threadIdx etc., __syncthreads*,
 // *_sync warp intrinsics, atomics, __ldg, fences, the usual math intrinsics.
 //
@@ -64,10 +65,18 @@ using define::nvcc::launch;
 #define EMU_STATIC_SHARED(name, ...) __shared__ ::std::type_identity_t<__VA_ARGS__> name
 #define EMU_STATIC_SHARED_ALIGN16(name, ...) __shared__ __align__(16)::std::type_identity_t<__VA_ARGS__> name
 
+// Before a loop whose iterations' loads are meant to be in flight together: nvcc's `#pragma unroll`,
+// and in the emulator build GCC's (g++ ignores `#pragma unroll`), so that the emulated code issues
+// the loop's loads in nvcc's order and the profile counts them in flight together
+// (cuda_emu/emu_profile.hpp, KernelProfile::loads_in_flight).
+#define EMU_UNROLL _Pragma("unroll")
+
 #else
 
 #include "cuda_emu/cuda_emu.hpp"
 
 #define DEFINE_CUDA_NS cuda_emu
+
+#define EMU_UNROLL _Pragma("GCC unroll 16")
 
 #endif

@@ -30,7 +30,8 @@
 // out = acc / l and lse = m + log(l), or zeros and -inf for a row without a valid key.
 // Split decoding (flash_decode_splits): when a decoding launch has too few blocks to fill the GPU,
 // blockIdx.z takes a share of the keys, each block writes its unnormalised acc with its m and l,
-// and flash_decode_merge_kernel combines the shares in a fixed order.
+// and flash_decode_merge_kernel combines the shares in a fixed order. One query row a head without
+// dropout (a step of incremental decoding) goes to the query-row kernel instead (flash_decode.cu).
 //
 // Backward: delta_i = rowsum(dO_i * out_i) first (a warp per row, row_reduce.cuh; why it is the
 // softmax term rowsum(P_i * dP_i) even with dropout: kernels/flash_attention.h), then two kernels
@@ -65,6 +66,7 @@
 
 #include "kernels/copy.h"
 #include "kernels/cuda/flash_attention_mma.h"
+#include "kernels/cuda/flash_decode.h"
 #include "kernels/cuda/flash_tiles.cuh"
 #include "kernels/flash_attention.h"
 
@@ -75,7 +77,7 @@ namespace {
 // as described above): forward 46.8 / 44.5 / 35.8 KiB, decoding forward 45.7 / 42.1 / 43.3 KiB,
 // dK/dV 47.1 / 43.8 / 35.6 KiB, dQ 36.8 / 38.5 / 34.0 KiB for kD = 32 / 64 / 128. Doubling the
 // query or the key tile of any of them would pass 48 KiB. The decoding tile (kDecodeRows queries,
-// for Tq <= kDecodeRows: a step of incremental decoding is one query row against the cache) wastes
+// for 2 <= Tq <= kDecodeRows, or one row with dropout; one row without is flash_decode.cu's) wastes
 // less of the block on query rows that do not exist than the forward's 32 or 64.
 template <int kD>
 struct FlashTiles;
@@ -228,94 +230,6 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(ForwardArg
   } else {
     finish_rows(m, l, acc, a.out, a.lse, bh, row0, s.tq, s.dv, group, lane);
   }
-}
-
-// Split decoding's merge: M = max_s m_s, L = sum_s l_s exp(m_s - M), out = sum_s acc_s exp(m_s - M) / L,
-// lse = M + log L (zeros and -inf where no split saw a valid key). A warp per (query row b * H + h, i;
-// chunk of 8 output columns): lane z holds splits z and z + 32 (at most 64), their m and l and their
-// 8 columns of acc (two 16-byte loads where dv is a multiple of 8, every lane a different split), so M,
-// L and the columns are warp butterflies. Many warps with wide loads: a warp per row, walking the
-// splits, kept too few bytes in flight (kernel_bench --profile). A butterfly leaves the same bits in
-// every lane (a + b == b + a) and its order is fixed by the lanes: bit-identical under any schedule.
-constexpr int kMergeColumns = 8;
-
-__global__ void __launch_bounds__(kFlashThreads)
-    flash_decode_merge_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_max_sum,
-                              float* __restrict__ out, float* __restrict__ lse, std::int64_t rows, int splits, int dv) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
-  const int lane = threadIdx.x % 32;
-  const int chunks = (dv + kMergeColumns - 1) / kMergeColumns;
-  const bool wide = dv % kMergeColumns == 0;  // every chunk whole and 32-byte aligned
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t item = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-       item < rows * chunks; item += warps) {  // warp-uniform
-    const std::int64_t row = item / chunks;
-    const int c0 = kMergeColumns * static_cast<int>(item % chunks);
-    float m[2], max = neg_inf(), total = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const std::int64_t z = lane + 32 * i;
-      m[i] = z < splits ? part_max_sum[2 * (z * rows + row)] : neg_inf();
-      max = fmaxf(max, m[i]);
-    }
-#pragma unroll
-    for (int x = 16; x > 0; x /= 2) max = fmaxf(max, __shfl_xor_sync(kFullMask, max, x));
-    float o[kMergeColumns];
-#pragma unroll
-    for (int e = 0; e < kMergeColumns; ++e) o[e] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const std::int64_t z = lane + 32 * i;
-      if (z >= splits) continue;
-      // A split without a valid key has m = -inf, weight 0 and acc 0.
-      const float w = m[i] == neg_inf() ? 0.0f : dev_exp(m[i] - max);
-      total += part_max_sum[2 * (z * rows + row) + 1] * w;
-      const float* a = part_acc + (z * rows + row) * dv + c0;
-      if (wide) {
-        const Vec16<float> lo = *reinterpret_cast<const Vec16<float>*>(a),
-                           hi = *reinterpret_cast<const Vec16<float>*>(a + 4);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          o[e] += lo.v[e] * w;
-          o[4 + e] += hi.v[e] * w;
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < kMergeColumns; ++e)
-          if (c0 + e < dv) o[e] += a[e] * w;
-      }
-    }
-#pragma unroll
-    for (int x = 16; x > 0; x /= 2) {
-      total += __shfl_xor_sync(kFullMask, total, x);
-#pragma unroll
-      for (int e = 0; e < kMergeColumns; ++e) o[e] += __shfl_xor_sync(kFullMask, o[e], x);
-    }
-    const float inv = max != neg_inf() ? 1.0f / total : 0.0f;
-    if (lane < kMergeColumns && c0 + lane < dv) {
-      float mine = o[0];
-#pragma unroll
-      for (int e = 1; e < kMergeColumns; ++e) mine = lane == e ? o[e] : mine;
-      out[row * dv + c0 + lane] = mine * inv;
-    }
-    if (lane == 0 && c0 == 0) lse[row] = max != neg_inf() ? max + dev_log(total) : neg_inf();
-  }
-}
-
-// How many blocks split the keys of a decoding launch of `blocks` blocks (b * H x query tiles) over
-// `keys` keys in tiles of `tile`: enough for four blocks per multiprocessor (a block loads a tile,
-// then computes, so several per multiprocessor keep its loads in flight; the model put two at 40 us
-// and four at 21 us for 1 x 8 x 4,096 keys, kernel_bench --profile), at least two key tiles a split
-// (fewer would spend more on the merge and the partial rows than they save). One block per
-// b * H is what a step of incremental decoding with a small batch launches: a few of a large GPU's
-// multiprocessors streaming the whole cache while the rest idle.
-int flash_decode_splits(std::int64_t blocks, std::int64_t keys, int tile) {
-  constexpr std::int64_t kMinTilesPerSplit = 2, kMaxSplits = 64;
-  const std::int64_t target = 4 * static_cast<std::int64_t>(multiprocessor_count());
-  if (blocks >= target) return 1;
-  const std::int64_t by_keys = ceil_div(keys, tile) / kMinTilesPerSplit;
-  const std::int64_t splits = std::min({ceil_div(target, blocks), by_keys, kMaxSplits});
-  return splits > 1 ? static_cast<int>(splits) : 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -526,9 +440,8 @@ void launch_forward(const char* op, const Tensor& q, const Tensor& k, const Tens
     split.part_max_sum = part_max_sum.data<float>();
     launch_checked(op, flash_forward_kernel<kD, Tiles::kDecodeRows, Tiles::kDecodeKeys, true, In>,
                    dim3(grid.x, grid.y, static_cast<unsigned>(splits)), kFlashThreads, 0, split);
-    const std::int64_t items = rows * ceil_div(v.size(3), kMergeColumns);
-    launch_checked(op, flash_decode_merge_kernel, grid_for(items, kFlashThreads / 32), kFlashThreads, 0, split.part_acc,
-                   split.part_max_sum, args.out, args.lse, rows, splits, static_cast<int>(v.size(3)));
+    launch_flash_decode_merge(op, split.part_acc, split.part_max_sum, args.out, args.lse, rows, splits,
+                              static_cast<int>(v.size(3)));
   });
 }
 
@@ -561,12 +474,15 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
                              const Tensor& key_padding, bool causal, double p, std::uint64_t seed, std::uint64_t offset,
                              double scale) {
   const char* op = "flash_attention";
+  // One query row a head without dropout (a step of incremental decoding): the query-row kernel
+  // (flash_decode.cu), on every dtype.
+  if (flash_decode_forward(q, k, v, out, lse, key_padding, causal, p, scale)) return;
   if (is_float16(q.dtype())) {
     const TensorOptions wide{DType::Float32, q.device()};
     const Tensor out32 = empty(out.shape(), wide);
-    // Decoding (a few query rows against a cache): the FFMA kernels read the 16-bit cache as it is,
-    // with split decoding, where a tensor-core tile would use one row of its 64 and one block per
-    // head; out is rounded once.
+    // Decoding (a few query rows against a cache): the FFMA decoding tile reads the 16-bit cache as
+    // it is, with split decoding, where a tensor-core tile would use one row of its 64 and one block
+    // per head; out is rounded once.
     if (q.size(2) <= decode_rows(q, v) && k.dtype() == q.dtype() && v.dtype() == q.dtype()) {
       if (q.dtype() == DType::Float16)
         launch_forward(

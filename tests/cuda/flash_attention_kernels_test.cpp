@@ -126,6 +126,53 @@ void check_lse(const Tensor& got, const Tensor& ref, const std::string& what) {
   }
 }
 
+// flash() on the device against the reference backend's: out and gradients to 2e-5, lse too where
+// finite.
+void check_against_reference(const Problem& s, const Inputs& in, const Inputs& dev, const std::string& label) {
+  const std::vector<Tensor> got = flash(s, dev);
+  std::vector<Tensor> ref;
+  {
+    kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+    ref = flash(s, in);
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const std::string what = s.name() + " " + label + " " + kFlashNames[i];
+    if (i == 1)
+      check_lse(got[i], ref[i], what);
+    else
+      check_close(got[i], ref[i], 2e-5, 2e-5, what);
+  }
+}
+
+#if !defined(__SANITIZE_ADDRESS__)
+// The launches of one forward on the inputs (CPU tensors), rounded to dtype first where it is not float32.
+std::vector<::cuda_emu::KernelProfile> forward_launches(const Problem& s, const Inputs& in,
+                                                        DType dtype = DType::Float32) {
+  const auto on = [&](const Tensor& t) {
+    return to_test_device(dtype == DType::Float32 ? t : kernels::cast(t, dtype));
+  };
+  const Tensor q = on(in.q), k = on(in.k), v = on(in.v);
+  ::cuda_emu::profile_start();
+  (void)kernels::flash_attention_forward(q, k, v, s.masking(), s.scale());
+  return ::cuda_emu::profile_stop();
+}
+#endif
+
+// 16-bit inputs (as the inputs rounded to dtype) give the float forward's result on them widened, bit
+// for bit, out rounded once.
+void check_16bit_as_widened(const Problem& s, const Inputs& in, DType dtype, const std::string& label) {
+  const auto narrow = [&](const Tensor& t) { return to_test_device(kernels::cast(t, dtype)); };
+  const auto widened = [&](const Tensor& t) { return kernels::cast(narrow(t), DType::Float32); };
+  const kernels::FlashAttentionOutput got16 =
+      kernels::flash_attention_forward(narrow(in.q), narrow(in.k), narrow(in.v), s.masking(), s.scale());
+  const kernels::FlashAttentionOutput via32 =
+      kernels::flash_attention_forward(widened(in.q), widened(in.k), widened(in.v), s.masking(), s.scale());
+  INFO(s.name() + " " + label + " " + std::string(dtype_name(dtype)));
+  CHECK(got16.out.dtype() == dtype);
+  CHECK(values(got16.out) == values(kernels::cast(via32.out, dtype)));
+  CHECK(values(got16.lse) == values(via32.lse));
+}
+
 }  // namespace
 
 TEST_CASE("flash attention kernels: forward and backward against the reference",
@@ -219,12 +266,13 @@ TEST_CASE("flash attention kernels: split decoding, a long cache over several bl
   // decoding launch of a few blocks splits its keys (kernels/cuda/flash_attention.cu,
   // flash_decode_splits: at least 2 key tiles a split, at most 64 splits).
   const EmuDeviceScope scope({.threads = 16});
+  // (One query row without dropout takes the query-row kernel: its own test below.)
   const std::vector<Problem> problems = {
-      {1, 1, 1, 2000, 64, 64},                    // one block: 16 splits of 2 key tiles
+      {1, 1, 2, 2000, 64, 64},                    // one block: 16 splits of 2 key tiles
       {1, 2, 3, 1000, 32, 32, true, true},        // causal rows over a memory, padded: 4 splits
-      {2, 1, 1, 777, 128, 96, false, true},       // the second batch fully masked (zeros, lse -inf): 12
-      {1, 1, 2, 900, 64, 64, false, false, 0.2},  // dropout, the same mask as unsplit: 7
-      {1, 1, 1, 2200, 128, 100},                  // 34 splits (the merge's second lane slot), dv not 8k
+      {2, 1, 2, 777, 128, 96, false, true},       // the second batch fully masked (zeros, lse -inf): 12
+      {1, 1, 1, 900, 64, 64, false, false, 0.2},  // one row with dropout, the same mask as unsplit: 7
+      {1, 1, 2, 2200, 128, 100},                  // 34 splits (the merge's second lane slot), dv not 8k
   };
   for (const Problem& s : problems) {
     const Inputs in(s, 5);
@@ -232,26 +280,12 @@ TEST_CASE("flash attention kernels: split decoding, a long cache over several bl
 #if !defined(__SANITIZE_ADDRESS__)
     // What ran: the split kernel and the merge (profiled, the device reports the profiled target's
     // multiprocessors, so the split count differs from the run below; both split).
-    ::cuda_emu::profile_start();
-    (void)kernels::flash_attention_forward(dev.q, dev.k, dev.v, s.masking(), s.scale());
-    const std::vector<::cuda_emu::KernelProfile> launches = ::cuda_emu::profile_stop();
+    const std::vector<::cuda_emu::KernelProfile> launches = forward_launches(s, in);
     REQUIRE(launches.size() == 2);
     CHECK(launches[0].grid.z > 1);
-    CHECK(launches[1].kernel == "flash_decode_merge_kernel");
+    CHECK(launches[1].kernel == "flash_decode_merge_kernel<float>");
 #endif
-    const std::vector<Tensor> got = flash(s, dev);
-    std::vector<Tensor> ref;
-    {
-      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
-      ref = flash(s, in);
-    }
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      const std::string what = s.name() + " split decoding " + kFlashNames[i];
-      if (i == 1)
-        check_lse(got[i], ref[i], what);
-      else
-        check_close(got[i], ref[i], 2e-5, 2e-5, what);
-    }
+    check_against_reference(s, in, dev, "split decoding");
     run_all_schedules([&] { return flash(s, dev)[0]; }, s.name() + " split decoding out");
 
     // 16-bit inputs decode from the cache as it is (no widened copy, no tensor-core tile), with the
@@ -259,13 +293,8 @@ TEST_CASE("flash attention kernels: split decoding, a long cache over several bl
     // architecture, with or without tensor cores.
     for (const auto& [dtype, arch] : {std::pair{DType::Float16, 61}, std::pair{DType::BFloat16, 80}}) {
       const EmuDeviceScope arch_scope({.arch = arch});
-      const auto narrow = [&](const Tensor& t) { return to_test_device(kernels::cast(t, dtype)); };
-      const auto widened = [&](const Tensor& t) { return kernels::cast(narrow(t), DType::Float32); };
-      const Tensor q16 = narrow(in.q), k16 = narrow(in.k), v16 = narrow(in.v);
 #if !defined(__SANITIZE_ADDRESS__)
-      ::cuda_emu::profile_start();
-      (void)kernels::flash_attention_forward(q16, k16, v16, s.masking(), s.scale());
-      const std::vector<::cuda_emu::KernelProfile> runs = ::cuda_emu::profile_stop();
+      const std::vector<::cuda_emu::KernelProfile> runs = forward_launches(s, in, dtype);
       // The split kernel reads the 16-bit cache, under 4 bytes an element (a widened copy would be
       // read at 4), and no other kernel reads as much as k (a widening cast of the cache would).
       const double cache = static_cast<double>(in.k.numel() + in.v.numel());
@@ -281,15 +310,61 @@ TEST_CASE("flash attention kernels: split decoding, a long cache over several bl
       }
       CHECK(split_kernel);
 #endif
-      const kernels::FlashAttentionOutput got16 =
-          kernels::flash_attention_forward(q16, k16, v16, s.masking(), s.scale());
-      const kernels::FlashAttentionOutput via32 =
-          kernels::flash_attention_forward(widened(in.q), widened(in.k), widened(in.v), s.masking(), s.scale());
-      const std::string what = s.name() + " split decoding " + std::string(dtype_name(dtype));
-      CHECK(got16.out.dtype() == dtype);
-      INFO(what);
-      CHECK(values(got16.out) == values(kernels::cast(via32.out, dtype)));
-      CHECK(values(got16.lse) == values(via32.lse));
+      check_16bit_as_widened(s, in, dtype, "split decoding");
+    }
+  }
+}
+
+TEST_CASE("flash attention kernels: the query-row decoding kernel, short and long caches, split and merged",
+          "[cuda][flash_attention][family:flash_attention]") {
+  register_emu();
+  // One query row a head without dropout (kernels/cuda/flash_decode.cu): a block decodes 4, 2 or 1
+  // rows by the cache's length, and splits the keys when too few blocks would fill the device (16
+  // emulated multiprocessors want 64 blocks; at least 2 of a block's key steps a split).
+  const EmuDeviceScope scope({.threads = 16});
+  struct Case {
+    Problem s;
+    bool split;
+  };
+  const std::vector<Case> cases = {
+      {{6, 5, 1, 30, 64, 64, false, true}, false},  // beam-search-like: 4 rows a block, last batch all padded
+      {{5, 2, 1, 90, 64, 48}, false},               // 2 rows a block, dv < d
+      {{2, 3, 1, 100, 32, 24, true}, true},         // d 32 lanes, 4 rows a block over 2 splits
+      {{1, 2, 1, 3000, 64, 64, true, true}, true},  // a long cache: a row a block, 23 splits
+      {{1, 1, 1, 5000, 128, 100}, true},            // d 128, 64 splits (the merge's second lane slot)
+      {{3, 1, 1, 200, 41, 41, false, true}, true},  // d 41: element loads; the last batch fully masked
+  };
+  for (const auto& [s, split] : cases) {
+    const Inputs in(s, 8);
+    const Inputs dev = in.on_device();
+#if !defined(__SANITIZE_ADDRESS__)
+    const std::vector<::cuda_emu::KernelProfile> launches = forward_launches(s, in);
+    INFO(s.name());
+    REQUIRE(launches.size() == (split ? 2u : 1u));
+    CHECK(launches[0].kernel.find("flash_decode_row_kernel") != std::string::npos);
+    CHECK((launches[0].grid.z > 1) == split);
+    if (split) CHECK(launches[1].kernel == "flash_decode_merge_kernel<float>");
+    // The cache is read once: k and v (whole 32-byte sectors of them), the padding flags and q.
+    const double cache = 4.0 * static_cast<double>(in.k.numel() + in.v.numel());
+    CHECK(launches[0].global_load.bytes < 1.05 * cache + 4.0 * static_cast<double>(in.q.numel() + s.b * s.tk));
+#endif
+    check_against_reference(s, in, dev, "query-row decoding");
+    run_all_schedules([&] { return flash(s, dev)[0]; }, s.name() + " query-row decoding out");
+    run_all_schedules([&] { return flash(s, dev)[1]; }, s.name() + " query-row decoding lse");
+
+    // 16-bit caches are read as they are, in the float path's order: its result on the widened
+    // inputs, bit for bit, out rounded once (on sm_61 too: no tensor cores needed).
+    for (const auto& [dtype, arch] : {std::pair{DType::Float16, 61}, std::pair{DType::BFloat16, 80}}) {
+      const EmuDeviceScope arch_scope({.arch = arch});
+#if !defined(__SANITIZE_ADDRESS__)
+      const std::vector<::cuda_emu::KernelProfile> runs = forward_launches(s, in, dtype);
+      // out is written in its dtype by the kernels themselves: no widened out, no copy after.
+      REQUIRE(runs.size() == (split ? 2u : 1u));
+      CHECK(runs[0].kernel.find("flash_decode_row_kernel") != std::string::npos);
+      CHECK(runs[0].global_load.bytes < 2.1 * static_cast<double>(in.k.numel() + in.v.numel()) +
+                                            4.0 * static_cast<double>(in.q.numel() + s.b * s.tk));
+#endif
+      check_16bit_as_widened(s, in, dtype, "query-row decoding");
     }
   }
 }
