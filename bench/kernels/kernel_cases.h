@@ -251,6 +251,18 @@ inline std::vector<Case> cases() {
                                 2.0 * rel_pairs(b, h, tq) * (3 * hd),
                                 [=] { (void)kernels::flash_rel_attention_forward(q, k, v, r, u, w, p); }};
                }});
+  // A step of generation against Transformer-XL's evaluation memory (1,600 on WikiText-103): one query
+  // row a head, the query-row kernel's relative form (kernels/cuda/flash_decode.cu). Bytes: k, v and r
+  // once.
+  c.push_back(
+      {"flash_rel_attention decode", "flash_rel_attention", "4x8x1x1600 d64", "1x2x1x512 d64", [](Device d, bool gpu) {
+         const std::int64_t b = gpu ? 4 : 1, h = gpu ? 8 : 2, tk = gpu ? 1600 : 512, hd = 64;
+         Tensor q = uniform({b, h, 1, hd}, d), k = uniform({b, h, tk, hd}, d), v = uniform({b, h, tk, hd}, d);
+         Tensor r = uniform({h, tk, hd}, d), u = uniform({h, hd}, d), w = uniform({h, hd}, d);
+         const kernels::RelAttentionParams p{.window = tk, .scale = 0.125};
+         return Problem{f32_bytes(2.0 * b * h * tk * hd + double(h) * tk * hd), 0,
+                        [=] { (void)kernels::flash_rel_attention_forward(q, k, v, r, u, w, p); }};
+       }});
   c.push_back(
       {"flash_rel_attention backward", "flash_rel_attention", "16x8x150x300 d64", "1x2x64x128 d64",
        [rel_pairs](Device d, bool gpu) {

@@ -2,7 +2,8 @@
 // against the key / value cache, a matrix-vector product that streams the cache once. The tiled
 // forward (flash_attention.cu) would give it a 16-row query tile with one real row, a block per
 // head and 42 KiB of shared memory: latency-bound at a few percent of the copy rate in the
-// emulator's model. Entry points: flash_decode.h; tests: tests/cuda/flash_attention_kernels_test.cpp.
+// emulator's model. Entry points: flash_decode.h; tests: tests/cuda/flash_attention_kernels_test.cpp,
+// tests/cuda/flash_rel_attention_kernels_test.cpp and the op harness's decoding cases.
 //
 // The query-row kernel (flash_decode_row_kernel). A key row of d <= kD elements is read by a group
 // of kD / 8 lanes, 8 elements a lane in two pieces of 4 (16 bytes of float, 8 of 16-bit words, laid
@@ -21,6 +22,11 @@
 // and columns, identical bits in every lane), each lane stores a disjoint slice of its warp's row
 // (the slices of the 32 lanes are contiguous: conflict-free), and the warps of a row merge in a
 // fixed order through shared memory. Results are bit-identical under any schedule.
+//
+// Relative attention (Transformer-XL, kernels/flash_rel_attention.h) takes the same kernel with a
+// third row a key: the score is (q + u) . k_j + (q + w) . r_p, and for the row i of Tq the position
+// p = j + Tq - 1 - i walks r as j walks the keys, so r streams beside k and v (both dots in one
+// butterfly); the window sets the first visible key.
 //
 // Split decoding: when the launch has too few blocks to fill the GPU, blockIdx.z takes a share of
 // the keys and the block writes its unnormalised row with its max and sum; the merge kernel
@@ -63,6 +69,12 @@ struct DecodeArgs {
   const In* q;                  // [rows, d]
   const In* k;                  // [B H, Tk, d]
   const In* v;                  // [B H, Tk, dv]
+  // Relative attention (kernels/flash_rel_attention.h): r [H, Tk, d], u and w [H, d]; the window of
+  // distances (0: none). Scores are (q + u) . k_j + (q + w) . r_p, p = j + Tq - 1 - i.
+  const In* r;
+  const In* u;
+  const In* w;
+  std::int64_t window;
   In* out;                      // [rows, dv], rounded once from float
   float* lse;                   // [rows]
   const std::int32_t* padding;  // null, or [B, Tk]
@@ -98,7 +110,7 @@ __device__ __forceinline__ void load_lane(float (&dst)[kLaneElems], const In* __
   }
 }
 
-template <int kD, bool kWide, typename In>
+template <int kD, bool kWide, typename In, bool kRel = false>
 __global__ void __launch_bounds__(kFlashThreads) flash_decode_row_kernel(DecodeArgs<In> a) {
   EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
   using L = RowLayout<kD>;
@@ -116,39 +128,61 @@ __global__ void __launch_bounds__(kFlashThreads) flash_decode_row_kernel(DecodeA
   const int groups = warps_per_row * L::kGroupsPerWarp;                        // the row's groups
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * a.rows_per_block + slot;
   const bool real = row < a.rows;  // warp-uniform
-  const std::int64_t bh = real ? row / s.tq : 0, i = real ? row % s.tq : 0;
+  const std::int64_t bh = real ? row / s.tq : 0, i = real ? row % s.tq : 0, h = bh % s.heads;
 
-  // The row's keys: causally visible, and the split's share.
+  // The row's keys: visible (causally; relative attention also within the window), and the split's share.
   std::int64_t key_begin = 0, key_end = real ? s.horizon(i) : 0;
+  if (kRel && a.window > 0) {
+    const std::int64_t first = i + (s.tk - s.tq) - a.window + 1;
+    key_begin = first > 0 ? first : 0;
+  }
   if (a.split_keys > 0) {
-    key_begin = static_cast<std::int64_t>(blockIdx.z) * a.split_keys;
-    key_end = key_end < key_begin + a.split_keys ? key_end : key_begin + a.split_keys;
+    const std::int64_t share = static_cast<std::int64_t>(blockIdx.z) * a.split_keys;
+    key_begin = key_begin > share ? key_begin : share;
+    key_end = key_end < share + a.split_keys ? key_end : share + a.split_keys;
   }
   const In* k = a.k + bh * s.tk * s.d;
   const In* v = a.v + bh * s.tk * s.dv;
   const std::int32_t* pad_row = a.padding == nullptr ? nullptr : a.padding + (bh / s.heads) * s.tk;
 
-  float q[kLaneElems], acc[kLaneElems], m = neg_inf(), l = 0.0f;
+  // q, or q + u with q + w beside it (relative attention).
+  float q[kLaneElems], qw[kRel ? kLaneElems : 1], acc[kLaneElems], m = neg_inf(), l = 0.0f;
   load_lane<kD, kWide>(q, a.q + (real ? row : 0) * s.d, real ? s.d : 0, x);
+  const In* r = nullptr;
+  if constexpr (kRel) {
+    float u[kLaneElems], w[kLaneElems];
+    load_lane<kD, kWide>(u, a.u + h * s.d, real ? s.d : 0, x);
+    load_lane<kD, kWide>(w, a.w + h * s.d, real ? s.d : 0, x);
+#pragma unroll
+    for (int e = 0; e < kLaneElems; ++e) {
+      qw[e] = q[e] + w[e];
+      q[e] += u[e];
+    }
+    r = a.r + h * s.tk * s.d + (s.tq - 1 - i) * s.d;  // position row of key 0 (key j: row j of this)
+  }
 #pragma unroll
   for (int e = 0; e < kLaneElems; ++e) acc[e] = 0.0f;
 
   for (std::int64_t step = key_begin; step < key_end; step += static_cast<std::int64_t>(groups) * kStepKeys) {
     const std::int64_t key0 = step + static_cast<std::int64_t>(sub) * kStepKeys;  // warp-uniform trip count
-    float kr[kStepKeys][kLaneElems], vr[kStepKeys][kLaneElems];
+    float kr[kStepKeys][kLaneElems], vr[kStepKeys][kLaneElems], rr[kRel ? kStepKeys : 1][kLaneElems];
     EMU_UNROLL
     for (int u = 0; u < kStepKeys; ++u) {
       const bool in = key0 + u < key_end;
       const std::int64_t key = in ? key0 + u : 0;
       load_lane<kD, kWide>(kr[u], k + key * s.d, in ? s.d : 0, x);
       load_lane<kD, kWide>(vr[u], v + key * s.dv, in ? s.dv : 0, x);
+      if constexpr (kRel) load_lane<kD, kWide>(rr[u], r + key * s.d, in ? s.d : 0, x);
     }
     float score[kStepKeys], step_max = neg_inf();
 #pragma unroll
     for (int u = 0; u < kStepKeys; ++u) {
       float dot = 0.0f;
 #pragma unroll
-      for (int e = 0; e < kLaneElems; ++e) dot += q[e] * kr[u][e];
+      for (int e = 0; e < kLaneElems; ++e) {
+        dot += q[e] * kr[u][e];
+        if constexpr (kRel) dot += qw[e] * rr[u][e];
+      }
 #pragma unroll
       for (int b = 1; b < kX; b *= 2) dot += __shfl_xor_sync(kFullMask, dot, b);
       const std::int64_t key = key0 + u;
@@ -318,8 +352,8 @@ int rows_per_block(std::int64_t keys) {
   return keys >= 2 * kBlockStep ? 1 : keys >= kBlockStep ? 2 : 4;
 }
 
-template <int kD, typename In>
-void launch_row_decode(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, DecodeArgs<In> a) {
+template <int kD, typename In, bool kRel>
+void launch_row_decode(const char* op, const Tensor& k, const Tensor& v, DecodeArgs<In> a) {
   const std::int64_t keys = k.size(2);
   a.rows_per_block = rows_per_block<kD>(keys);
   const std::int64_t blocks = ceil_div(a.rows, a.rows_per_block);
@@ -329,17 +363,17 @@ void launch_row_decode(const char* op, const Tensor& q, const Tensor& k, const T
   const int splits = flash_decode_splits(blocks, keys, step);
   constexpr int kWidth = RowLayout<kD>::kWidth;
   constexpr std::uintptr_t kAlign = sizeof(Vec<In, kWidth>);
-  const bool wide =
-      a.shape.d % kWidth == 0 && a.shape.dv % kWidth == 0 && reinterpret_cast<std::uintptr_t>(a.q) % kAlign == 0 &&
-      reinterpret_cast<std::uintptr_t>(a.k) % kAlign == 0 && reinterpret_cast<std::uintptr_t>(a.v) % kAlign == 0;
-  const auto kernel = wide ? flash_decode_row_kernel<kD, true, In> : flash_decode_row_kernel<kD, false, In>;
+  bool wide = a.shape.d % kWidth == 0 && a.shape.dv % kWidth == 0;
+  const In* const operands[] = {a.q, a.k, a.v, a.r, a.u, a.w};  // r, u, w: null (aligned) but for kRel
+  for (const In* operand : operands) wide = wide && reinterpret_cast<std::uintptr_t>(operand) % kAlign == 0;
+  const auto kernel = wide ? flash_decode_row_kernel<kD, true, In, kRel> : flash_decode_row_kernel<kD, false, In, kRel>;
   const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(splits));
   if (splits == 1) {
     a.split_keys = 0;
     launch_checked(op, kernel, grid, kFlashThreads, 0, a);
     return;
   }
-  const TensorOptions f32{DType::Float32, q.device()};
+  const TensorOptions f32{DType::Float32, k.device()};
   const Tensor part_acc = empty({splits, a.rows, v.size(3)}, f32), part_max_sum = empty({splits, a.rows, 2}, f32);
   a.split_keys = ceil_div(ceil_div(keys, step), splits) * step;
   a.part_acc = part_acc.data<float>();
@@ -349,20 +383,27 @@ void launch_row_decode(const char* op, const Tensor& q, const Tensor& k, const T
 }
 
 template <typename In>
-void row_decode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                const Tensor& key_padding, bool causal, double scale) {
-  const char* op = "flash_attention (decoding)";
+DecodeArgs<In> decode_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                           bool causal, double scale) {
   DecodeArgs<In> a{};
   a.q = q.data<In>();
   a.k = k.data<In>();
   a.v = v.data<In>();
   a.out = out.data<In>();
   a.lse = lse.data<float>();
-  a.padding = key_padding.defined() ? key_padding.data<std::int32_t>() : nullptr;
   a.shape = {q.size(1), q.size(2), k.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), causal};
   a.scale = static_cast<float>(scale);
   a.rows = q.size(0) * q.size(1) * q.size(2);
-  dispatch_head_dim(op, q, v, [&]<int kD>() { launch_row_decode<kD, In>(op, q, k, v, a); });
+  return a;
+}
+
+template <typename In>
+void row_decode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                const Tensor& key_padding, bool causal, double scale) {
+  const char* op = "flash_attention (decoding)";
+  DecodeArgs<In> a = decode_args<In>(q, k, v, out, lse, causal, scale);
+  a.padding = key_padding.defined() ? key_padding.data<std::int32_t>() : nullptr;
+  dispatch_head_dim(op, q, v, [&]<int kD>() { launch_row_decode<kD, In, false>(op, k, v, a); });
 }
 
 }  // namespace
@@ -405,6 +446,21 @@ bool flash_decode_forward(const Tensor& q, const Tensor& k, const Tensor& v, con
     default:
       return false;
   }
+}
+
+bool flash_rel_decode_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r, const Tensor& u,
+                              const Tensor& w, const Tensor& out, const Tensor& lse, std::int64_t window, double p,
+                              double scale) {
+  if (q.size(2) != 1 || p > 0.0) return false;
+  const char* op = "flash_rel_attention (decoding)";
+  // Relative attention is causal: query i sees keys up to i + Tk - Tq (the horizon), r, u and w by head.
+  DecodeArgs<float> a = decode_args<float>(q, k, v, out, lse, true, scale);
+  a.r = r.data<float>();
+  a.u = u.data<float>();
+  a.w = w.data<float>();
+  a.window = window;
+  dispatch_head_dim(op, q, v, [&]<int kD>() { launch_row_decode<kD, float, true>(op, k, v, a); });
+  return true;
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

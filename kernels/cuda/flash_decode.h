@@ -26,4 +26,10 @@ void launch_flash_decode_merge(const char* op, const float* part_acc, const floa
 bool flash_decode_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const Tensor& key_padding, bool causal, double p, double scale);
 
+// The same for the relative attention of kernels/flash_rel_attention.h (float32; its 16-bit inputs
+// arrive widened): one query row a head, no dropout; false, having done nothing, otherwise.
+bool flash_rel_decode_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r, const Tensor& u,
+                              const Tensor& w, const Tensor& out, const Tensor& lse, std::int64_t window, double p,
+                              double scale);
+
 }  // namespace define::kernels::DEFINE_CUDA_NS

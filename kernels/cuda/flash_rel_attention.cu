@@ -20,7 +20,8 @@
 //
 // Kernels (128 threads each; grids over b * H + h and tiles):
 //   rel_forward_kernel: one block per query tile, over the key tiles its queries see (causal over
-//     memory + segment, and within the window), out and lse as flash_forward_kernel;
+//     memory + segment, and within the window), out and lse as flash_forward_kernel (one query row
+//     a head without dropout, a step of generation, goes to flash_decode.cu's query-row kernel);
 //   rel_backward_kv_kernel: one block per key tile, over the query tiles that see it: dk, dv;
 //   rel_backward_q_kernel: one block per query tile: the two parts of dq, dqu = dS k and
 //     dqw = dS band (a band-gathered product);
@@ -34,6 +35,7 @@
 #include <cstdint>
 
 #include "kernels/copy.h"
+#include "kernels/cuda/flash_decode.h"
 #include "kernels/cuda/flash_tiles.cuh"
 #include "kernels/flash_rel_attention.h"
 #include "kernels/reduce.h"
@@ -641,6 +643,9 @@ void flash_rel_attention_forward(const Tensor& q, const Tensor& k, const Tensor&
                                  const Tensor& w, const Tensor& out, const Tensor& lse, std::int64_t window, double p,
                                  std::uint64_t seed, std::uint64_t offset, double scale) {
   const char* op = "flash_rel_attention";
+  // One query row a head without dropout (a step of generation against the memory): the query-row
+  // kernel (flash_decode.cu).
+  if (flash_rel_decode_forward(q, k, v, r, u, w, out, lse, window, p, scale)) return;
   RelArgs args = args_of(q, k, v, r, u, w, window, p, seed, offset, scale);
   args.out = out.data<float>();
   args.lse = lse.data<float>();

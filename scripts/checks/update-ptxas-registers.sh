@@ -16,6 +16,13 @@ fresh="$(mktemp)"
 trap 'rm -f "$fresh" "$fresh.keep"' EXIT
 # Spills fail check-ptxas, but the counts are still right: the table records what ptxas says.
 PTXAS12="$ptxas12" ARCHS="75 90" scripts/checks/check-ptxas.sh "${files[@]}" > "$fresh" || true
+# A file that did not compile gives no rows: stop before its rows leave the table.
+for f in "${files[@]}"; do
+  if ! grep -q "^$f " "$fresh" && grep -q '__global__' "$f"; then
+    echo "update-ptxas-registers: no ptxas rows for $f (does it compile? scripts/checks/check-ptxas.sh $f)" >&2
+    exit 1
+  fi
+done
 keep_re="$(printf '%s\n' "${files[@]}" | sed 's/[.]/[.]/g; s/^/^/; s/$/ /' | paste -sd'|')"
 {
   echo "# Registers per kernel (scripts/checks/check-ptxas.sh rows, sm_61 / sm_75 / sm_90), written by"

@@ -14,6 +14,7 @@
 
 #include "autograd/ops.h"
 #include "core/factory.h"
+#include "cuda_emu/emu_profile.hpp"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/cuda/device.h"
@@ -160,6 +161,50 @@ TEST_CASE("flash relative attention kernels: bit-identical under every emulator 
                            Problem{1, 1, 17, 20, 128, 128}, Problem{2, 1, 3, 150, 64, 64, 0, 0.2}}) {
     const Inputs in = Inputs(s, 2).on_device();
     for (std::size_t i = 0; i < 8; ++i) run_all_schedules([&] { return fused(s, in)[i]; }, s.name() + " " + kNames[i]);
+  }
+}
+
+TEST_CASE("flash relative attention kernels: the query-row decoding kernel, windows, short and long memories",
+          "[cuda][flash_rel_attention][family:flash_rel_attention]") {
+  register_emu();
+  // One query row a head without dropout (kernels/cuda/flash_decode.cu, its relative form): 16
+  // emulated multiprocessors want 64 blocks, so the long memories split their keys; a window leaves
+  // the splits before it without a visible key.
+  const define::test::EmuDeviceScope scope({.threads = 16});
+  struct Case {
+    Problem s;
+    bool split;
+  };
+  const std::vector<Case> cases = {
+      {{6, 4, 1, 40, 64, 64, 25}, false},    // a short memory, a window of 25: 4 rows a block
+      {{2, 2, 1, 300, 64, 48}, true},        // a long memory, dv < d
+      {{1, 2, 1, 2000, 32, 32, 500}, true},  // a window over the last quarter of a split memory
+      {{3, 1, 1, 200, 41, 41}, true},        // d 41: element loads
+      {{1, 1, 1, 3000, 128, 100, 0}, true},  // d 128, dv not a multiple of 8
+  };
+  for (const auto& [s, split] : cases) {
+    const Inputs in(s, 3);
+    const Inputs dev = in.on_device();
+#if !defined(__SANITIZE_ADDRESS__)
+    ::cuda_emu::profile_start();
+    (void)kernels::flash_rel_attention_forward(dev.q, dev.k, dev.v, dev.r, dev.u, dev.w, s.params());
+    const std::vector<::cuda_emu::KernelProfile> launches = ::cuda_emu::profile_stop();
+    INFO(s.name());
+    REQUIRE(launches.size() == (split ? 2u : 1u));
+    CHECK(launches[0].kernel.find("flash_decode_row_kernel") != std::string::npos);
+    CHECK((launches[0].grid.z > 1) == split);
+#endif
+    const std::vector<Tensor> got = fused(s, dev);
+    std::vector<Tensor> ref;
+    {
+      kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+      ref = fused(s, in);
+    }
+    for (std::size_t i = 0; i < got.size(); ++i)
+      check_close(got[i], ref[i], 2e-5, i >= 5 ? 1e-4 : 2e-5, s.name() + " query-row decoding " + kNames[i]);
+    check_close(got[0], unfused(s, dev)[0], 2e-5, 2e-5, s.name() + " query-row decoding out against unfused");
+    for (std::size_t i = 0; i < 2; ++i)
+      run_all_schedules([&] { return fused(s, dev)[i]; }, s.name() + " query-row decoding " + kNames[i]);
   }
 }
 
