@@ -222,6 +222,16 @@ def cases(dev, gpu):
                 return lambda: F.scaled_dot_product_attention(q, k, v)
             c.append((name, dsize, width * 2.0 * dh * dt * hd, 0.0, decode))
 
+        # A step of beam search: 128 sentences x 5 beams against a 32-token cache.
+        bb, bh = (640, 8) if gpu else (40, 2)
+
+        def beam_decode():
+            q = uniform((bb, bh, 1, hd), dev)
+            k, v = (uniform((bb, bh, 32, hd), dev) for _ in range(2))
+            return lambda: F.scaled_dot_product_attention(q, k, v)
+        c.append(("flash_attention decode (beam search)", f"{bb}x{bh}x1x32 d{hd}",
+                  f32_bytes(2.0 * bb * bh * 32 * hd + 2.0 * bb * bh * hd), 0.0, beam_decode))
+
     # Transformer-XL's relative attention as its reference code composes it (PyTorch has no op of its
     # own): AC = (q + u) k^T, BD = (q + w) r^T shifted by the pad-and-view trick, the causal mask over
     # the memory, softmax, times V. Tk = 2 Tq, d 64, at the sizes of kernel_cases.h's fused cases; the
@@ -255,6 +265,18 @@ def cases(dev, gpu):
             up = uniform(out.shape, dev)
             return lambda: torch.autograd.grad(out, (q, k, v, r, u, w), up, retain_graph=True)
         return build
+    # A step of generation against the evaluation memory: one query row, position p = j (no shift).
+    gb, gh, gk = (4, 8, 1600) if gpu else (1, 2, 512)
+
+    def rel_decode():
+        q = uniform((gb, gh, 1, rd), dev)
+        k, v = (uniform((gb, gh, gk, rd), dev) for _ in range(2))
+        r = uniform((gh, gk, rd), dev)
+        u, w = (uniform((gh, 1, rd), dev) for _ in range(2))
+        return lambda: torch.matmul(torch.softmax((torch.matmul(q + u, k.transpose(-1, -2)) +
+                                                   torch.matmul(q + w, r.transpose(-1, -2))) * 0.125, dim=-1), v)
+    c.append(("flash_rel_attention decode", f"{gb}x{gh}x1x{gk} d{rd}",
+              f32_bytes(2.0 * gb * gh * gk * rd + gh * gk * rd), 0.0, rel_decode))
     rel_fw_bytes = f32_bytes(rb * rh * (2.0 * rq * rd + 2.0 * rk * rd + rq) + rh * rk * rd)
     rel_bw_bytes = f32_bytes(rb * rh * (6.0 * rq * rd + 4.0 * rk * rd + 2.0 * rq) + (rb + 1) * rh * rk * rd)
     for name in ("flash_rel_attention forward", "rel_attention forward (unfused)"):
