@@ -2,7 +2,8 @@
 // kernels/embedding.cpp; reference: kernels/ref/embedding.cpp; tests: tests/ops/embedding_test.cpp
 // (every case in mode emu) and tests/cuda/embedding_kernels_test.cpp.
 //
-// The lookup is a grid-stride copy over the output elements; it checks each index it reads
+// The lookup copies whole rows in 16-byte pieces where the table's rows allow (gather_rows.cuh), else it
+// is a grid-stride copy over the output elements; either checks each index it reads
 // (index_check.cuh) and writes zeros for a bad one, so the entry point need not copy the indices
 // to the host. The backward adds many token
 // positions into the same weight row without float atomics: sum_rows_by_index (index.cu, shared
@@ -14,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gather_rows.cuh"
 #include "kernels/cuda/index_check.cuh"
 #include "kernels/cuda/sum_rows_by_index.cuh"
 
@@ -42,6 +44,13 @@ void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
   DEFINE_DISPATCH_FLOAT(weight.dtype(), "embedding", [&] {
     using T = scalar_t;
     DEFINE_DISPATCH_INDEX(indices.dtype(), "embedding", [&] {
+      // Contiguous rows in 16-byte pieces where they fit (gather_rows.cuh).
+      const std::int64_t rows = width > 0 ? out.numel() / width : 0;
+      if (rows > 0 && weight.strides()[1] == 1 && weight.strides()[0] == width &&
+          gather_rows_fits<T>(weight.data<T>(), out.data<T>(), width)) {
+        gather_rows("embedding", out.data<T>(), weight.data<T>(), indices.data<scalar_t>(), 1, rows, width, check);
+        return;
+      }
       launch_checked("embedding", embedding_kernel<T, scalar_t>, grid_for(out.numel()), kBlockSize, 0, out.data<T>(),
                      weight.data<T>(), indices.data<scalar_t>(), out.numel(), width, weight.strides()[0],
                      weight.strides()[1], check);

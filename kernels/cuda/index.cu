@@ -26,6 +26,7 @@
 #include "kernels/copy.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/float16.cuh"
+#include "kernels/cuda/gather_rows.cuh"
 #include "kernels/cuda/index_check.cuh"
 #include "kernels/cuda/sum_rows_by_index.cuh"
 
@@ -441,10 +442,18 @@ void index_select(const Tensor& x, const Tensor& index, const Tensor& out, std::
   const auto calc = make_offset_calc<3>("index_select", it);
   const IndexCheck check =
       index_check("index_select", IndexErrorKind::Dim, x.shape()[dim], static_cast<std::int32_t>(dim));
+  // Whole rows (dim 0 of contiguous x and out) in 16-byte pieces where they fit (gather_rows.cuh).
+  const std::int64_t rows = out.shape().empty() ? 0 : out.shape()[0];
+  const bool by_rows = dim == 0 && rows > 0 && x.is_contiguous() && out.is_contiguous();
   DEFINE_DISPATCH_ALL(x.dtype(), "index_select", [&] {
     using T = scalar_t;
     DEFINE_DISPATCH_INDEX(index.dtype(), "index_select", [&] {
       using I = scalar_t;
+      if (by_rows && gather_rows_fits<T>(x.data<T>(), out.data<T>(), out.numel() / rows)) {
+        gather_rows("index_select", out.data<T>(), x.data<T>(), index.data<I>(), index.strides()[0], rows,
+                    out.numel() / rows, check);
+        return;
+      }
       dispatch_index_width(it, [&]<bool kIndex32>() {
         launch_checked("index_select", gather_kernel<kIndex32, T, I>, grid_for(it.numel()), kBlockSize, 0,
                        out.data<T>(), index.data<I>(), x.data<T>(), x_dim_stride, it.numel(), calc, check);

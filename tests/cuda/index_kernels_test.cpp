@@ -9,6 +9,7 @@
 // outside dim).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -16,12 +17,14 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "support/emulated_device.h"
+#include "cuda_emu/emu_profile.hpp"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
+#include "kernels/embedding.h"
 #include "kernels/index.h"
+#include "support/emulated_device.h"
 
 using namespace define;
 using namespace define::test;
@@ -107,6 +110,73 @@ TEST_CASE("cuda index: gather and index_select equal the reference exactly", "[c
       check_identical(kernels::index_select(e.x, c.dim, strided ? strided_index : e.index), ref,
                       "index_select " + shape_str(c.x.shape()) + " dim " + std::to_string(c.dim) +
                           (strided ? " strided" : ""));
+    }
+  }
+}
+
+TEST_CASE("cuda index: index_select and the embedding lookup by whole rows in 16-byte pieces",
+          "[cuda][index][family:index]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(11);
+  // Rows whose bytes are a multiple of 16 from aligned tensors take gather_rows_kernel
+  // (kernels/cuda/gather_rows.cuh); the same rows one element off alignment take the element-wise
+  // gather. Both copy values: equal to the reference exactly.
+  const auto kernels_of = [](const std::function<void()>& f) {
+    std::vector<std::string> names;
+#if !defined(__SANITIZE_ADDRESS__)
+    ::cuda_emu::profile_start();
+    f();
+    for (const auto& launch : ::cuda_emu::profile_stop())
+      names.push_back(launch.kernel.substr(0, launch.kernel.find('<')));
+#else
+    f();
+#endif
+    return names;
+  };
+  struct Table {
+    DType dtype;
+    std::int64_t width;  // 16 bytes a row or a multiple
+  };
+  for (const auto& [dtype, width] : {Table{DType::Float32, 64}, Table{DType::Float64, 6}, Table{DType::Float16, 24},
+                                     Table{DType::Int64, 2}, Table{DType::Float32, 4}}) {
+    const std::string what = std::string(dtype_name(dtype)) + " width " + std::to_string(width);
+    const Tensor x = dtype == DType::Int64 ? rand_int({50, width}, 1000, {.dtype = dtype}, gen)
+                                           : kernels::cast(rand_uniform({50, width}, -1, 1, {}, gen), dtype);
+    for (DType id_dtype : {DType::Int32, DType::Int64}) {
+      const Tensor index = rand_int({301}, 50, {.dtype = id_dtype}, gen);  // repeats, more rows than x
+      const Tensor ref = on_cpu_backend(kernels::Backend::Ref, [&] { return kernels::index_select(x, 0, index); });
+      const Tensor ex = to_test_device(x), ei = to_test_device(index);
+      Tensor got;
+      const std::vector<std::string> ran = kernels_of([&] { got = kernels::index_select(ex, 0, ei); });
+      check_identical(got, ref, "index_select by rows " + what);
+#if !defined(__SANITIZE_ADDRESS__)
+      CHECK(ran == std::vector<std::string>{"gather_rows_kernel"});
+#endif
+      // A strided index (every third element of a buffer).
+      Tensor strided = empty({3 * 301}, {id_dtype, kernel_test_device()}).as_strided({301}, {3}, 2);
+      kernels::copy_into(strided, ei);
+      check_identical(kernels::index_select(ex, 0, strided), ref, "index_select by rows, strided index " + what);
+      // x one element past a 16-byte boundary: contiguous but unaligned, the element-wise kernel.
+      Tensor shifted = empty({50 * width + 1}, {dtype, kernel_test_device()}).as_strided({50, width}, {width, 1}, 1);
+      kernels::copy_into(shifted, ex);
+      const std::vector<std::string> ran_shifted =
+          kernels_of([&] { check_identical(kernels::index_select(shifted, 0, ei), ref, "unaligned " + what); });
+#if !defined(__SANITIZE_ADDRESS__)
+      CHECK(ran_shifted == std::vector<std::string>{"gather_kernel"});
+#endif
+    }
+    if (dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Float16) {
+      const Tensor ids = rand_int({3, 67}, 50, {.dtype = DType::Int64}, gen);
+      const Tensor ref = on_cpu_backend(kernels::Backend::Ref, [&] { return kernels::embedding(x, ids); });
+      Tensor got;
+      const std::vector<std::string> ran =
+          kernels_of([&] { got = kernels::embedding(to_test_device(x), to_test_device(ids)); });
+      check_identical(got, ref, "embedding by rows " + what);
+#if !defined(__SANITIZE_ADDRESS__)
+      // (16-bit tables may be cast around the lookup; the lookup itself is the row gather.)
+      CHECK(std::count(ran.begin(), ran.end(), "gather_rows_kernel") == 1);
+      CHECK(std::count(ran.begin(), ran.end(), "embedding_kernel") == 0);
+#endif
     }
   }
 }
