@@ -30,8 +30,9 @@
 // out = acc / l and lse = m + log(l), or zeros and -inf for a row without a valid key.
 // Split decoding (flash_decode_splits): when a decoding launch has too few blocks to fill the GPU,
 // blockIdx.z takes a share of the keys, each block writes its unnormalised acc with its m and l,
-// and flash_decode_merge_kernel combines the shares in a fixed order. One query row a head without
-// dropout (a step of incremental decoding) goes to the query-row kernel instead (flash_decode.cu).
+// and flash_decode_merge_kernel combines the shares in a fixed order (both in flash_decode.cu). One
+// query row a head without dropout (a step of incremental decoding) goes to flash_decode.cu's
+// query-row kernel instead.
 //
 // Backward: delta_i = rowsum(dO_i * out_i) first (a warp per row, row_reduce.cuh; why it is the
 // softmax term rowsum(P_i * dP_i) even with dropout: kernels/flash_attention.h), then two kernels

@@ -6,7 +6,9 @@
 // bit-identical results under every emulator schedule, and the memory it does not use: no
 // [B, H, Tq, Tk] tensor. With 16-bit inputs at an emulated sm_75 / sm_80, the tensor-core kernels of
 // kernels/cuda/flash_attention_mma.cu: against the reference, proven to be what ran, the FFMA fallback
-// where the instruction is missing, schedules and the autocast route.
+// where the instruction is missing, schedules and the autocast route. Decoding (kernels/cuda/
+// flash_decode.cu): the query-row kernel and split decoding with its merge, what ran checked from the
+// emulator's profile, 16-bit caches read as they are.
 #include <catch2/catch.hpp>
 
 #include <cmath>
