@@ -401,14 +401,6 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q_kernel(Backwar
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-const std::int32_t* padding_of(const Tensor& key_padding) {
-  return key_padding.defined() ? key_padding.data<std::int32_t>() : nullptr;
-}
-
-FlashShape shape_of(const Tensor& q, const Tensor& v, bool causal) {
-  return {q.size(1), q.size(2), v.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), causal};
-}
-
 // The FFMA forward for inputs of type In into float out and lse. float: every shape; 16-bit
 // (Half, BFloat16): decoding shapes only (q.size(2) <= the decoding tile's rows).
 template <typename In>

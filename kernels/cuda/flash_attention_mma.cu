@@ -572,16 +572,15 @@ bool flash_attention_forward_mma(const Tensor& q, const Tensor& k, const Tensor&
   if (!mma_applies(q, k, v, lse)) return false;
   const DType dtype = q.dtype();
   const std::int64_t dmax = q.size(3) > v.size(3) ? q.size(3) : v.size(3);
-  const MmaForwardArgs args{
-      words(q),
-      words(k),
-      words(v),
-      words_or_null(out),
-      lse.data<float>(),
-      key_padding.defined() ? key_padding.data<std::int32_t>() : nullptr,
-      {q.size(1), q.size(2), k.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), causal},
-      static_cast<float>(scale),
-      dropout_of(p, seed, offset)};
+  const MmaForwardArgs args{words(q),
+                            words(k),
+                            words(v),
+                            words_or_null(out),
+                            lse.data<float>(),
+                            padding_of(key_padding),
+                            shape_of(q, v, causal),
+                            static_cast<float>(scale),
+                            dropout_of(p, seed, offset)};
   if (dtype == DType::Float16)
     launch_mma<Half>(op, q, args, static_cast<int>(dmax));
   else
@@ -600,20 +599,19 @@ bool flash_attention_backward_mma(const Tensor& grad_out, const Tensor& q, const
   const std::int64_t rows = q.size(0) * q.size(1) * q.size(2), dv = v.size(3);
   Tensor delta = empty({rows}, {DType::Float32, q.device()});
   const std::int64_t dmax = q.size(3) > dv ? q.size(3) : dv;
-  const MmaBackwardArgs args{
-      words(q),
-      words(k),
-      words(v),
-      words(grad_out),
-      lse.data<float>(),
-      delta.data<float>(),
-      words_or_null(grad_q),
-      words_or_null(grad_k),
-      words_or_null(grad_v),
-      key_padding.defined() ? key_padding.data<std::int32_t>() : nullptr,
-      {q.size(1), q.size(2), k.size(2), static_cast<int>(q.size(3)), static_cast<int>(dv), causal},
-      static_cast<float>(scale),
-      dropout_of(p, seed, offset)};
+  const MmaBackwardArgs args{words(q),
+                             words(k),
+                             words(v),
+                             words(grad_out),
+                             lse.data<float>(),
+                             delta.data<float>(),
+                             words_or_null(grad_q),
+                             words_or_null(grad_k),
+                             words_or_null(grad_v),
+                             padding_of(key_padding),
+                             shape_of(q, v, causal),
+                             static_cast<float>(scale),
+                             dropout_of(p, seed, offset)};
   const bool kv = grad_k.defined() || grad_v.defined(), dq = grad_q.defined();
   if (q.dtype() == DType::Float16) {
     launch_rows("flash_attention_backward (delta)",

@@ -391,7 +391,7 @@ DecodeArgs<In> decode_args(const Tensor& q, const Tensor& k, const Tensor& v, co
   a.v = v.data<In>();
   a.out = out.data<In>();
   a.lse = lse.data<float>();
-  a.shape = {q.size(1), q.size(2), k.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), causal};
+  a.shape = shape_of(q, v, causal);
   a.scale = static_cast<float>(scale);
   a.rows = q.size(0) * q.size(1) * q.size(2);
   return a;
@@ -402,7 +402,7 @@ void row_decode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
                 const Tensor& key_padding, bool causal, double scale) {
   const char* op = "flash_attention (decoding)";
   DecodeArgs<In> a = decode_args<In>(q, k, v, out, lse, causal, scale);
-  a.padding = key_padding.defined() ? key_padding.data<std::int32_t>() : nullptr;
+  a.padding = padding_of(key_padding);
   dispatch_head_dim(op, q, v, [&]<int kD>() { launch_row_decode<kD, In, false>(op, k, v, a); });
 }
 

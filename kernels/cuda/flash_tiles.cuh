@@ -328,5 +328,15 @@ inline dim3 flash_grid(const char* op, const Tensor& q, std::int64_t length, int
 
 inline float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
+// The kernels' key padding flags [B, Tk]: null when there are none.
+inline const std::int32_t* padding_of(const Tensor& key_padding) {
+  return key_padding.defined() ? key_padding.data<std::int32_t>() : nullptr;
+}
+
+// The geometry of q [B, H, Tq, d] against v [B, H, Tk, dv].
+inline FlashShape shape_of(const Tensor& q, const Tensor& v, bool causal) {
+  return {q.size(1), q.size(2), v.size(2), static_cast<int>(q.size(3)), static_cast<int>(v.size(3)), causal};
+}
+
 }  // namespace
 }  // namespace define::kernels::DEFINE_CUDA_NS
