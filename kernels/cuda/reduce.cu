@@ -23,8 +23,13 @@
 //
 // Memory-level parallelism: each thread of a sum walks its elements four at a time into four
 // independent accumulators (combined in a fixed order at the end), so four loads per thread are in
-// flight where a single accumulator would wait for each load before issuing the next. The block count aims at
-// eight blocks per multiprocessor of the device (at least kTargetBlocks).
+// flight where a single accumulator would wait for each load before issuing the next. Where x allows
+// it (aligned, the dim read contiguously of stride 1: pieces_fit), sums read 16-byte pieces instead:
+// a rows lane takes whole pieces of its row (a component accumulator each), a columns thread owns
+// the outputs of one piece, and four pieces are in flight a thread (64 bytes, where four scalar loads
+// are 16: the performance model put the scalar column sum at 71% of an H200's copy rate, bound by
+// latency). The block count aims at eight blocks per multiprocessor of the device (at least
+// kTargetBlocks).
 //
 // Determinism: every choice (layout, lanes, splits) depends on the shapes, the strides and the
 // device's multiprocessor count alone (the count only on GPUs with more than 64), and
@@ -77,10 +82,11 @@ struct SumOp {
   double scale;
 
   __device__ __forceinline__ acc_t identity() const { return acc_t::zero(); }
-  __device__ __forceinline__ void accumulate(acc_t& a, const T* p, std::int64_t /*r*/) const {
-    const compute_t<T> v = load_value(*p);
+  __device__ __forceinline__ static void add(acc_t& a, T element) {
+    const compute_t<T> v = load_value(element);
     a.add(kSquares ? v * v : v);
   }
+  __device__ __forceinline__ void accumulate(acc_t& a, const T* p, std::int64_t /*r*/) const { add(a, *p); }
   __device__ __forceinline__ static acc_t combine(acc_t a, acc_t b) { return a.merged(b); }
   __device__ __forceinline__ static acc_t shfl_down(acc_t a, int offset, int width) {
     return a.shfl_down(offset, width);
@@ -138,7 +144,7 @@ struct ReduceGeometry {
   std::int64_t length;   // input elements reduced into each output
   std::int64_t chunk;    // reduced elements per split (blockIdx.y)
   int splits;            // > 1: blocks write partials, reduce_partials_kernel finishes
-  int lanes;             // rows: threads per output; columns: outputs per block
+  int lanes;             // rows: threads per output; columns: outputs (pieces of outputs) per block
   OffsetCalc<2> kept;    // output index -> {offset in x, offset in the output}
   OffsetCalc<1> reduced; // reduced index -> offset in x
 };
@@ -174,6 +180,50 @@ __device__ __forceinline__ typename Op::acc_t accumulate_walk(const Op& op, cons
   return Op::combine(Op::combine(a0, a1), Op::combine(a2, a3));
 }
 
+// The 16-byte path of sums (the host checked that every piece is aligned): a[c] += component c of
+// pieces[i * stride] for i = p, p + step, ... below end, four pieces (64 bytes) loaded a thread before
+// any is added, where the element walk above has four 4-byte loads in flight.
+template <typename Op, int kVec>
+__device__ __forceinline__ void add_pieces(typename Op::acc_t (&a)[kVec], const Vec<typename Op::value_t, kVec>* pieces,
+                                           std::int64_t p, std::int64_t end, std::int64_t step, std::int64_t stride) {
+  using Piece = Vec<typename Op::value_t, kVec>;
+  for (; p + 3 * step < end; p += 4 * step) {
+    Piece v[4];
+    EMU_UNROLL
+    for (int u = 0; u < 4; ++u) v[u] = pieces[(p + u * step) * stride];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int c = 0; c < kVec; ++c) Op::add(a[c], v[u].v[c]);
+  }
+  for (; p < end; p += step) {
+    const Piece v = pieces[p * stride];
+#pragma unroll
+    for (int c = 0; c < kVec; ++c) Op::add(a[c], v.v[c]);
+  }
+}
+
+// Elements [begin, end) of a contiguous row (begin a multiple of kVec), lane `lane` of `lanes`: the
+// whole pieces by add_pieces, one accumulator per component combined in order, then the elements
+// after the last whole piece one a lane.
+template <typename Op, int kVec>
+__device__ __forceinline__ typename Op::acc_t accumulate_row_pieces(const Op& op, const typename Op::value_t* row,
+                                                                    std::int64_t begin, std::int64_t end, int lane,
+                                                                    int lanes) {
+  using Acc = typename Op::acc_t;
+  Acc a[kVec];
+#pragma unroll
+  for (int c = 0; c < kVec; ++c) a[c] = op.identity();
+  const std::int64_t whole = end / kVec;
+  add_pieces<Op, kVec>(a, reinterpret_cast<const Vec<typename Op::value_t, kVec>*>(row), begin / kVec + lane, whole,
+                       lanes, 1);
+  Acc acc = a[0];
+#pragma unroll
+  for (int c = 1; c < kVec; ++c) acc = Op::combine(acc, a[c]);
+  for (std::int64_t r = whole * kVec + lane; r < end; r += lanes) op.accumulate(acc, row + r, r);
+  return acc;
+}
+
 // Output o's result: final (one split) or this block's partial.
 template <typename Op>
 __device__ __forceinline__ void store_result(const Op& op, const ReduceGeometry& g, typename Op::acc_t* partial,
@@ -190,11 +240,11 @@ __device__ __forceinline__ typename Op::acc_t warp_reduce(typename Op::acc_t acc
   return acc;
 }
 
-// Rows layout: g.lanes threads per output walk its reduced index together.
-template <typename Op>
-__global__ void __launch_bounds__(kReduceThreads)
-    reduce_rows_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
-                       typename Op::acc_t* partial) {
+// Rows layout: g.lanes threads per output walk its reduced index together; kVec > 1: in 16-byte
+// pieces of a contiguous row (sums).
+template <typename Op, int kVec>
+__global__ void __launch_bounds__(kReduceThreads) reduce_rows_kernel(Op op, const typename Op::value_t* __restrict__ x,
+                                                                     ReduceGeometry g, typename Op::acc_t* partial) {
   EMU_CHECK_LAUNCH_BOUNDS(kReduceThreads);
   using Acc = typename Op::acc_t;
   EMU_STATIC_SHARED(warp_results, Acc[kReduceThreads / kWarpSize]);
@@ -213,7 +263,10 @@ __global__ void __launch_bounds__(kReduceThreads)
     Acc acc = op.identity();
     if (o < g.outputs) {
       g.kept.get(o, off);
-      acc = accumulate_walk(op, x + off[0], g.reduced, r_begin + lane, r_end, lanes);
+      if constexpr (kVec == 1)
+        acc = accumulate_walk(op, x + off[0], g.reduced, r_begin + lane, r_end, lanes);
+      else
+        acc = accumulate_row_pieces<Op, kVec>(op, x + off[0], r_begin, r_end, lane, lanes);
     }
     acc = warp_reduce<Op>(acc, lanes < kWarpSize ? lanes : kWarpSize);
     if (warps_per_output > 1) {
@@ -229,8 +282,9 @@ __global__ void __launch_bounds__(kReduceThreads)
 }
 
 // Columns layout: thread (part, col) adds rows part, part + parts, ... of output col; the parts
-// of one output then combine by a tree in shared memory.
-template <typename Op>
+// of one output then combine by a tree in shared memory. kVec > 1 (sums): col owns kVec neighbouring
+// outputs, contiguous in x, and reads them as one 16-byte piece a row.
+template <typename Op, int kVec>
 __global__ void __launch_bounds__(kReduceThreads)
     reduce_columns_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
                           typename Op::acc_t* partial) {
@@ -243,26 +297,37 @@ __global__ void __launch_bounds__(kReduceThreads)
   const int parts = kReduceThreads / lanes;
   const std::int64_t r_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
   const std::int64_t r_end = r_begin + g.chunk < g.length ? r_begin + g.chunk : g.length;
-  for (std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * lanes; first < g.outputs;
-       first += static_cast<std::int64_t>(gridDim.x) * lanes) {
-    const std::int64_t o = first + col;
+  const std::int64_t out_step = g.kept.strides[1][g.kept.ndim - 1];  // between the outputs of a piece
+  for (std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * lanes * kVec; first < g.outputs;
+       first += static_cast<std::int64_t>(gridDim.x) * lanes * kVec) {
+    const std::int64_t o = first + col * kVec;
     std::int64_t off[2] = {0, 0};
-    Acc acc = op.identity();
+    Acc acc[kVec];
+#pragma unroll
+    for (int c = 0; c < kVec; ++c) acc[c] = op.identity();
     if (o < g.outputs) {
       g.kept.get(o, off);
-      acc = accumulate_walk(op, x + off[0], g.reduced, r_begin + part, r_end, parts);
+      if constexpr (kVec == 1)
+        acc[0] = accumulate_walk(op, x + off[0], g.reduced, r_begin + part, r_end, parts);
+      else
+        add_pieces<Op, kVec>(acc, reinterpret_cast<const Vec<typename Op::value_t, kVec>*>(x + off[0]), r_begin + part,
+                             r_end, parts, g.reduced.strides[0][0] / kVec);
     }
-    // Each thread writes only its own slot, and a slot is read by another thread only between
-    // two barriers, so the next outputs can overwrite slots without a trailing barrier.
-    part_results[threadIdx.x].v = acc;
-    __syncthreads();
-    for (int half = parts / 2; half > 0; half /= 2) {
-      if (part < half)
-        part_results[threadIdx.x].v =
-            Op::combine(part_results[threadIdx.x].v, part_results[threadIdx.x + half * lanes].v);
+    // One tree per component. Each thread writes only its own slot, and a slot is read by another
+    // thread only between two barriers, so the next tree can overwrite slots without a trailing barrier.
+#pragma unroll
+    for (int c = 0; c < kVec; ++c) {
+      part_results[threadIdx.x].v = acc[c];
       __syncthreads();
+      for (int half = parts / 2; half > 0; half /= 2) {
+        if (part < half)
+          part_results[threadIdx.x].v =
+              Op::combine(part_results[threadIdx.x].v, part_results[threadIdx.x + half * lanes].v);
+        __syncthreads();
+      }
+      if (part == 0 && o < g.outputs)
+        store_result(op, g, partial, o + c, off[1] + c * out_step, part_results[threadIdx.x].v);
     }
-    if (part == 0 && o < g.outputs) store_result(op, g, partial, o, off[1], part_results[threadIdx.x].v);
   }
 }
 
@@ -272,7 +337,15 @@ __global__ void reduce_partials_kernel(Op op, const typename Op::acc_t* __restri
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < g.outputs; o += step) {
     typename Op::acc_t acc = partial[o];
-    for (int s = 1; s < g.splits; ++s) acc = Op::combine(acc, partial[s * g.outputs + o]);
+    int s = 1;
+    for (; s + 7 < g.splits; s += 8) {  // eight loads in flight, combined in chunk order
+      typename Op::acc_t next[8];
+      EMU_UNROLL
+      for (int u = 0; u < 8; ++u) next[u] = partial[(s + u) * g.outputs + o];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc = Op::combine(acc, next[u]);
+    }
+    for (; s < g.splits; ++s) acc = Op::combine(acc, partial[s * g.outputs + o]);
     std::int64_t off[2];
     g.kept.get(o, off);
     op.write(off[1], acc);
@@ -305,6 +378,7 @@ struct ReducePlan {
   Layout layout;
   ReduceGeometry geometry;
   dim3 grid;
+  bool pieces = false;  // the 16-byte path: kernels instantiated with kVec = 16 / sizeof(element)
 };
 
 // One dim of the iteration: its size and its strides in x and in the output.
@@ -366,9 +440,28 @@ OffsetCalc<N> offset_calc(const char* op, const std::vector<DimRun>& dims) {
   return c;
 }
 
+// Whether a sum can read x in 16-byte pieces of `vec` elements: x on a 16-byte boundary, the dim that
+// is read contiguously (the reduced one for rows, the last kept one for columns) of stride 1 and every
+// other stride a multiple of vec, so that every piece a thread loads is aligned; for columns the last
+// kept dim whole pieces (a piece's outputs are one run of outputs), and one reduced dim at most.
+bool pieces_fit(const Tensor& x, Layout layout, const std::vector<DimRun>& kept, const std::vector<DimRun>& reduced,
+                std::int64_t vec) {
+  if (reinterpret_cast<std::uintptr_t>(x.raw_data()) % 16 != 0 || reduced.size() > 1) return false;
+  auto strides_whole = [vec](const std::vector<DimRun>& dims, std::size_t skip) {
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      if (d != skip && dims[d].x_stride % vec != 0) return false;
+    return true;
+  };
+  if (layout == Layout::Rows)
+    return reduced.size() == 1 && reduced[0].x_stride == 1 && strides_whole(kept, kept.size());
+  return !kept.empty() && kept.back().x_stride == 1 && kept.back().size % vec == 0 &&
+         strides_whole(kept, kept.size() - 1) && strides_whole(reduced, reduced.size());
+}
+
 // Plans out[kept] = reduce over the dims marked in `reduce` of x. `out` has x's rank with size 1
-// on the reduced dims (its strides place the results).
-ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, const std::vector<bool>& reduce) {
+// on the reduced dims (its strides place the results). `pieces`: the op can take the 16-byte path.
+ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, const std::vector<bool>& reduce,
+                          bool pieces = false) {
   std::vector<DimRun> kept, reduced;
   for (int d = 0; d < x.dim(); ++d) {
     if (x.shape()[d] == 1) continue;
@@ -390,21 +483,27 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
                     ? Layout::Rows
                     : Layout::Columns;
 
+  const std::int64_t vec = 16 / static_cast<std::int64_t>(dtype_size(x.dtype()));
+  plan.pieces = pieces && g.outputs > 0 && pieces_fit(x, plan.layout, kept, reduced, vec);
+  // Rows: a lane's elements come in pieces of `per_read`; columns: a thread owns that many outputs.
+  const std::int64_t per_read = plan.pieces ? vec : 1;
   const std::int64_t length = std::max<std::int64_t>(g.length, 1);
   std::int64_t threads_per_output, outputs_per_block;
   if (plan.layout == Layout::Rows) {
-    // One element per lane for short rows; about 8 or more per lane for longer ones.
-    g.lanes = length <= kWarpSize ? next_pow2(length)
-                                  : std::clamp(next_pow2(ceil_div(length, 8)), kWarpSize, kReduceThreads);
+    // One read per lane for short rows; about 8 or more per lane for longer ones.
+    const std::int64_t reads = ceil_div(length, per_read);
+    g.lanes =
+        reads <= kWarpSize ? next_pow2(reads) : std::clamp(next_pow2(ceil_div(reads, 8)), kWarpSize, kReduceThreads);
     threads_per_output = g.lanes;
     outputs_per_block = kReduceThreads / g.lanes;
   } else {
-    // A warp's worth of neighbouring outputs (fewer if there are fewer), the rest of the block
-    // shares their rows; a short reduction leaves more threads for outputs.
-    const int parts = std::min(next_pow2(length), kReduceThreads / std::min(kWarpSize, next_pow2(g.outputs)));
+    // A warp's worth of neighbouring outputs (or pieces of them; fewer if there are fewer), the rest
+    // of the block shares their rows; a short reduction leaves more threads for outputs.
+    const std::int64_t owners = g.outputs / per_read;
+    const int parts = std::min(next_pow2(length), kReduceThreads / std::min(kWarpSize, next_pow2(owners)));
     g.lanes = kReduceThreads / parts;
     threads_per_output = parts;
-    outputs_per_block = g.lanes;
+    outputs_per_block = g.lanes * per_read;
   }
   const std::int64_t blocks = ceil_div(g.outputs, outputs_per_block);
   const std::int64_t target = std::max<std::int64_t>(kTargetBlocks, 8 * std::int64_t(multiprocessor_count()));
@@ -413,6 +512,7 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
     splits = std::max<std::int64_t>(
         1, std::min(ceil_div(target, blocks), ceil_div(g.length, threads_per_output * kMinElementsPerThread)));
   g.chunk = ceil_div(g.length, splits);
+  if (plan.pieces && plan.layout == Layout::Rows) g.chunk = ceil_div(g.chunk, vec) * vec;  // chunks of whole pieces
   g.splits = g.chunk == 0 ? 1 : static_cast<int>(ceil_div(g.length, g.chunk));  // no empty chunks
   if (g.chunk == 0) g.chunk = 1;
   plan.grid = dim3(static_cast<unsigned>(std::min(blocks, kMaxGridBlocks)), static_cast<unsigned>(g.splits));
@@ -431,17 +531,29 @@ void run_reduction(const char* name, const Op& op, const Tensor& x, const Reduce
     partial = static_cast<Acc*>(workspace.raw_data());
   }
   const auto* px = x.data<typename Op::value_t>();
-  if (plan.layout == Layout::Rows)
-    launch_checked(name, reduce_rows_kernel<Op>, plan.grid, kReduceThreads, 0, op, px, g, partial);
-  else
-    launch_checked(name, reduce_columns_kernel<Op>, plan.grid, kReduceThreads, 0, op, px, g, partial);
+  auto launch_layout = [&]<int kVec>() {
+    if (plan.layout == Layout::Rows)
+      launch_checked(name, reduce_rows_kernel<Op, kVec>, plan.grid, kReduceThreads, 0, op, px, g, partial);
+    else
+      launch_checked(name, reduce_columns_kernel<Op, kVec>, plan.grid, kReduceThreads, 0, op, px, g, partial);
+  };
+  constexpr int kPieceVec = static_cast<int>(16 / sizeof(typename Op::value_t));
+  if constexpr (Op::kWalkUnrolled) {
+    if (plan.pieces) {
+      launch_layout.template operator()<kPieceVec>();
+    } else {
+      launch_layout.template operator()<1>();
+    }
+  } else {
+    launch_layout.template operator()<1>();
+  }
   if (g.splits > 1)
     launch_checked(name, reduce_partials_kernel<Op>, grid_for(g.outputs), kBlockSize, 0, op,
                    static_cast<const Acc*>(partial), g);
 }
 
 void sum_into(const char* name, const Tensor& x, const Tensor& out, const std::vector<bool>& reduce, double scale) {
-  const ReducePlan plan = plan_reduction(name, x, out, reduce);
+  const ReducePlan plan = plan_reduction(name, x, out, reduce, true);
   DEFINE_DISPATCH_FLOATING(x.dtype(), name, [&] {
     run_reduction(name, SumOp<scalar_t>{out.data<scalar_t>(), scale}, x, plan);
   });
@@ -457,7 +569,8 @@ void sum(const Tensor& x, const Tensor& out, double scale) {
 
 void sum_of_squares(const Tensor& x, const Tensor& out) {
   const char* name = "sum_of_squares";
-  const ReducePlan plan = plan_reduction(name, x, out, std::vector<bool>(static_cast<std::size_t>(x.dim()), true));
+  const ReducePlan plan =
+      plan_reduction(name, x, out, std::vector<bool>(static_cast<std::size_t>(x.dim()), true), true);
   DEFINE_DISPATCH_FLOATING(x.dtype(), name, [&] {
     if constexpr (is_float16_v<scalar_t>) {  // a statistic: float32
       run_reduction(name, SumOp<scalar_t, true, float>{out.data<float>(), 1.0}, x, plan);

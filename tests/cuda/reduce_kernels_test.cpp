@@ -15,14 +15,15 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "support/emulated_device.h"
+#include "cuda_emu/emu_profile.hpp"
 #include "harness/op_harness.h"
-#include "support/common.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
 #include "kernels/devices.h"
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
+#include "support/common.h"
+#include "support/emulated_device.h"
 
 using namespace define;
 using test::kernel_test_device;
@@ -65,8 +66,9 @@ Tensor ties_with_nans(std::int64_t rows, std::int64_t cols, int levels, const st
 
 }  // namespace
 
-// The kernels accumulate in double: against the double-accumulating reference the only error left
-// is the final rounding, so these use 1e-6, ten times tighter than the harness.
+// The kernels accumulate in compensated float (double for float64): against the double-accumulating
+// reference nearly all the error left is the final rounding, so these use 1e-6, ten times tighter than
+// the harness.
 TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce][family:reduce]") {
   kernels::register_devices();
   Generator gen(21);
@@ -208,6 +210,91 @@ TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce
   CHECK(values(kernels::column_sum(to_test_device(zeros({0, 3})))) == std::vector<double>{0, 0, 0});
 }
 
+// Sums read x in 16-byte pieces where its layout allows (kernels/cuda/reduce.cu, pieces_fit): the
+// reduce kernels are instantiated with the piece's element count as their last template argument
+// (", 4>" for float32), 1 for the element walk. Each case names the path it must take and is checked
+// against the reference: rows with a tail after the last whole piece, rows split across blocks (chunks
+// of whole pieces), columns split across blocks, two reduced dims that coalesce, float64 (2 a piece),
+// 16-bit (8 a piece), and layouts that must fall back (unaligned, odd strides).
+TEST_CASE("reduce kernels: sums in 16-byte pieces where the layout allows", "[cuda][reduce][family:reduce]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(25);
+  // The template argument of the first launch's kernel: the elements a piece (1: the element walk).
+  const auto piece_of = [](const std::function<Tensor()>& f, Tensor& result) {
+#if !defined(__SANITIZE_ADDRESS__)
+    ::cuda_emu::profile_start();
+    result = f();
+    const std::vector<::cuda_emu::KernelProfile> launches = ::cuda_emu::profile_stop();
+    REQUIRE_FALSE(launches.empty());
+    const std::string& name = launches.front().kernel;
+    const std::size_t comma = name.rfind(", ");
+    REQUIRE(comma != std::string::npos);
+    return std::stoi(name.substr(comma + 2));
+#else
+    result = f();
+    return -1;  // the sanitizer builds do not profile
+#endif
+  };
+  // A [rows, cols] view with row stride `stride` (>= cols), `shift` elements past an aligned buffer.
+  const auto view = [&](const Tensor& dense, std::int64_t stride, std::int64_t shift) {
+    const std::int64_t rows = dense.shape()[0], cols = dense.shape()[1];
+    Tensor buffer = zeros({rows * stride + shift}, {dense.dtype(), kernel_test_device()});
+    Tensor v = buffer.as_strided({rows, cols}, {stride, 1}, shift);
+    kernels::copy_into(v, to_test_device(dense));
+    return v;
+  };
+  struct Case {
+    std::string name;
+    Shape shape;
+    Dims dims;
+    DType dtype = DType::Float32;
+    std::int64_t stride = 0;  // 2-d only: a row stride other than the width
+    std::int64_t shift = 0;   // 2-d only: elements past a 16-byte boundary
+    int piece = 4;            // the path it must take
+  };
+  const std::vector<Case> cases = {
+      {"rows 257x4100", {257, 4100}, {1}},
+      {"rows split across blocks 3x100004", {3, 100004}, {1}},
+      {"one row of 1000003 (a tail of 3)", {1000003}, {}},
+      {"rows of 1030 at stride 1032 (a tail of 2 a row)", {64, 1030}, {1}, DType::Float32, 1032},
+      {"columns 1000x1024", {1000, 1024}, {0}},
+      {"columns split across blocks 100003x8", {100003, 8}, {0}},
+      {"columns, two reduced dims 7x1000x36", {7, 1000, 36}, {0, 1}},
+      {"float64 rows 129x1032", {129, 1032}, {1}, DType::Float64, 0, 0, 2},
+      {"float64 columns 129x1032", {129, 1032}, {0}, DType::Float64, 0, 0, 2},
+      {"float16 rows 1000x72", {1000, 72}, {1}, DType::Float16, 0, 0, 8},
+      {"bfloat16 columns 1000x72", {1000, 72}, {0}, DType::BFloat16, 0, 0, 8},
+      {"unaligned rows (one element off)", {257, 4100}, {1}, DType::Float32, 4100, 1, 1},
+      {"unaligned columns", {1000, 1024}, {0}, DType::Float32, 1024, 3, 1},
+      {"rows at an odd stride", {64, 1028}, {1}, DType::Float32, 1029, 0, 1},
+      {"columns of an odd count", {1000, 1030}, {0}, DType::Float32, 0, 0, 1},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const bool sixteen = c.dtype == DType::Float16 || c.dtype == DType::BFloat16;
+    const Tensor x = kernels::cast(rand_uniform(c.shape, sixteen ? 0.0 : -1.0, 1, {}, gen), c.dtype);
+    const Tensor xe = c.stride != 0 ? view(x, c.stride, c.shift) : to_test_device(x);
+    Tensor got;
+    const int piece = piece_of([&] { return kernels::sum(xe, c.dims, false); }, got);
+    if (piece >= 0) CHECK(piece == c.piece);
+    const Tensor want = reference([&] { return kernels::sum(x, c.dims, false); });
+    const double tol = c.dtype == DType::Float64    ? 1e-12
+                       : c.dtype == DType::Float16  ? 0.0009765625
+                       : c.dtype == DType::BFloat16 ? 0.0078125
+                                                    : 1e-6;
+    check_emu_close(got, want, sixteen ? 0.0 : tol, tol, c.name);
+  }
+  // The sum of squares and column_sum (a linear layer's bias gradient) take the same path.
+  const Tensor x = rand_uniform({4096, 256}, -1, 1, {}, gen);
+  const Tensor xe = to_test_device(x);
+  Tensor got;
+  CHECK(piece_of([&] { return kernels::sum_of_squares(xe); }, got) % 4 == 0);  // 4, or -1 unprofiled
+  const double g = values(got)[0], w = values(reference([&] { return kernels::sum_of_squares(x); }))[0];
+  CHECK(std::abs(g - w) <= 1e-6 * w);
+  CHECK(piece_of([&] { return kernels::column_sum(xe); }, got) % 4 == 0);
+  check_emu_close(got, reference([&] { return kernels::column_sum(x); }), 1e-6, 1e-6, "column_sum in pieces");
+}
+
 TEST_CASE("reduce kernels: max and argmax with ties and NaNs match the reference", "[cuda][reduce][family:reduce]") {
   kernels::register_devices();
   // float32 at [257, 4099], float64 at [129, 1031]. NaNs: two in column 20 (rows 5 and 9: the
@@ -258,24 +345,32 @@ TEST_CASE("reduce kernels: bit-identical under forward, reverse and random sched
   const Tensor long_line = to_test_device(rand_uniform({100003}, -1, 1, {}, gen));
   const Tensor ties = to_test_device(ties_with_nans(257, 131, 3, {40 * 131 + 7, 41 * 131 + 7}));
   const Tensor grad = to_test_device(rand_uniform({1, 131}, -1, 1, {}, gen));
+  const Tensor pieces = to_test_device(rand_uniform({1024, 520}, -1, 1, {}, gen));  // the 16-byte path
   // Every kernel and layout: rows with several warps per output, sub-warp rows, columns, both
   // split across blocks, max in both layouts, column_sum, max backward.
   const std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
       {"sum rows", [&] { return kernels::sum(rows, {1}, false); }},
-      {"sum sub-warp rows", [&] { return kernels::sum(rows.as_strided({33 * 2051 / 7, 7}, {7, 1}, 0), {1}, false); }},
+      {"sum sub-warp rows",
+       [&] {
+         return kernels::sum(rows.as_strided({33 * 2051 / 7, 7}, {7, 1}, 0), {1}, false);
+       }},
       {"sum columns (split)", [&] { return kernels::sum(cols, {0}, false); }},
       {"mean all (split rows)", [&] { return kernels::mean(long_line, {}, false); }},
       {"sum_of_squares (split rows)", [&] { return kernels::sum_of_squares(long_line); }},
-      {"mean interleaved", [&] { return kernels::mean(cols.as_strided({3, 171, 257}, {171 * 257, 257, 1}, 0), {0, 2}, false); }},
+      {"mean interleaved",
+       [&] {
+         return kernels::mean(cols.as_strided({3, 171, 257}, {171 * 257, 257, 1}, 0), {0, 2}, false);
+       }},
       {"column_sum", [&] { return kernels::column_sum(cols); }},
+      {"sum rows in pieces", [&] { return kernels::sum(pieces, {1}, false); }},
+      {"sum columns in pieces (split)", [&] { return kernels::sum(pieces, {0}, false); }},
       {"max rows", [&] { return kernels::max(ties, 1, false).first; }},
       {"argmax rows", [&] { return kernels::argmax(ties, 1, false); }},
       {"max columns", [&] { return kernels::max(ties, 0, false).first; }},
       {"argmax columns", [&] { return kernels::argmax(ties, 0, true); }},
       {"argmax long line", [&] { return kernels::argmax(long_line, 0, false); }},
-      {"max backward", [&] {
-         return kernels::max_backward(grad, kernels::argmax(ties, 0, true), ties.shape(), 0, true);
-       }},
+      {"max backward",
+       [&] { return kernels::max_backward(grad, kernels::argmax(ties, 0, true), ties.shape(), 0, true); }},
   };
   for (const auto& [name, op] : ops) {
     std::vector<double> forward;
