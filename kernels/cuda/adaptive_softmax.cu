@@ -80,7 +80,8 @@ struct HeadLossOp {
   IndexCheck check;  // bound V
 
   __device__ bool reads_row(std::int64_t r) const { return static_cast<std::int64_t>(target[r]) != ignore_index; }
-  __device__ void accumulate(State& st, std::int64_t k) const { st.add(head[k]); }
+  __device__ T load(std::int64_t k) const { return head[k]; }
+  __device__ static void add(State& st, T v) { st.add(v); }
   __device__ void finish(const State& st, std::int64_t r, std::int64_t base, std::int64_t, std::int64_t, int first,
                          int) const {
     if (first != 0) return;
@@ -112,7 +113,8 @@ struct TailLossOp {
   IndexCheck check;         // bound N: the rows of the head
 
   __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t e) const { st.add(tail[e]); }
+  __device__ T load(std::int64_t k) const { return tail[k]; }
+  __device__ static void add(State& st, T v) { st.add(v); }
   __device__ void finish(const State& st, std::int64_t k, std::int64_t base, std::int64_t, std::int64_t, int first,
                          int) const {
     if (first != 0) return;
@@ -144,15 +146,18 @@ struct HeadLogProbOp {
   std::int64_t vocab;      // V
 
   __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t k) const { st.add(head[k]); }
+  __device__ T load(std::int64_t k) const { return head[k]; }
+  __device__ static void add(State& st, T v) { st.add(v); }
   __device__ void finish(const State& st, std::int64_t r, std::int64_t base, std::int64_t, std::int64_t n, int first,
                          int step) const {
     const T log_sum = st.log_sum();
-    for (std::int64_t j = first; j < n; j += step) {
-      const T lp = (head[base + j] - st.max) - log_sum;
-      head_lp[base + j] = lp;
-      if (j < shortlist) out[r * vocab + j] = lp;
-    }
+    map_row(
+        base, 1, n, first, step, [&](std::int64_t k) { return head[k]; },
+        [&](std::int64_t k, T v) {
+          const T lp = (v - st.max) - log_sum;
+          head_lp[k] = lp;
+          if (k - base < shortlist) out[r * vocab + (k - base)] = lp;
+        });
   }
 };
 
@@ -169,13 +174,16 @@ struct TailLogProbOp {
   std::int64_t vocab;
 
   __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t k) const { st.add(tail[k]); }
+  __device__ T load(std::int64_t k) const { return tail[k]; }
+  __device__ static void add(State& st, T v) { st.add(v); }
   __device__ void finish(const State& st, std::int64_t r, std::int64_t base, std::int64_t, std::int64_t n, int first,
                          int step) const {
     const T log_sum = st.log_sum();
     const T cluster_lp = head_lp[r * head_width + slot];
     T* dst = out + r * vocab + first_word;
-    for (std::int64_t j = first; j < n; j += step) dst[j] = cluster_lp + ((tail[base + j] - st.max) - log_sum);
+    map_row(
+        base, 1, n, first, step, [&](std::int64_t k) { return tail[k]; },
+        [&](std::int64_t k, T v) { dst[k - base] = cluster_lp + ((v - st.max) - log_sum); });
   }
 };
 
@@ -196,15 +204,27 @@ struct TailLogProbBackwardOp {
   std::int64_t vocab;
   std::int64_t width;  // c_{i+1} - c_i
 
+  struct Pair {
+    T out, grad_out;
+  };
+
   __device__ void accumulate(State& st, std::int64_t r, int first, int step) const {
-    for (std::int64_t j = first; j < width; j += step) st.add(grad_out[r * vocab + first_word + j]);
+    map_row(
+        r * vocab + first_word, 1, width, first, step, [&](std::int64_t k) { return grad_out[k]; },
+        [&](std::int64_t, T v) { st.add(v); });
   }
   __device__ void finish(const State& st, std::int64_t r, int first, int step) const {
     const T cluster_lp = head_lp[r * head_width + slot];
-    const std::int64_t base = r * vocab + first_word;
     const T total = st.value();
-    for (std::int64_t j = first; j < width; j += step)
-      grad_tail[r * width + j] = grad_out[base + j] - dev_exp(out[base + j] - cluster_lp) * total;
+    map_row(
+        0, 1, width, first, step,
+        [&](std::int64_t j) {
+          const std::int64_t k = r * vocab + first_word + j;
+          return Pair{out[k], grad_out[k]};
+        },
+        [&](std::int64_t j, const Pair& e) {
+          grad_tail[r * width + j] = e.grad_out - dev_exp(e.out - cluster_lp) * total;
+        });
     if (first == 0) grad_head_lp[r * head_width + slot] = total;
   }
 };

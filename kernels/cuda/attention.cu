@@ -82,12 +82,19 @@ struct SoftmaxForward {
     return padding == nullptr ? nullptr : padding + (row / geo.heads_x_queries) * geo.keys;
   }
 
+  // Key j's score, -inf where the padding mask hides it (which adds nothing to the state and gets
+  // probability 0, as a masked key should). Both loads are issued before the select.
+  __device__ C score(const T* s, const std::int32_t* pad, std::int64_t j) const {
+    const C v = load_value(s[j]);
+    return pad != nullptr && pad[j] != 0 ? -infinity<C>() : v;
+  }
+
   __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
-    const T* s = scores + row * geo.keys;
+    const std::int64_t base = row * geo.keys;
     const std::int32_t* pad = padding_row(row);
-    const std::int64_t n = geo.horizon(row);
-    for (std::int64_t j = first; j < n; j += step)
-      if (pad == nullptr || pad[j] == 0) st.add(load_value(s[j]));
+    map_row(
+        0, 1, geo.horizon(row), first, step, [&](std::int64_t j) { return score(scores + base, pad, j); },
+        [&](std::int64_t, C v) { st.add(v); });
   }
 
   __device__ void finish(const State& st, std::int64_t row, int first, int step) const {
@@ -97,15 +104,14 @@ struct SoftmaxForward {
     // No valid key: every probability is 0 (inv is never used).
     const bool any = st.max != -infinity<C>();
     const C inv = any ? C(1) / st.sum.value() : C(0);
-    const auto prob = [&](std::int64_t j) {
-      return any && (pad == nullptr || pad[j] == 0) ? dev_exp(load_value(scores[base + j]) - st.max) * inv : C(0);
-    };
+    const auto prob = [&](C v) { return any && v != -infinity<C>() ? dev_exp(v - st.max) * inv : C(0); };
+    const auto read = [&](std::int64_t j) { return score(scores + base, pad, j); };
     if (dropped == nullptr) {
-      for (std::int64_t j = first; j < n; j += step) probs[base + j] = store_value<T>(prob(j));
+      map_row(0, 1, n, first, step, read, [&](std::int64_t j, C v) { probs[base + j] = store_value<T>(prob(v)); });
     } else {
       const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
-      for_owned_elements<true>(stream, row_word, n, first, step, [&](std::int64_t j, std::uint32_t word) {
-        const C p = prob(j);
+      for_owned_elements<true, C>(stream, row_word, n, first, step, read, [&](std::int64_t j, std::uint32_t word, C v) {
+        const C p = prob(v);
         probs[base + j] = store_value<T>(p);
         dropped[base + j] = store_value<T>(stream.keeps(word) ? static_cast<C>(p * drop_scale) : C(0));
       });
@@ -129,24 +135,32 @@ struct SoftmaxBackward {
   C drop_scale;
   C scale;
 
+  // An element's P and dD (and D, when a pass reads it back).
+  struct Element {
+    C prob, grad, dropped;
+  };
+
   __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
     const std::int64_t base = row * geo.keys;
     const std::int64_t n = geo.horizon(row);  // P is zero past the horizon
     if (dropped == nullptr) {
-      for (std::int64_t j = first; j < n; j += step)
-        st.add(load_value(grad_dropped[base + j]) * load_value(probs[base + j]));
+      map_row(
+          base, 1, n, first, step, [&](std::int64_t k) { return load_value(grad_dropped[k]) * load_value(probs[k]); },
+          [&](std::int64_t, C v) { st.add(v); });
       return;
     }
+    // dD is read whether kept or not: a load under the keep branch would split the warp's request
+    // by the random mask (no fewer sectors: its neighbours need them).
+    const auto read = [&](std::int64_t j) {
+      return Element{load_value(probs[base + j]), load_value(grad_dropped[base + j]), C(0)};
+    };
     const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
-    for_owned_elements<true>(stream, row_word, n, first, step, [&](std::int64_t j, std::uint32_t word) {
-      const std::int64_t k = base + j;
-      // dD is read whether kept or not: a load under the keep branch would split the warp's request
-      // by the random mask (no fewer sectors: its neighbours need them).
-      const bool keep = stream.keeps(word);
-      const C prob = load_value(probs[k]), grad = load_value(grad_dropped[k]);
-      dropped[k] = store_value<T>(keep ? static_cast<C>(prob * drop_scale) : C(0));
-      if (keep) st.add(grad * drop_scale * prob);
-    });
+    for_owned_elements<true, C>(stream, row_word, n, first, step, read,
+                                [&](std::int64_t j, std::uint32_t word, const Element& e) {
+                                  const bool keep = stream.keeps(word);
+                                  dropped[base + j] = store_value<T>(keep ? static_cast<C>(e.prob * drop_scale) : C(0));
+                                  if (keep) st.add(e.grad * drop_scale * e.prob);
+                                });
   }
 
   __device__ void finish(const State& st, std::int64_t row, int first, int step) const {
@@ -154,20 +168,25 @@ struct SoftmaxBackward {
     const std::int64_t n = geo.horizon(row);
     const C dot = st.value();
     if (dropped == nullptr) {
-      for (std::int64_t j = first; j < n; j += step) {
-        const std::int64_t k = base + j;
-        grad_scores[k] = store_value<T>(scale * load_value(probs[k]) * (load_value(grad_dropped[k]) - dot));
-      }
+      map_row(
+          base, 1, n, first, step,
+          [&](std::int64_t k) {
+            return Element{load_value(probs[k]), load_value(grad_dropped[k]), C(0)};
+          },
+          [&](std::int64_t k, const Element& e) { grad_scores[k] = store_value<T>(scale * e.prob * (e.grad - dot)); });
     } else {
       // The keep decision comes back from D: a kept element with P != 0 has D != 0, and where
-      // P == 0 the gradient is 0 whatever the decision was.
-      const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
-      for_owned_elements<false>(stream, row_word, n, first, step, [&](std::int64_t j, std::uint32_t) {
+      // P == 0 the gradient is 0 whatever the decision was. dD is read unconditionally, as above.
+      const auto read = [&](std::int64_t j) {
         const std::int64_t k = base + j;
-        const C grad = load_value(grad_dropped[k]);  // unconditionally, as above
-        const C grad_prob = load_value(dropped[k]) != C(0) ? grad * drop_scale : C(0);
-        grad_scores[k] = store_value<T>(scale * load_value(probs[k]) * (grad_prob - dot));
-      });
+        return Element{load_value(probs[k]), load_value(grad_dropped[k]), load_value(dropped[k])};
+      };
+      const std::uint64_t row_word = stream.offset + static_cast<std::uint64_t>(base);
+      for_owned_elements<false, C>(stream, row_word, n, first, step, read,
+                                   [&](std::int64_t j, std::uint32_t, const Element& e) {
+                                     const C grad_prob = e.dropped != C(0) ? e.grad * drop_scale : C(0);
+                                     grad_scores[base + j] = store_value<T>(scale * e.prob * (grad_prob - dot));
+                                   });
       for (std::int64_t j = n + first; j < geo.keys; j += step) dropped[base + j] = T{};
     }
     for (std::int64_t j = n + first; j < geo.keys; j += step) grad_scores[base + j] = T{};

@@ -35,21 +35,26 @@ inline DropoutStream dropout_stream(double p, std::uint64_t seed, std::uint64_t 
           static_cast<std::uint32_t>(std::ceil(p * 16777216.0))};
 }
 
-// Calls f(j, word) for the elements j in [0, n) of a run whose element 0 is stream word
+// Calls use(j, word, load(j)) for the elements j in [0, n) of a run whose element 0 is stream word
 // `run_word`, that thread `first` of `step` owns. `step` is a whole number of warps whose lanes
 // are consecutive threads (a row kernel's warp or block). Each warp takes chunks of 32 Philox
 // blocks (128 words) of the run in turn: lane l computes block l of the chunk, and the chunk's
 // words are handed out so that lane l gets words l, l + 32, l + 64 and l + 96 (four shuffles
-// each): consecutive lanes touch consecutive elements, so every load and store of f is coalesced,
+// each): consecutive lanes touch consecutive elements, so every load and store is coalesced,
 // at one 10-round block per 4 elements. Owning whole blocks instead would put a warp's accesses
-// 16 bytes apart, a quarter of each sector used. With kWords false the Philox rounds and shuffles
-// are skipped (word is 0): the same elements, for a pass that only reads back what an earlier pass
-// of this thread wrote. All lanes of a warp must call it together (the shuffles).
-template <bool kWords, typename F>
+// 16 bytes apart, a quarter of each sector used. A lane's (up to) four elements of a chunk are
+// loaded before any is used, so four loads are in flight rather than one (see map_row in
+// row_reduce.cuh); for 8-byte C (float64 rows) one at a time, as four in flight spill registers
+// on sm_90. With kWords false the Philox rounds and shuffles are skipped (word is 0): the same
+// elements, for a pass that only reads back what an earlier pass of this thread wrote. All lanes
+// of a warp must call it together (the shuffles).
+template <bool kWords, typename C, typename Load, typename Use>
 __device__ __forceinline__ void for_owned_elements(const DropoutStream& ds, std::uint64_t run_word, std::int64_t n,
-                                                   int first, int step, F&& f) {
+                                                   int first, int step, const Load& load, const Use& use) {
   if (n <= 0) return;
   constexpr int kChunkBlocks = 32, kChunkWords = 4 * kChunkBlocks;
+  constexpr bool kAhead = sizeof(C) <= 4;
+  using Loaded = decltype(load(std::int64_t{0}));
   const int lane = first % kChunkBlocks, warp = first / kChunkBlocks, warps = step / kChunkBlocks;
   const std::uint64_t first_block = run_word / 4, first_word = 4 * first_block;
   const auto chunks = static_cast<std::int64_t>(
@@ -62,9 +67,8 @@ __device__ __forceinline__ void for_owned_elements(const DropoutStream& ds, std:
       const philox::U32x4 counter{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u}};
       words = philox::philox4x32_10(counter, ds.key_lo, ds.key_hi);
     }
-#pragma unroll 1  // unrolled, the float64 row kernels spill registers on sm_90
-    for (int k = 0; k < 4; ++k) {
-      // Word 32 k + lane of the chunk is word lane % 4 of the chunk's block 8 k + lane / 4.
+    // Word 32 k + lane of the chunk is word lane % 4 of the chunk's block 8 k + lane / 4.
+    const auto word_of = [&](int k) {
       std::uint32_t mine = 0;
       if constexpr (kWords) {
         const int from = 8 * k + lane / 4;
@@ -75,9 +79,31 @@ __device__ __forceinline__ void for_owned_elements(const DropoutStream& ds, std:
         const int which = lane % 4;
         mine = which == 0 ? w0 : which == 1 ? w1 : which == 2 ? w2 : w3;
       }
+      return mine;
+    };
+    // Element k of this lane in the chunk, or -1 outside the run.
+    const auto element = [&](int k) -> std::int64_t {
       const std::uint64_t word = 4 * chunk_block + static_cast<std::uint64_t>(32 * k + lane);
-      if (word < run_word || word - run_word >= static_cast<std::uint64_t>(n)) continue;  // outside the run
-      f(static_cast<std::int64_t>(word - run_word), mine);
+      return word < run_word || word - run_word >= static_cast<std::uint64_t>(n)
+                 ? -1
+                 : static_cast<std::int64_t>(word - run_word);
+    };
+    if constexpr (kAhead) {
+      Loaded v[4]{};  // the elements outside the run stay unused
+      EMU_UNROLL
+      for (int k = 0; k < 4; ++k)
+        if (const std::int64_t j = element(k); j >= 0) v[k] = load(j);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const std::uint32_t mine = word_of(k);  // every lane shuffles, in the run or not
+        if (const std::int64_t j = element(k); j >= 0) use(j, mine, v[k]);
+      }
+    } else {
+#pragma unroll 1
+      for (int k = 0; k < 4; ++k) {
+        const std::uint32_t mine = word_of(k);
+        if (const std::int64_t j = element(k); j >= 0) use(j, mine, load(j));
+      }
     }
   }
 }

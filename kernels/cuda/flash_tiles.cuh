@@ -268,8 +268,9 @@ struct DeltaRows {
   std::int64_t dv;
 
   __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
-    for (std::int64_t j = first; j < dv; j += step)
-      st.add(load_value(grad_out[row * dv + j]) * load_value(out[row * dv + j]));
+    map_row(
+        row * dv, 1, dv, first, step, [&](std::int64_t k) { return load_value(grad_out[k]) * load_value(out[k]); },
+        [&](std::int64_t, float v) { st.add(v); });
   }
   __device__ void finish(const State& st, std::int64_t row, int first, int) const {
     if (first == 0) delta[row] = st.value();

@@ -40,6 +40,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/float_sum.cuh"
+#include "kernels/cuda/map_row.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -138,11 +139,12 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   for (std::int64_t row = t.first_row; row < rows; row += t.row_step) {  // uniform over the row's threads
     const T* xr = x + row * cols;
     SumAcc<C> sum[1] = {SumAcc<C>::zero()};
-    for (std::int64_t j = t.index; j < cols; j += t.count) {
-      const C v = load_value(xr[j]);
-      if (row_cache) row_cache[j] = v;
-      sum[0].add(v);
-    }
+    map_row(
+        0, 1, cols, t.index, t.count, [&](std::int64_t j) { return load_value(xr[j]); },
+        [&](std::int64_t j, C v) {
+          if (row_cache) row_cache[j] = v;
+          sum[0].add(v);
+        });
     row_all_sum<kBlockPerRow>(sum);
     const C mu = sum[0].value() / static_cast<C>(cols);
 
@@ -158,21 +160,31 @@ __global__ void __launch_bounds__(kMaxRowThreads)
         return row_cache ? row_cache[j] : load_value(xr[j]);
     };
     SumAcc<C> sq[1] = {SumAcc<C>::zero()};
-    for (std::int64_t j = t.index; j < cols; j += t.count) {
-      const C c = element(j) - mu;
+    map_row(0, 1, cols, t.index, t.count, element, [&](std::int64_t, C v) {
+      const C c = v - mu;
       sq[0].add(c * c);
-    }
+    });
     row_all_sum<kBlockPerRow>(sq);
     const C rs = C(1) / square_root(sq[0].value() / static_cast<C>(cols) + eps);
 
     // (x - mean) first: x * rstd - mean * rstd would cancel when |mean| >> std.
+    // The element and its weight and bias (1 and 0 where there are none), loaded ahead together.
+    struct Affine {
+      C v, w, b;
+    };
     T* yr = y + row * cols;
-    for (std::int64_t j = t.index; j < cols; j += t.count) {
-      C v = (element(j) - mu) * rs;
-      if (weight) v *= static_cast<C>(load_value(weight[j]));
-      if (bias) v += static_cast<C>(load_value(bias[j]));
-      yr[j] = store_value<T>(v);
-    }
+    map_row(
+        0, 1, cols, t.index, t.count,
+        [&](std::int64_t j) {
+          return Affine{element(j), weight ? static_cast<C>(load_value(weight[j])) : C(1),
+                        bias ? static_cast<C>(load_value(bias[j])) : C(0)};
+        },
+        [&](std::int64_t j, const Affine& a) {
+          C v = (a.v - mu) * rs;
+          if (weight) v *= a.w;
+          if (bias) v += a.b;
+          yr[j] = store_value<T>(v);
+        });
     if (t.index == 0) {
       mean[row] = mu;
       rstd[row] = rs;
@@ -261,7 +273,7 @@ __global__ void __launch_bounds__(kFusedThreads)
     const C mu = mean[row], rs = rstd[row];
     C xhat[kPer], g[kPer];
     if (!dx) {  // parameter gradients only: no row sums (block-uniform)
-#pragma unroll
+      EMU_UNROLL
       for (int k = 0; k < kPer; ++k) {
         const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
         if (col < cols) {
@@ -273,7 +285,9 @@ __global__ void __launch_bounds__(kFusedThreads)
       continue;
     }
     SumAcc<C> sums[2] = {SumAcc<C>::zero(), SumAcc<C>::zero()};  // sum of g, sum of g * xhat
-#pragma unroll
+    // Unrolled (in the emulator too: EMU_UNROLL), the kPer elements' loads of dy and x are all in
+    // flight before the first is used.
+    EMU_UNROLL
     for (int k = 0; k < kPer; ++k) {
       const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
       xhat[k] = C(0);
@@ -306,12 +320,12 @@ __global__ void __launch_bounds__(kFusedThreads)
   }
 }
 
-// A column's kColRowThreads partial sums merged in y order (thread y = 0 of the column does it).
-template <typename C>
-__device__ __forceinline__ SumAcc<C> merge_column(const SumAcc<C> (&tile)[kColRowThreads][kColTile], int x) {
+// A column's kRows partial sums merged in y order (thread y = 0 of the column does it).
+template <int kRows, typename C>
+__device__ __forceinline__ SumAcc<C> merge_column(const SumAcc<C> (&tile)[kRows][kColTile], int x) {
   SumAcc<C> t = SumAcc<C>::zero();
 #pragma unroll
-  for (int k = 0; k < kColRowThreads; ++k) t = t.merged(tile[k][x]);  // fixed order
+  for (int k = 0; k < kRows; ++k) t = t.merged(tile[k][x]);  // fixed order
   return t;
 }
 
@@ -352,24 +366,35 @@ __global__ void layer_norm_param_partials_kernel(const T* __restrict__ dy, const
 }
 
 // dweight/dbias[col] = the column's chunk partials added, rounded once to the parameters' dtype W
-// (either output may be null). Block (kColTile, kColRowThreads), as the partials kernel: the threads
-// of a column take every kColRowThreads-th chunk, then thread y = 0 merges their sums in y order.
-// Eight loads of a column in flight at once rather than one chain of `chunks` (up to 256) dependent
-// additions, and a block per 32 columns rather than a thread: the launch is no longer a few blocks
-// waiting on memory latency (kernel_bench --profile).
+// (either output may be null). Block (kColTile, kFinishRowThreads): the threads of a column take
+// every kFinishRowThreads-th chunk, four loads ahead each (map_row), then thread y = 0 merges their
+// sums in y order. One chain of `chunks` (up to 512) dependent additions a column, or eight threads
+// a column, leave the launch's few blocks waiting on memory latency (kernel_bench --profile).
+constexpr int kFinishRowThreads = 32;
+
 template <typename C, typename W>
-__global__ void layer_norm_param_finish_kernel(const C* __restrict__ partial_w, const C* __restrict__ partial_b,
-                                               W* __restrict__ dweight, W* __restrict__ dbias, std::int64_t chunks,
-                                               std::int64_t cols) {
-  EMU_STATIC_SHARED(tile_w, SumAcc<C>[kColRowThreads][kColTile]);
-  EMU_STATIC_SHARED(tile_b, SumAcc<C>[kColRowThreads][kColTile]);
+__global__ void __launch_bounds__(kColTile* kFinishRowThreads)
+    layer_norm_param_finish_kernel(const C* __restrict__ partial_w, const C* __restrict__ partial_b,
+                                   W* __restrict__ dweight, W* __restrict__ dbias, std::int64_t chunks,
+                                   std::int64_t cols) {
+  EMU_CHECK_LAUNCH_BOUNDS(kColTile * kFinishRowThreads);
+  EMU_STATIC_SHARED(tile_w, SumAcc<C>[kFinishRowThreads][kColTile]);
+  EMU_STATIC_SHARED(tile_b, SumAcc<C>[kFinishRowThreads][kColTile]);
   const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  struct Partials {
+    C w, b;
+  };
   SumAcc<C> sw = SumAcc<C>::zero(), sb = SumAcc<C>::zero();
   if (col < cols)
-    for (std::int64_t ch = threadIdx.y; ch < chunks; ch += kColRowThreads) {
-      if (dweight) sw.add(partial_w[ch * cols + col]);
-      if (dbias) sb.add(partial_b[ch * cols + col]);
-    }
+    map_row(
+        col, cols, chunks, static_cast<int>(threadIdx.y), kFinishRowThreads,
+        [&](std::int64_t k) {
+          return Partials{dweight ? partial_w[k] : C(0), dbias ? partial_b[k] : C(0)};
+        },
+        [&](std::int64_t, const Partials& p) {
+          if (dweight) sw.add(p.w);
+          if (dbias) sb.add(p.b);
+        });
   tile_w[threadIdx.y][threadIdx.x] = sw;
   tile_b[threadIdx.y][threadIdx.x] = sb;
   __syncthreads();
@@ -417,7 +442,7 @@ template <typename C, typename W>
 void finish_params(const char* op, const C* partial_w, const C* partial_b, const Tensor& dweight, const Tensor& dbias,
                    std::int64_t chunks, std::int64_t cols) {
   launch_checked(op, layer_norm_param_finish_kernel<C, W>,
-                 dim3(static_cast<unsigned>((cols + kColTile - 1) / kColTile)), dim3(kColTile, kColRowThreads), 0,
+                 dim3(static_cast<unsigned>((cols + kColTile - 1) / kColTile)), dim3(kColTile, kFinishRowThreads), 0,
                  partial_w, partial_b, optional_mutable_data<W>(dweight), optional_mutable_data<W>(dbias), chunks,
                  cols);
 }
@@ -466,9 +491,10 @@ void param_grads(const Tensor& dy, const Tensor& x, const Tensor& mean, const Te
 }
 
 // Chunks of the one-pass backward: a function of the row count only (reproducible dweight/dbias),
-// about 16 rows each and at most 256 of them: the finishing kernel reads every chunk's partials of a
-// column, so more chunks would make it the slower of the two.
-std::int64_t fused_chunks(std::int64_t rows) { return std::min<std::int64_t>((rows + 15) / 16, 256); }
+// about 16 rows each and at most 512 of them. The kernel runs a block per chunk: 256 left an H200
+// half empty and bound by memory latency at 16,384 rows (kernel_bench --profile); the finishing
+// kernel reads every chunk's partials of a column, so many more would make it the slower part.
+std::int64_t fused_chunks(std::int64_t rows) { return std::min<std::int64_t>((rows + 15) / 16, 512); }
 
 // dx, dweight and dbias (whichever are defined) in one pass over dy and x
 // (layer_norm_backward_kernel), then the chunks' partials added.

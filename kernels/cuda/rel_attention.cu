@@ -82,7 +82,9 @@ struct RelSoftmaxForward {
 
   __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
     const Row rw = row_of(row);
-    for (std::int64_t j = rw.lo + first; j < rw.hi; j += step) st.add(score(rw, j));
+    map_row(
+        rw.lo, 1, rw.hi - rw.lo, first, step, [&](std::int64_t j) { return score(rw, j); },
+        [&](std::int64_t, C v) { st.add(v); });
   }
 
   __device__ void finish(const State& st, std::int64_t row, int first, int step) const {
@@ -91,18 +93,22 @@ struct RelSoftmaxForward {
     // No visible key above -inf (only infinite inputs): every probability is 0 (inv is never used).
     const bool any = st.max != -infinity<C>();
     const C inv = any ? C(1) / st.sum.value() : C(0);
-    const auto prob = [&](std::int64_t j) { return any ? dev_exp(score(rw, j) - st.max) * inv : C(0); };
+    const auto prob = [&](C v) { return any ? dev_exp(v - st.max) * inv : C(0); };
     if (dropped == nullptr) {
-      for (std::int64_t j = rw.lo + first; j < rw.hi; j += step) p_row[j] = store_value<T>(prob(j));
+      map_row(
+          rw.lo, 1, rw.hi - rw.lo, first, step, [&](std::int64_t j) { return score(rw, j); },
+          [&](std::int64_t j, C v) { p_row[j] = store_value<T>(prob(v)); });
     } else {
       T* d_row = dropped + rw.base;
       const std::uint64_t run_word = stream.offset + static_cast<std::uint64_t>(rw.base + rw.lo);
-      for_owned_elements<true>(stream, run_word, rw.hi - rw.lo, first, step, [&](std::int64_t jj, std::uint32_t word) {
-        const std::int64_t j = rw.lo + jj;
-        const C p = prob(j);
-        p_row[j] = store_value<T>(p);
-        d_row[j] = store_value<T>(stream.keeps(word) ? static_cast<C>(p * drop_scale) : C(0));
-      });
+      for_owned_elements<true, C>(
+          stream, run_word, rw.hi - rw.lo, first, step, [&](std::int64_t jj) { return score(rw, rw.lo + jj); },
+          [&](std::int64_t jj, std::uint32_t word, C v) {
+            const std::int64_t j = rw.lo + jj;
+            const C p = prob(v);
+            p_row[j] = store_value<T>(p);
+            d_row[j] = store_value<T>(stream.keeps(word) ? static_cast<C>(p * drop_scale) : C(0));
+          });
       for (std::int64_t j = first; j < rw.lo; j += step) d_row[j] = T{};
       for (std::int64_t j = rw.hi + first; j < geo.keys; j += step) d_row[j] = T{};
     }

@@ -20,6 +20,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/float_sum.cuh"
+#include "kernels/cuda/map_row.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -180,9 +181,13 @@ void launch_rows(const char* name, const Op& op, std::int64_t rows, std::int64_t
 
 // An element op sees a row as n elements at base + j * stride:
 //   reads_row(row)              false: the row is finished without reading it
-//   accumulate(State& st, k)    element at offset k into st
+//   load(k)                     what the reduction reads of the element at offset k (a value, or a
+//                               struct of the values of several inputs) ...
+//   add(State& st, loaded)      ... and how that enters st (split so that map_row can issue
+//                               several elements' loads before the additions that need them)
 //   finish(const State& st, row, base, stride, n, first, step)
 //                               with the row's reduced state, by every thread of the row's group
+//                               (its loops over the row through map_row as well: map_row.cuh)
 // ContiguousRows makes it a row op for rows of n contiguous elements (row r at r * n).
 template <typename ElementOp>
 struct ContiguousRows {
@@ -192,8 +197,9 @@ struct ContiguousRows {
 
   __device__ void accumulate(State& st, std::int64_t row, int first, int step) const {
     if (!op.reads_row(row)) return;
-    const std::int64_t base = row * n;
-    for (std::int64_t j = first; j < n; j += step) op.accumulate(st, base + j);
+    map_row(
+        row * n, 1, n, first, step, [&](std::int64_t k) { return op.load(k); },
+        [&](std::int64_t, const auto& v) { op.add(st, v); });
   }
   __device__ void finish(const State& st, std::int64_t row, int first, int step) const {
     op.finish(st, row, row * n, 1, n, first, step);

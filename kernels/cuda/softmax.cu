@@ -63,24 +63,20 @@ struct SoftmaxForward {
   T* y;
 
   __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t k) const { st.add(x[k]); }
+  __device__ T load(std::int64_t k) const { return x[k]; }
+  __device__ static void add(State& st, T v) { st.add(v); }
   __device__ void finish(const State& st, std::int64_t, std::int64_t base, std::int64_t stride, std::int64_t n,
                          int first, int step) const {
     const T sum = st.final_sum();
+    const auto read = [&](std::int64_t k) { return x[k]; };
     if constexpr (kLog) {
       // (x - max) - log(sum) rather than x - lse: lse is rounded at the magnitude of x, which
       // would cost the log-probabilities of large logits their low bits.
       const T log_sum = dev_log(sum);
-      for (std::int64_t j = first; j < n; j += step) {
-        const std::int64_t k = base + j * stride;
-        y[k] = (x[k] - st.max) - log_sum;
-      }
+      map_row(base, stride, n, first, step, read, [&](std::int64_t k, T v) { y[k] = (v - st.max) - log_sum; });
     } else {
       const T inv = T(1) / sum;
-      for (std::int64_t j = first; j < n; j += step) {
-        const std::int64_t k = base + j * stride;
-        y[k] = dev_exp(x[k] - st.max) * inv;
-      }
+      map_row(base, stride, n, first, step, read, [&](std::int64_t k, T v) { y[k] = dev_exp(v - st.max) * inv; });
     }
   }
 };
@@ -94,15 +90,23 @@ struct SoftmaxBackward {
   const T* dy;
   T* dx;
 
+  struct Pair {
+    T y, dy;
+  };
+
   __device__ bool reads_row(std::int64_t) const { return true; }
-  __device__ void accumulate(State& st, std::int64_t k) const { st.add(kLog ? dy[k] : dy[k] * y[k]); }
+  // log_softmax's sum needs dy alone.
+  __device__ T load(std::int64_t k) const { return kLog ? dy[k] : dy[k] * y[k]; }
+  __device__ static void add(State& st, T v) { st.add(v); }
   __device__ void finish(const State& st, std::int64_t, std::int64_t base, std::int64_t stride, std::int64_t n,
                          int first, int step) const {
     const T total = st.value();
-    for (std::int64_t j = first; j < n; j += step) {
-      const std::int64_t k = base + j * stride;
-      dx[k] = kLog ? dy[k] - dev_exp(y[k]) * total : y[k] * (dy[k] - total);
-    }
+    map_row(
+        base, stride, n, first, step,
+        [&](std::int64_t k) {
+          return Pair{y[k], dy[k]};
+        },
+        [&](std::int64_t k, const Pair& e) { dx[k] = kLog ? e.dy - dev_exp(e.y) * total : e.y * (e.dy - total); });
   }
 };
 
@@ -123,8 +127,8 @@ struct CrossEntropyRowOp {
 
   __device__ bool ignored(std::int64_t row) const { return static_cast<std::int64_t>(target[row]) == ignore_index; }
   __device__ bool reads_row(std::int64_t row) const { return !ignored(row); }
-  __device__ void accumulate(State& st, std::int64_t k) const {
-    const T v = logits[k];
+  __device__ T load(std::int64_t k) const { return logits[k]; }
+  __device__ static void add(State& st, T v) {
     st.exp_sum.add(v);
     st.total.add(v);
   }
@@ -165,8 +169,16 @@ __global__ void __launch_bounds__(kColumnTile * kColumnSlices)
     const bool valid = column < inner;
     const std::int64_t base = o * n * inner + column;
     State st = State::empty();
-    if (valid)
-      for (std::int64_t j = threadIdx.y; j < n; j += kColumnSlices) op.accumulate(st, base + j * inner);
+    if (valid) {
+      // map_row's plain path, written out for float64: through map_row's lambdas the float64 forward
+      // spills registers on sm_90.
+      if constexpr (alignof(decltype(op.load(0))) <= 4)
+        map_row(
+            base, inner, n, static_cast<int>(threadIdx.y), kColumnSlices, [&](std::int64_t k) { return op.load(k); },
+            [&](std::int64_t, const auto& v) { op.add(st, v); });
+      else
+        for (std::int64_t j = threadIdx.y; j < n; j += kColumnSlices) op.add(st, op.load(base + j * inner));
+    }
     partial[threadIdx.y][threadIdx.x] = st;
     __syncthreads();
     st = partial[0][threadIdx.x];
