@@ -28,8 +28,15 @@ FlashAttentionOutput flash_rel_attention_forward(const Tensor& q_in, const Tenso
                                                  const Tensor& r_in, const Tensor& u_in, const Tensor& w_in,
                                                  const RelAttentionParams& params) {
   const char* op = "flash_rel_attention";
-  // No backend has a 16-bit kernel yet: exact upcast, compute, out rounded once; lse stays float32.
-  if (any_float16({q_in, k_in, v_in, r_in, u_in, w_in})) {
+  // Inputs of one 16-bit dtype go to the GPUs' backend as they are (a step of generation reads the
+  // 16-bit memory without a widened copy); the CPU backends, and mixed dtypes, get an exact upcast,
+  // out rounded once, lse float32.
+  const bool gpu_float16 = !q_in.device().is_cpu() && is_float16(q_in.dtype()) && [&] {
+    for (const Tensor* t : {&k_in, &v_in, &r_in, &u_in, &w_in})
+      if (!t->defined() || t->dtype() != q_in.dtype()) return false;
+    return true;
+  }();
+  if (any_float16({q_in, k_in, v_in, r_in, u_in, w_in}) && !gpu_float16) {
     const Tensor& like = q_in;
     const FlashAttentionOutput o =
         flash_rel_attention_forward(widen(q_in, like), widen(k_in, like), widen(v_in, like), widen(r_in, like),
@@ -39,7 +46,8 @@ FlashAttentionOutput flash_rel_attention_forward(const Tensor& q_in, const Tenso
   check_inputs(op, q_in, k_in, v_in, r_in, u_in, w_in);
   check_params(op, params);
   const std::int64_t b = q_in.size(0), h = q_in.size(1), tq = q_in.size(2);
-  FlashAttentionOutput o{empty_like_of({b, h, tq, v_in.size(3)}, q_in), empty_like_of({b, h, tq}, q_in)};
+  FlashAttentionOutput o{empty_like_of({b, h, tq, v_in.size(3)}, q_in),
+                         empty({b, h, tq}, {statistics_dtype(q_in.dtype()), q_in.device()})};
   if (b * h * tq == 0) return o;
   const Tensor q = contiguous(q_in), k = contiguous(k_in), v = contiguous(v_in), r = contiguous(r_in),
                u = contiguous(u_in), w = contiguous(w_in);

@@ -263,6 +263,20 @@ inline std::vector<Case> cases() {
          return Problem{f32_bytes(2.0 * b * h * tk * hd + double(h) * tk * hd), 0,
                         [=] { (void)kernels::flash_rel_attention_forward(q, k, v, r, u, w, p); }};
        }});
+  // The same step in mixed precision: a float16 memory, r, u and w, read as they are (no widened
+  // copies, out written in float16). Bytes: k, v and r once, 2 bytes an element.
+  c.push_back({"flash_rel_attention decode float16", "flash_rel_attention", "4x8x1x1600 d64", "1x2x1x512 d64",
+               [](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 4 : 1, h = gpu ? 8 : 2, tk = gpu ? 1600 : 512, hd = 64;
+                 const auto half = [&](Shape shape) {
+                   return kernels::cast(uniform(std::move(shape), d), DType::Float16);
+                 };
+                 Tensor q = half({b, h, 1, hd}), k = half({b, h, tk, hd}), v = half({b, h, tk, hd});
+                 Tensor r = half({h, tk, hd}), u = half({h, hd}), w = half({h, hd});
+                 const kernels::RelAttentionParams p{.window = tk, .scale = 0.125};
+                 return Problem{2.0 * (2.0 * b * h * tk * hd + double(h) * tk * hd), 0,
+                                [=] { (void)kernels::flash_rel_attention_forward(q, k, v, r, u, w, p); }};
+               }});
   c.push_back(
       {"flash_rel_attention backward", "flash_rel_attention", "16x8x150x300 d64", "1x2x64x128 d64",
        [rel_pairs](Device d, bool gpu) {

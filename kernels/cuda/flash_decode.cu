@@ -406,6 +406,20 @@ void row_decode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   dispatch_head_dim(op, q, v, [&]<int kD>() { launch_row_decode<kD, In, false>(op, k, v, a); });
 }
 
+// Relative attention is causal: query i sees keys up to i + Tk - Tq (the horizon), r, u and w by head.
+// 16-bit memories, r, u and w are read as they are, like a 16-bit cache.
+template <typename In>
+void rel_row_decode(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r, const Tensor& u,
+                    const Tensor& w, const Tensor& out, const Tensor& lse, std::int64_t window, double scale) {
+  const char* op = "flash_rel_attention (decoding)";
+  DecodeArgs<In> a = decode_args<In>(q, k, v, out, lse, true, scale);
+  a.r = r.data<In>();
+  a.u = u.data<In>();
+  a.w = w.data<In>();
+  a.window = window;
+  dispatch_head_dim(op, q, v, [&]<int kD>() { launch_row_decode<kD, In, true>(op, k, v, a); });
+}
+
 }  // namespace
 
 // Enough blocks for four per multiprocessor (a block loads, then computes, so several per
@@ -452,15 +466,21 @@ bool flash_rel_decode_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& w, const Tensor& out, const Tensor& lse, std::int64_t window, double p,
                               double scale) {
   if (q.size(2) != 1 || p > 0.0) return false;
-  const char* op = "flash_rel_attention (decoding)";
-  // Relative attention is causal: query i sees keys up to i + Tk - Tq (the horizon), r, u and w by head.
-  DecodeArgs<float> a = decode_args<float>(q, k, v, out, lse, true, scale);
-  a.r = r.data<float>();
-  a.u = u.data<float>();
-  a.w = w.data<float>();
-  a.window = window;
-  dispatch_head_dim(op, q, v, [&]<int kD>() { launch_row_decode<kD, float, true>(op, k, v, a); });
-  return true;
+  for (const Tensor* t : {&k, &v, &r, &u, &w, &out})
+    if (t->dtype() != q.dtype()) return false;
+  switch (q.dtype()) {
+    case DType::Float32:
+      rel_row_decode<float>(q, k, v, r, u, w, out, lse, window, scale);
+      return true;
+    case DType::Float16:
+      rel_row_decode<Half>(q, k, v, r, u, w, out, lse, window, scale);
+      return true;
+    case DType::BFloat16:
+      rel_row_decode<BFloat16>(q, k, v, r, u, w, out, lse, window, scale);
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

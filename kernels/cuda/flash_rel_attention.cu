@@ -646,6 +646,14 @@ void flash_rel_attention_forward(const Tensor& q, const Tensor& k, const Tensor&
   // One query row a head without dropout (a step of generation against the memory): the query-row
   // kernel (flash_decode.cu).
   if (flash_rel_decode_forward(q, k, v, r, u, w, out, lse, window, p, scale)) return;
+  if (is_float16(q.dtype())) {  // the tiles are float32's: widened copies, out rounded once
+    const auto wide = [](const Tensor& t) { return ::define::kernels::cast(t, DType::Float32); };
+    const Tensor out32 = empty(out.shape(), {DType::Float32, q.device()});
+    flash_rel_attention_forward(wide(q), wide(k), wide(v), wide(r), wide(u), wide(w), out32, lse, window, p, seed,
+                                offset, scale);
+    ::define::kernels::copy_into(out, out32);
+    return;
+  }
   RelArgs args = args_of(q, k, v, r, u, w, window, p, seed, offset, scale);
   args.out = out.data<float>();
   args.lse = lse.data<float>();

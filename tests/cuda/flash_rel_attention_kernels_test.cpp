@@ -205,6 +205,40 @@ TEST_CASE("flash relative attention kernels: the query-row decoding kernel, wind
     check_close(got[0], unfused(s, dev)[0], 2e-5, 2e-5, s.name() + " query-row decoding out against unfused");
     for (std::size_t i = 0; i < 2; ++i)
       run_all_schedules([&] { return fused(s, dev)[i]; }, s.name() + " query-row decoding " + kNames[i]);
+
+    // A 16-bit memory (mixed-precision generation) is read as it is: the same kernel and splits, no
+    // widened copy (no launch but the decoding and its merge), out in the inputs' dtype and equal bit
+    // for bit to the float path on the widened inputs rounded once, lse float32 and equal. On sm_61 too.
+    for (const auto& [dtype, arch] : {std::pair{DType::Float16, 61}, std::pair{DType::BFloat16, 80}}) {
+      const define::test::EmuDeviceScope arch_scope({.arch = arch});
+      INFO(s.name() << " " << dtype_name(dtype));
+      Inputs narrow = dev, widened = dev;
+      for (auto [n, w] :
+           {std::pair{&narrow.q, &widened.q}, std::pair{&narrow.k, &widened.k}, std::pair{&narrow.v, &widened.v},
+            std::pair{&narrow.r, &widened.r}, std::pair{&narrow.u, &widened.u}, std::pair{&narrow.w, &widened.w}}) {
+        *n = kernels::cast(*n, dtype);
+        *w = kernels::cast(*n, DType::Float32);
+      }
+      kernels::FlashAttentionOutput half;
+#if !defined(__SANITIZE_ADDRESS__)
+      ::cuda_emu::profile_start();
+      half =
+          kernels::flash_rel_attention_forward(narrow.q, narrow.k, narrow.v, narrow.r, narrow.u, narrow.w, s.params());
+      const std::vector<::cuda_emu::KernelProfile> runs = ::cuda_emu::profile_stop();
+      REQUIRE(runs.size() == (split ? 2u : 1u));
+      CHECK(runs[0].kernel.find("flash_decode_row_kernel") != std::string::npos);
+      CHECK((runs[0].grid.z > 1) == split);
+#else
+      half =
+          kernels::flash_rel_attention_forward(narrow.q, narrow.k, narrow.v, narrow.r, narrow.u, narrow.w, s.params());
+#endif
+      const kernels::FlashAttentionOutput wide = kernels::flash_rel_attention_forward(
+          widened.q, widened.k, widened.v, widened.r, widened.u, widened.w, s.params());
+      CHECK(half.out.dtype() == dtype);
+      CHECK(half.lse.dtype() == DType::Float32);
+      CHECK(define::test::values(half.out) == define::test::values(kernels::cast(wide.out, dtype)));
+      CHECK(define::test::values(half.lse) == define::test::values(wide.lse));
+    }
   }
 }
 
