@@ -268,15 +268,21 @@ def cases(dev, gpu):
     # A step of generation against the evaluation memory: one query row, position p = j (no shift).
     gb, gh, gk = (4, 8, 1600) if gpu else (1, 2, 512)
 
-    def rel_decode():
-        q = uniform((gb, gh, 1, rd), dev)
-        k, v = (uniform((gb, gh, gk, rd), dev) for _ in range(2))
-        r = uniform((gh, gk, rd), dev)
-        u, w = (uniform((gh, 1, rd), dev) for _ in range(2))
-        return lambda: torch.matmul(torch.softmax((torch.matmul(q + u, k.transpose(-1, -2)) +
-                                                   torch.matmul(q + w, r.transpose(-1, -2))) * 0.125, dim=-1), v)
-    c.append(("flash_rel_attention decode", f"{gb}x{gh}x1x{gk} d{rd}",
-              f32_bytes(2.0 * gb * gh * gk * rd + gh * gk * rd), 0.0, rel_decode))
+    def rel_decode(dtype=torch.float32):
+        def build():
+            q = uniform((gb, gh, 1, rd), dev, dtype)
+            k, v = (uniform((gb, gh, gk, rd), dev, dtype) for _ in range(2))
+            r = uniform((gh, gk, rd), dev, dtype)
+            u, w = (uniform((gh, 1, rd), dev, dtype) for _ in range(2))
+            return lambda: torch.matmul(torch.softmax((torch.matmul(q + u, k.transpose(-1, -2)) +
+                                                       torch.matmul(q + w, r.transpose(-1, -2))) * 0.125, dim=-1), v)
+        return build
+    rel_decode_elements = 2.0 * gb * gh * gk * rd + gh * gk * rd
+    c.append(("flash_rel_attention decode", f"{gb}x{gh}x1x{gk} d{rd}", f32_bytes(rel_decode_elements), 0.0,
+              rel_decode()))
+    if gpu:  # float16 on the GPU only, as the other 16-bit cases
+        c.append(("flash_rel_attention decode float16", f"{gb}x{gh}x1x{gk} d{rd}", 2.0 * rel_decode_elements, 0.0,
+                  rel_decode(torch.float16)))
     rel_fw_bytes = f32_bytes(rb * rh * (2.0 * rq * rd + 2.0 * rk * rd + rq) + rh * rk * rd)
     rel_bw_bytes = f32_bytes(rb * rh * (6.0 * rq * rd + 4.0 * rk * rd + 2.0 * rq) + (rb + 1) * rh * rk * rd)
     for name in ("flash_rel_attention forward", "rel_attention forward (unfused)"):
