@@ -167,7 +167,6 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     row_all_sum<kBlockPerRow>(sq);
     const C rs = C(1) / square_root(sq[0].value() / static_cast<C>(cols) + eps);
 
-    // (x - mean) first: x * rstd - mean * rstd would cancel when |mean| >> std.
     // The element and its weight and bias (1 and 0 where there are none), loaded ahead together.
     struct Affine {
       C v, w, b;
@@ -180,7 +179,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
                         bias ? static_cast<C>(load_value(bias[j])) : C(0)};
         },
         [&](std::int64_t j, const Affine& a) {
-          C v = (a.v - mu) * rs;
+          C v = (a.v - mu) * rs;  // (x - mean) first: x * rstd - mean * rstd would cancel when |mean| >> std
           if (weight) v *= a.w;
           if (bias) v += a.b;
           yr[j] = store_value<T>(v);
