@@ -370,13 +370,14 @@ __global__ void layer_norm_param_partials_kernel(const T* __restrict__ dy, const
 // sums in y order. One chain of `chunks` (up to 512) dependent additions a column, or eight threads
 // a column, leave the launch's few blocks waiting on memory latency (kernel_bench --profile).
 constexpr int kFinishRowThreads = 32;
+constexpr int kFinishThreads = kColTile * kFinishRowThreads;
 
 template <typename C, typename W>
-__global__ void __launch_bounds__(kColTile* kFinishRowThreads)
+__global__ void __launch_bounds__(kFinishThreads)
     layer_norm_param_finish_kernel(const C* __restrict__ partial_w, const C* __restrict__ partial_b,
                                    W* __restrict__ dweight, W* __restrict__ dbias, std::int64_t chunks,
                                    std::int64_t cols) {
-  EMU_CHECK_LAUNCH_BOUNDS(kColTile * kFinishRowThreads);
+  EMU_CHECK_LAUNCH_BOUNDS(kFinishThreads);
   EMU_STATIC_SHARED(tile_w, SumAcc<C>[kFinishRowThreads][kColTile]);
   EMU_STATIC_SHARED(tile_b, SumAcc<C>[kFinishRowThreads][kColTile]);
   const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kColTile + threadIdx.x;
