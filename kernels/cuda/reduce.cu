@@ -24,11 +24,11 @@
 // Memory-level parallelism: each thread of a sum walks its elements four at a time into four
 // independent accumulators (combined in a fixed order at the end), so four loads per thread are in
 // flight where a single accumulator would wait for each load before issuing the next. Where x allows
-// it (aligned, the dim read contiguously of stride 1: pieces_fit), sums read 16-byte pieces instead:
-// a rows lane takes whole pieces of its row (a component accumulator each), a columns thread owns
-// the outputs of one piece, and four pieces are in flight a thread (64 bytes, where four scalar loads
-// are 16: the performance model put the scalar column sum at 71% of an H200's copy rate, bound by
-// latency). The block count aims at eight blocks per multiprocessor of the device (at least
+// it (float32, aligned, the dim read contiguously of stride 1: pieces_fit), sums read pieces: a rows
+// lane takes whole 16-byte pieces of its row (a component accumulator each), a columns thread owns the
+// two outputs of an 8-byte piece, and four pieces are in flight a thread (64 or 32 bytes, where four
+// scalar loads are 16: the performance model put the scalar column sum at 71% of an H200's copy rate,
+// bound by latency). The block count aims at eight blocks per multiprocessor of the device (at least
 // kTargetBlocks).
 //
 // Determinism: every choice (layout, lanes, splits) depends on the shapes, the strides and the
@@ -46,6 +46,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -59,6 +60,11 @@ namespace {
 
 // Every reduction block has this many threads (8 warps).
 constexpr int kReduceThreads = 256;
+// float32 sums where the layout allows: rows read 16-byte pieces (4 floats), columns 8-byte pieces (a
+// thread owns 2 outputs; with 4, the four accumulators of each and the tree's rounds spilled registers
+// on sm_80 / sm_90).
+constexpr int kRowPieceFloats = 4;
+constexpr int kColumnPieceFloats = 2;
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 // Below this many blocks (or eight per multiprocessor, when that is more) the reduced range is
@@ -140,13 +146,14 @@ struct MaxOp {
 
 // What the kernels need to know about one reduction (passed by value).
 struct ReduceGeometry {
-  std::int64_t outputs;  // output elements
-  std::int64_t length;   // input elements reduced into each output
-  std::int64_t chunk;    // reduced elements per split (blockIdx.y)
-  int splits;            // > 1: blocks write partials, reduce_partials_kernel finishes
-  int lanes;             // rows: threads per output; columns: outputs (pieces of outputs) per block
-  OffsetCalc<2> kept;    // output index -> {offset in x, offset in the output}
-  OffsetCalc<1> reduced; // reduced index -> offset in x
+  std::int64_t outputs;   // output elements
+  std::int64_t length;    // input elements reduced into each output
+  std::int64_t chunk;     // reduced elements per split (blockIdx.y)
+  int splits;             // > 1: blocks write partials, reduce_partials_kernel finishes
+  int lanes;              // rows: threads per output; columns: outputs (pieces of outputs) per block
+  OffsetCalc<2> kept;     // output index -> {offset in x, offset in the output}
+  OffsetCalc<1> reduced;  // reduced index -> offset in x
+  std::int64_t out_step;  // columns in pieces: between the outputs of a piece (the last kept dim's)
 };
 
 __device__ __forceinline__ std::int64_t reduced_offset(const OffsetCalc<1>& calc, std::int64_t r) {
@@ -228,8 +235,10 @@ __device__ __forceinline__ typename Op::acc_t accumulate_row_pieces(const Op& op
 template <typename Op>
 __device__ __forceinline__ void store_result(const Op& op, const ReduceGeometry& g, typename Op::acc_t* partial,
                                              std::int64_t o, std::int64_t out_offset, typename Op::acc_t acc) {
-  if (g.splits == 1) op.write(out_offset, acc);
-  else partial[static_cast<std::int64_t>(blockIdx.y) * g.outputs + o] = acc;
+  if (g.splits == 1)
+    op.write(out_offset, acc);
+  else
+    partial[static_cast<std::int64_t>(blockIdx.y) * g.outputs + o] = acc;
 }
 
 // Tree over segments of `width` lanes (a power of two <= 32); lane 0 of each segment gets the
@@ -297,7 +306,6 @@ __global__ void __launch_bounds__(kReduceThreads)
   const int parts = kReduceThreads / lanes;
   const std::int64_t r_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
   const std::int64_t r_end = r_begin + g.chunk < g.length ? r_begin + g.chunk : g.length;
-  const std::int64_t out_step = g.kept.strides[1][g.kept.ndim - 1];  // between the outputs of a piece
   for (std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * lanes * kVec; first < g.outputs;
        first += static_cast<std::int64_t>(gridDim.x) * lanes * kVec) {
     const std::int64_t o = first + col * kVec;
@@ -315,9 +323,12 @@ __global__ void __launch_bounds__(kReduceThreads)
     }
     // One tree per component. Each thread writes only its own slot, and a slot is read by another
     // thread only between two barriers, so the next tree can overwrite slots without a trailing barrier.
-#pragma unroll
+    // The components move down a slot each round: the loop (barriers inside) need not be unrolled
+    // for acc to stay in registers (indexed by c, it went to local memory: ptxas spills).
     for (int c = 0; c < kVec; ++c) {
-      part_results[threadIdx.x].v = acc[c];
+      part_results[threadIdx.x].v = acc[0];
+#pragma unroll
+      for (int i = 0; i + 1 < kVec; ++i) acc[i] = acc[i + 1];
       __syncthreads();
       for (int half = parts / 2; half > 0; half /= 2) {
         if (part < half)
@@ -326,7 +337,7 @@ __global__ void __launch_bounds__(kReduceThreads)
         __syncthreads();
       }
       if (part == 0 && o < g.outputs)
-        store_result(op, g, partial, o + c, off[1] + c * out_step, part_results[threadIdx.x].v);
+        store_result(op, g, partial, o + c, off[1] + c * g.out_step, part_results[threadIdx.x].v);
     }
   }
 }
@@ -479,12 +490,15 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
   g.length = product(reduced);
   g.kept = offset_calc<2>(op, kept);
   g.reduced = offset_calc<1>(op, reduced);
+  g.out_step = kept.empty() ? 0 : kept.back().out_stride;
   plan.layout = !reduced.empty() && (kept.empty() || smallest_stride(reduced) < smallest_stride(kept))
                     ? Layout::Rows
                     : Layout::Columns;
 
-  const std::int64_t vec = 16 / static_cast<std::int64_t>(dtype_size(x.dtype()));
-  plan.pieces = pieces && g.outputs > 0 && pieces_fit(x, plan.layout, kept, reduced, vec);
+  const std::int64_t vec = plan.layout == Layout::Rows ? kRowPieceFloats : kColumnPieceFloats;
+  // float32 alone: the float64 and 16-bit instantiations (2 and 8 a piece) spilled registers.
+  plan.pieces =
+      pieces && x.dtype() == DType::Float32 && g.outputs > 0 && pieces_fit(x, plan.layout, kept, reduced, vec);
   // Rows: a lane's elements come in pieces of `per_read`; columns: a thread owns that many outputs.
   const std::int64_t per_read = plan.pieces ? vec : 1;
   const std::int64_t length = std::max<std::int64_t>(g.length, 1);
@@ -513,7 +527,7 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
         1, std::min(ceil_div(target, blocks), ceil_div(g.length, threads_per_output * kMinElementsPerThread)));
   g.chunk = ceil_div(g.length, splits);
   if (plan.pieces && plan.layout == Layout::Rows) g.chunk = ceil_div(g.chunk, vec) * vec;  // chunks of whole pieces
-  g.splits = g.chunk == 0 ? 1 : static_cast<int>(ceil_div(g.length, g.chunk));  // no empty chunks
+  g.splits = g.chunk == 0 ? 1 : static_cast<int>(ceil_div(g.length, g.chunk));             // no empty chunks
   if (g.chunk == 0) g.chunk = 1;
   plan.grid = dim3(static_cast<unsigned>(std::min(blocks, kMaxGridBlocks)), static_cast<unsigned>(g.splits));
   return plan;
@@ -531,21 +545,20 @@ void run_reduction(const char* name, const Op& op, const Tensor& x, const Reduce
     partial = static_cast<Acc*>(workspace.raw_data());
   }
   const auto* px = x.data<typename Op::value_t>();
-  auto launch_layout = [&]<int kVec>() {
+  auto launch_layout = [&]<int kRowPiece, int kColumnPiece>() {
     if (plan.layout == Layout::Rows)
-      launch_checked(name, reduce_rows_kernel<Op, kVec>, plan.grid, kReduceThreads, 0, op, px, g, partial);
+      launch_checked(name, reduce_rows_kernel<Op, kRowPiece>, plan.grid, kReduceThreads, 0, op, px, g, partial);
     else
-      launch_checked(name, reduce_columns_kernel<Op, kVec>, plan.grid, kReduceThreads, 0, op, px, g, partial);
+      launch_checked(name, reduce_columns_kernel<Op, kColumnPiece>, plan.grid, kReduceThreads, 0, op, px, g, partial);
   };
-  constexpr int kPieceVec = static_cast<int>(16 / sizeof(typename Op::value_t));
-  if constexpr (Op::kWalkUnrolled) {
+  if constexpr (Op::kWalkUnrolled && std::is_same_v<typename Op::value_t, float>) {
     if (plan.pieces) {
-      launch_layout.template operator()<kPieceVec>();
+      launch_layout.template operator()<kRowPieceFloats, kColumnPieceFloats>();
     } else {
-      launch_layout.template operator()<1>();
+      launch_layout.template operator()<1, 1>();
     }
   } else {
-    launch_layout.template operator()<1>();
+    launch_layout.template operator()<1, 1>();
   }
   if (g.splits > 1)
     launch_checked(name, reduce_partials_kernel<Op>, grid_for(g.outputs), kBlockSize, 0, op,
@@ -602,9 +615,8 @@ void max_backward(const Tensor& grad, const Tensor& indices, const Tensor& grad_
   const TensorIterator it(op, {line_starts, grad, indices});
   const auto calc = make_offset_calc<3>(op, it);
   DEFINE_DISPATCH_FLOATING(grad.dtype(), op, [&] {
-    launch_checked(op, max_backward_kernel<scalar_t>, grid_for(it.numel()), kBlockSize, 0,
-                   grad_input.data<scalar_t>(), grad.data<scalar_t>(), indices.data<std::int64_t>(), it.numel(),
-                   length, step, calc);
+    launch_checked(op, max_backward_kernel<scalar_t>, grid_for(it.numel()), kBlockSize, 0, grad_input.data<scalar_t>(),
+                   grad.data<scalar_t>(), indices.data<std::int64_t>(), it.numel(), length, step, calc);
   });
 }
 
