@@ -43,8 +43,8 @@ inline DropoutStream dropout_stream(double p, std::uint64_t seed, std::uint64_t 
 // each): consecutive lanes touch consecutive elements, so every load and store is coalesced,
 // at one 10-round block per 4 elements. Owning whole blocks instead would put a warp's accesses
 // 16 bytes apart, a quarter of each sector used. A lane's (up to) four elements of a chunk are
-// loaded before any is used, so four loads are in flight rather than one (see map_row in
-// row_reduce.cuh); for 8-byte C (float64 rows) one at a time, as four in flight spill registers
+// loaded before any is used, so four loads are in flight rather than one (as map_row.cuh does for
+// plain rows); for 8-byte C (float64 rows) one at a time, as four in flight spill registers
 // on sm_90. With kWords false the Philox rounds and shuffles are skipped (word is 0): the same
 // elements, for a pass that only reads back what an earlier pass of this thread wrote. All lanes
 // of a warp must call it together (the shuffles).
@@ -91,11 +91,12 @@ __device__ __forceinline__ void for_owned_elements(const DropoutStream& ds, std:
     if constexpr (kAhead) {
       Loaded v[4]{};  // the elements outside the run stay unused
       EMU_UNROLL
-      for (int k = 0; k < 4; ++k)
+      for (int k = 0; k < 4; ++k) {
         if (const std::int64_t j = element(k); j >= 0) v[k] = load(j);
-          // The uses one at a time (not unrolled: four copies of the use and its exponential cost the
-          // row kernels a quarter of their occupancy on sm_90), the loaded values shifted down a slot
-          // each round so that they stay in registers.
+      }
+      // The uses one at a time (not unrolled: four copies of the use and its exponential cost the
+      // row kernels a quarter of their occupancy on sm_90), the loaded values shifted down a slot
+      // each round so that they stay in registers.
 #pragma unroll 1
       for (int k = 0; k < 4; ++k) {
         const std::uint32_t mine = word_of(k);  // every lane shuffles, in the run or not
