@@ -4,14 +4,23 @@
 #include "autograd/flash_rel_attention.h"
 
 #include "autograd/attention_call.h"
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "kernels/flash_rel_attention.h"
 
 namespace define {
 
-Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r, const Tensor& u,
-                                const Tensor& w, const RelAttentionOptions& options) {
+Tensor flash_relative_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& r_in,
+                                const Tensor& u_in, const Tensor& w_in, const RelAttentionOptions& options) {
   const char* op = "flash_relative_attention";
+  // The autocast policy's GEMM inputs (autograd/autocast.h): under a 16-bit region the six inputs go
+  // to the tensor-core kernels in 16 bits, as the unfused path's GEMMs take them.
+  const Tensor q = autocast::gemm_input(q_in);
+  const Tensor k = autocast::gemm_input(k_in);
+  const Tensor v = autocast::gemm_input(v_in);
+  const Tensor r = autocast::gemm_input(r_in);
+  const Tensor u = autocast::gemm_input(u_in);
+  const Tensor w = autocast::gemm_input(w_in);
   const kernels::RelAttentionParams params = detail::read_rel_attention_call(op, q, k, options);
   kernels::FlashAttentionOutput fw = kernels::flash_rel_attention_forward(q, k, v, r, u, w, params);
   if (needs_grad({q, k, v, r, u, w})) {

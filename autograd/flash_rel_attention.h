@@ -16,7 +16,9 @@
 namespace define {
 
 // Shapes and options as for relative_attention (options.kernel is not read). On cuda and emu
-// devices: float32 (or 16-bit, computed in float32) tensors and head dims d, dv <= 128.
+// devices: float32 or 16-bit tensors and head dims d, dv <= 128. Under an autocast region the inputs
+// are cast as GEMM inputs; 16-bit inputs of one dtype run on tensor cores where the device has them
+// (float16 from sm_75, bfloat16 from sm_80) and d, dv <= 64, else in float32 on widened copies.
 Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r, const Tensor& u,
                                 const Tensor& w, const RelAttentionOptions& options = {});
 

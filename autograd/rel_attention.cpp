@@ -48,9 +48,7 @@ kernels::RelAttentionParams detail::read_rel_attention_call(const char* op, cons
 
 Tensor relative_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& r_in,
                           const Tensor& u_in, const Tensor& w_in, const RelAttentionOptions& options) {
-  // The fused kernels compute in float32 from whatever the inputs are (16-bit inputs widened: no
-  // tensor-core relative attention yet), so they take the inputs before autocast: casting float32
-  // inputs to 16 bits would only lose precision.
+  // The fused op applies the autocast policy itself (16-bit inputs run on tensor cores).
   if (k_in.defined() && detail::resolve_attention_kernel(options.kernel, q_in, v_in) == AttentionKernel::Fused)
     return flash_relative_attention(q_in, k_in, v_in, r_in, u_in, w_in, options);
   const Tensor q = autocast::gemm_input(q_in);

@@ -61,7 +61,14 @@ RelAttentionGrads flash_rel_attention_backward(const Tensor& grad_out_in, const 
                                                const Tensor& w_in, const Tensor& out_in, const Tensor& lse_in,
                                                const RelAttentionParams& params, const RelAttentionNeeds& needs) {
   const char* op = "flash_rel_attention_backward";
-  if (any_float16({grad_out_in, q_in, k_in, v_in, r_in, u_in, w_in, out_in})) {
+  // As the forward: one 16-bit dtype throughout goes to the GPUs' backend as it is (the tensor-core
+  // kernels where the device has them); otherwise an exact upcast, gradients rounded once.
+  const bool gpu_float16 = !q_in.device().is_cpu() && is_float16(q_in.dtype()) && [&] {
+    for (const Tensor* t : {&grad_out_in, &k_in, &v_in, &r_in, &u_in, &w_in, &out_in})
+      if (!t->defined() || t->dtype() != q_in.dtype()) return false;
+    return lse_in.defined() && lse_in.dtype() == DType::Float32;
+  }();
+  if (any_float16({grad_out_in, q_in, k_in, v_in, r_in, u_in, w_in, out_in}) && !gpu_float16) {
     const Tensor& like = q_in;
     const RelAttentionGrads g = flash_rel_attention_backward(
         widen(grad_out_in, like), widen(q_in, like), widen(k_in, like), widen(v_in, like), widen(r_in, like),
@@ -80,11 +87,16 @@ RelAttentionGrads flash_rel_attention_backward(const Tensor& grad_out_in, const 
   if (lse_in.shape() != Shape{b, h, tq})
     fail(op, "lse {} must be [B, H, Tq] = [{},{},{}]", shape_str(lse_in.shape()), b, h, tq);
   check_same_device(op, {q_in, grad_out_in, out_in, lse_in});
-  check_same_dtype(op, {q_in, grad_out_in, out_in, lse_in});
+  check_same_dtype(op, {q_in, grad_out_in, out_in});
+  if (lse_in.dtype() != statistics_dtype(q_in.dtype()))
+    fail(op, "lse is {}, the forward gives {} for {} inputs", dtype_name(lse_in.dtype()),
+         dtype_name(statistics_dtype(q_in.dtype())), dtype_name(q_in.dtype()));
 
-  // dq = dqu + dqw, du = sum dqu, dw = sum dqw: the backends write the two parts of dq.
-  const Tensor grad_qu = needs.q || needs.u ? empty_like_of(q_in.shape(), q_in) : Tensor();
-  const Tensor grad_qw = needs.q || needs.w ? empty_like_of(q_in.shape(), q_in) : Tensor();
+  // dq = dqu + dqw, du = sum dqu, dw = sum dqw: the backends write the two parts of dq, in float32 for
+  // 16-bit inputs (lse's dtype), so that each of dq, du and dw is rounded to 16 bits once.
+  const TensorOptions parts{statistics_dtype(q_in.dtype()), q_in.device()};
+  const Tensor grad_qu = needs.q || needs.u ? empty(q_in.shape(), parts) : Tensor();
+  const Tensor grad_qw = needs.q || needs.w ? empty(q_in.shape(), parts) : Tensor();
   RelAttentionGrads g;
   if (needs.k) g.grad_k = empty_like_of(k_in.shape(), q_in);
   if (needs.v) g.grad_v = empty_like_of(v_in.shape(), q_in);
@@ -100,9 +112,9 @@ RelAttentionGrads flash_rel_attention_backward(const Tensor& grad_out_in, const 
                         g.grad_k, g.grad_v, g.grad_r, params.window, params.dropout, params.seed, params.offset,
                         params.scale);
   }
-  if (needs.u) g.grad_u = sum(grad_qu, {0, 2}, false);
-  if (needs.w) g.grad_w = sum(grad_qw, {0, 2}, false);
-  if (needs.q) g.grad_q = binary(BinaryOp::Add, grad_qu, grad_qw);
+  if (needs.u) g.grad_u = narrow(sum(grad_qu, {0, 2}, false), u_in.dtype());
+  if (needs.w) g.grad_w = narrow(sum(grad_qw, {0, 2}, false), w_in.dtype());
+  if (needs.q) g.grad_q = narrow(binary(BinaryOp::Add, grad_qu, grad_qw), q_in.dtype());
   return g;
 }
 

@@ -291,6 +291,41 @@ inline std::vector<Case> cases() {
              2.0 * rel_pairs(b, h, tq) * (14 * hd),
              [=] { (void)kernels::flash_rel_attention_backward(up, q, k, v, r, u, w, f.out, f.lse, p, {}); }};
        }});
+  // The tensor-core kernels (kernels/cuda/flash_rel_attention_mma.cu) on float16 inputs at the same size:
+  // on a GPU from sm_75; elsewhere, and on the emulated device below sm_75, the FFMA kernels on widened
+  // copies. FLOPs as the float32 cases count them (the position products the tiles compute past the
+  // band are not counted). Bytes: the same tensors, 2 bytes an element (lse, delta and dr's float32
+  // parts 4).
+  c.push_back({"flash_rel_attention forward float16", "flash_rel_attention", "16x8x150x300 d64", "1x2x64x128 d64",
+               [rel_pairs](Device d, bool gpu) {
+                 const std::int64_t b = gpu ? 16 : 1, h = gpu ? 8 : 2, tq = gpu ? 150 : 64, tk = 2 * tq, hd = 64;
+                 const auto half = [&](Shape shape) {
+                   return kernels::cast(uniform(std::move(shape), d), DType::Float16);
+                 };
+                 Tensor q = half({b, h, tq, hd}), k = half({b, h, tk, hd}), v = half({b, h, tk, hd});
+                 Tensor r = half({h, tk, hd}), u = half({h, hd}), w = half({h, hd});
+                 const kernels::RelAttentionParams p{.window = tk, .scale = 0.125};
+                 return Problem{
+                     2.0 * (double(b) * h * (2.0 * tq * hd + 2.0 * tk * hd) + double(h) * tk * hd) + 4.0 * b * h * tq,
+                     2.0 * rel_pairs(b, h, tq) * (3 * hd),
+                     [=] { (void)kernels::flash_rel_attention_forward(q, k, v, r, u, w, p); }};
+               }});
+  c.push_back(
+      {"flash_rel_attention backward float16", "flash_rel_attention", "16x8x150x300 d64", "1x2x64x128 d64",
+       [rel_pairs](Device d, bool gpu) {
+         const std::int64_t b = gpu ? 16 : 1, h = gpu ? 8 : 2, tq = gpu ? 150 : 64, tk = 2 * tq, hd = 64;
+         const auto half = [&](Shape shape) { return kernels::cast(uniform(std::move(shape), d), DType::Float16); };
+         Tensor q = half({b, h, tq, hd}), k = half({b, h, tk, hd}), v = half({b, h, tk, hd});
+         Tensor r = half({h, tk, hd}), u = half({h, hd}), w = half({h, hd});
+         Tensor up = half({b, h, tq, hd});
+         const kernels::RelAttentionParams p{.window = tk, .scale = 0.125};
+         const kernels::FlashAttentionOutput f = kernels::flash_rel_attention_forward(q, k, v, r, u, w, p);
+         return Problem{2.0 * (double(b) * h * (6.0 * tq * hd + 4.0 * tk * hd) + 2.0 * h * tk * hd) +
+                            4.0 * (2.0 * b * h * tq + double(b) * h * tk * hd),
+                        2.0 * rel_pairs(b, h, tq) * (14 * hd), [=] {
+                          (void)kernels::flash_rel_attention_backward(up, q, k, v, r, u, w, f.out, f.lse, p, {});
+                        }};
+       }});
   // The unfused relative attention at the same size, for the fused kernels to be read against: GEMMs
   // over every (query, key) pair and the [B, H, Tq, Tk] score tensors through memory (forward: AC and
   // BD written and read, P and D written and D read; backward: dD, dS, dBD and D each written and read).

@@ -35,19 +35,11 @@
 #include "kernels/cuda/flash_attention_mma.h"
 
 #include <cstdint>
-#include <type_traits>
 
-#include "core/float16.h"
-#include "kernels/cuda/async_copy.cuh"
-#include "kernels/cuda/flash_tiles.cuh"
-#include "kernels/cuda/float16.cuh"
-#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/flash_mma_tiles.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
-
-constexpr int kMmaWarps = kFlashThreads / 32;
-constexpr int kMmaRows = 16 * kMmaWarps;  // a block's query rows: 16 per warp
 
 // Key tiles by the largest head dim: Q, K and V tiles of 16-bit words under 48 KiB of shared memory
 // (kernels with static shared memory only: sm_61's limit, and no opt-in needed anywhere).
@@ -67,123 +59,6 @@ struct MmaForwardArgs {
   float scale;
   FlashDropout drop;
 };
-
-// Two 16-bit words, stored as one 4-byte access.
-using Words2 = Vec<std::uint16_t, 2>;
-
-// tile[r][c] = src[(row0 + r) * width + c] for row0 + r < rows and c < width, 0 elsewhere (c < kCols):
-// 16-bit words as they are. Rows whose width is a multiple of 8 from a 16-byte aligned source (head
-// dims 32, 64, 128 and every multiple of 8) move in 16-byte pieces: a warp's request is 512 bytes,
-// where 2-byte words made it 64 and left the copy latency-bound (kernel_bench --profile); shared
-// rows are kStride words, a multiple of 8, so the pieces stay aligned there too. The pieces are
-// asynchronous copies (kernels/cuda/async_copy.cuh; plain loads and stores before sm_80): the
-// caller commits them and waits before its barrier. Other widths are copied word by word at once.
-template <int kRowsT, int kCols, int kStride>
-__device__ __forceinline__ void load_words(std::uint16_t (&tile)[kRowsT][kStride],
-                                           const std::uint16_t* __restrict__ src, std::int64_t row0, std::int64_t rows,
-                                           int width) {
-  static_assert(kCols % 8 == 0 && kStride % 8 == 0, "16-byte pieces of shared rows (tiles aligned to 16 bytes)");
-  if (width % 8 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {  // block-uniform
-    constexpr int kPieces = kCols / 8;
-#pragma unroll 1
-    for (int t = threadIdx.x; t < kRowsT * kPieces; t += kFlashThreads) {
-      const int r = t / kPieces, c = 8 * (t % kPieces);
-      const std::int64_t g = row0 + r;
-      const bool inside = g < rows && c < width;
-      copy_async_16(&tile[r][c], inside ? src + g * width + c : src, inside ? 16 : 0);
-    }
-    return;
-  }
-#pragma unroll 4
-  for (int t = threadIdx.x; t < kRowsT * kCols; t += kFlashThreads) {
-    const int r = t / kCols, c = t % kCols;
-    const std::int64_t g = row0 + r;
-    tile[r][c] = g < rows && c < width ? src[g * width + c] : std::uint16_t{0};
-  }
-}
-
-// d += a * b on the tensor cores, for T's format.
-template <typename T>
-__device__ __forceinline__ void mma_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], const std::uint32_t (&b)[1]) {
-  if constexpr (std::is_same_v<T, Half>)
-    mma_m16n8k8_f16_f32(d, a, b, d);
-  else
-    mma_m16n8k8_bf16_f32(d, a, b, d);
-}
-
-template <typename T>
-__device__ __forceinline__ std::uint16_t to_bits(float x) {
-  return store_value<T>(x).bits;
-}
-
-// acc[n] += A B^T for the warp's 16 rows of a (from a_row0) against rows 8 n .. 8 n + 7 of b, over
-// kD columns: A's fragment by ldmatrix.x2 of its rows (lanes 16-31 repeat valid addresses), B's by
-// ldmatrix.x1 of b's rows (b row-major is B^T column-major). Element e of acc[n] is (row g + 8 (e >> 1),
-// column 8 n + 2 t + (e & 1)) of the product.
-template <typename T, int kD, int kN, typename ATile, typename BTile>
-__device__ __forceinline__ void add_rows_product(float (&acc)[kN][4], const ATile& a, int a_row0, const BTile& b,
-                                                 int lane) {
-#pragma unroll
-  for (int kk = 0; kk < kD / 8; ++kk) {
-    std::uint32_t af[2];
-    ldmatrix_x2(af, &a[a_row0 + lane % 16][8 * kk]);
-#pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      std::uint32_t bf[1];
-      ldmatrix_x1(bf, &b[8 * n + lane % 8][8 * kk]);
-      mma_16x8x8<T>(acc[n], af, bf);
-    }
-  }
-}
-
-// acc[o] += F b for 16-bit A fragments F (16 x 8 kN, from registers) and b's rows 0 .. 8 kN - 1,
-// columns 8 o .. 8 o + 7: B's fragment by ldmatrix.x1.trans of b's rows.
-template <typename T, int kN, int kO, typename BTile>
-__device__ __forceinline__ void add_fragment_product(float (&acc)[kO][4], const std::uint32_t (&frag)[kN][2],
-                                                     const BTile& b, int lane) {
-#pragma unroll
-  for (int n = 0; n < kN; ++n)
-#pragma unroll
-    for (int o = 0; o < kO; ++o) {
-      std::uint32_t bf[1];
-      ldmatrix_x1_trans(bf, &b[8 * n + lane % 8][8 * o]);
-      mma_16x8x8<T>(acc[o], frag[n], bf);
-    }
-}
-
-template <int kN>
-__device__ __forceinline__ void zero_fragments(float (&acc)[kN][4]) {
-#pragma unroll
-  for (int n = 0; n < kN; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
-}
-
-// Row-major [rows][width] 16-bit store of a warp's 16 x kD float accumulator (rows row0 + local[h]),
-// row h's values times factor[h]. A lane holds two adjacent columns of each row: one 4-byte store
-// where the width is even (a warp's request then uses half of each sector where 2-byte stores used a
-// quarter), else a 2-byte store each.
-template <typename T, int kO>
-__device__ __forceinline__ void store_fragments(std::uint16_t* __restrict__ dst, const float (&acc)[kO][4],
-                                                const float (&factor)[2], const int (&local)[2], std::int64_t row0,
-                                                std::int64_t rows, int width, int t) {
-  const bool pairs = width % 2 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 4 == 0;  // block-uniform
-#pragma unroll
-  for (int o = 0; o < kO; ++o)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int col = 8 * o + 2 * t;
-      const std::int64_t row = row0 + local[h];
-      if (row >= rows || col >= width) continue;
-      const Words2 pair{{to_bits<T>(acc[o][2 * h] * factor[h]), to_bits<T>(acc[o][2 * h + 1] * factor[h])}};
-      if (pairs) {
-        *reinterpret_cast<Words2*>(dst + row * width + col) = pair;
-      } else {
-        dst[row * width + col] = pair.v[0];
-        if (col + 1 < width) dst[row * width + col + 1] = pair.v[1];
-      }
-    }
-}
 
 template <typename T, int kD, int kKeys>
 __global__ void __launch_bounds__(kFlashThreads) flash_forward_mma_kernel(MmaForwardArgs a) {
@@ -244,51 +119,16 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_mma_kernel(MmaFor
     add_rows_product<T, kD>(sc, q_s, 16 * warp, k_s, lane);
 
     // Masks and the scale, then the online softmax of each of the lane's two rows.
-    float tile_max[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int n = 0; n < kN; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1, c = 8 * n + 2 * t + (e & 1);
-        const bool valid = key_ok[c] != 0 && key0 + c < horizon[h];
+        const int c = 8 * n + 2 * t + (e & 1);
+        const bool valid = key_ok[c] != 0 && key0 + c < horizon[e >> 1];
         sc[n][e] = valid ? sc[n][e] * a.scale : neg_inf();
-        tile_max[h] = fmaxf(tile_max[h], sc[n][e]);
       }
-    float alpha[2], m_new[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float x = tile_max[h];
-      x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 1));
-      x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 2));
-      m_new[h] = fmaxf(m[h], x);
-      // No valid key so far: nothing to rescale (and exp(-inf - -inf) would be NaN).
-      alpha[h] = m_new[h] == neg_inf() ? 1.0f : dev_exp(m[h] - m_new[h]);
-    }
-    float sum[2] = {0.0f, 0.0f};
     std::uint32_t pa[kN][2];  // P (dropped out, 16-bit) as the A fragments of P V
-#pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      float p[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1, c = 8 * n + 2 * t + (e & 1);
-        const float pe = sc[n][e] == neg_inf() ? 0.0f : dev_exp(sc[n][e] - m_new[h]);
-        sum[h] += pe;
-        // keep_s is written for every valid element, and pe > 0 only there.
-        p[e] = !a.drop.on ? pe : (pe > 0.0f && keep_s[local[h]][c] != 0 ? pe * a.drop.drop_scale : 0.0f);
-      }
-      pa[n][0] = mma_pack(to_bits<T>(p[0]), to_bits<T>(p[1]));
-      pa[n][1] = mma_pack(to_bits<T>(p[2]), to_bits<T>(p[3]));
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l[h] = l[h] * alpha[h] + sum[h];
-      m[h] = m_new[h];
-    }
-#pragma unroll
-    for (int o = 0; o < kO; ++o)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[o][e] *= alpha[e >> 1];
+    online_softmax_fragments<T>(sc, m, l, acc, pa, keep_s, local, a.drop, t);
 
     __syncthreads();  // every warp is done with k_s: the next tile's K may overwrite it
     if (key0 + kKeys < key_end) load_words<kKeys, kD>(k_s, k, key0 + kKeys, key_end, s.d);
@@ -301,18 +141,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_mma_kernel(MmaFor
     __syncthreads();  // the next tile overwrites v_s, key_ok and keep_s
   }
 
-  float inv[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float total = l[h];
-    total += __shfl_xor_sync(kFullMask, total, 1);
-    total += __shfl_xor_sync(kFullMask, total, 2);
-    const bool any = m[h] != neg_inf();
-    inv[h] = any ? 1.0f / total : 0.0f;
-    const std::int64_t row = row0 + local[h];
-    if (t == 0 && row < s.tq) a.lse[bh * s.tq + row] = any ? m[h] + dev_log(total) : neg_inf();
-  }
-  store_fragments<T>(a.out + bh * s.tq * s.dv, acc, inv, local, row0, s.tq, s.dv, t);
+  finish_fragments<T>(m, l, acc, a.out + bh * s.tq * s.dv, a.lse + bh * s.tq, local, row0, s.tq, s.dv, t);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -508,13 +337,6 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q_mma_kernel(Mma
   store_fragments<T>(a.grad_q + bh * s.tq * s.d, dq, one, local, row0, s.tq, s.d, t);
 }
 
-int device_arch(int index) {
-  int major = 0, minor = 0;
-  DEFINE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
-  DEFINE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index));
-  return 10 * major + minor;
-}
-
 template <typename T>
 void launch_mma(const char* op, const Tensor& q, const MmaForwardArgs& args, int dmax) {
   const dim3 grid = flash_grid(op, q, q.size(2), kMmaRows);
@@ -556,11 +378,6 @@ bool mma_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   const std::int64_t dmax = q.size(3) > v.size(3) ? q.size(3) : v.size(3);
   if (dmax > kFlashAttentionMaxHeadDim) return false;
   return device_arch(q.device().index) >= (dtype == DType::Float16 ? 75 : 80);
-}
-
-const std::uint16_t* words(const Tensor& t) { return reinterpret_cast<const std::uint16_t*>(t.raw_data()); }
-std::uint16_t* words_or_null(const Tensor& t) {
-  return t.defined() ? reinterpret_cast<std::uint16_t*>(t.raw_data()) : nullptr;
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 
 #include "kernels/copy.h"
 #include "kernels/cuda/flash_decode.h"
+#include "kernels/cuda/flash_rel_attention_mma.h"
 #include "kernels/cuda/flash_tiles.cuh"
 #include "kernels/flash_rel_attention.h"
 #include "kernels/reduce.h"
@@ -72,22 +73,6 @@ struct RelTiles<128> {
   static constexpr int kKvKeys = 16, kKvRows = 8;
   static constexpr int kQRows = 16, kQKeys = 8;
   static constexpr int kPos = 16, kPosRows = 8;
-};
-
-struct RelShape {
-  std::int64_t heads, tq, tk, window;
-  int d, dv;
-
-  // Keys [key_begin(i), key_end(i)) are visible to query i < tq: distance i + M - j in [0, window).
-  __device__ std::int64_t key_end(std::int64_t i) const { return i + (tk - tq) + 1; }
-  __device__ std::int64_t key_begin(std::int64_t i) const {
-    if (window <= 0) return 0;
-    const std::int64_t first = i + (tk - tq) - window + 1;
-    return first < 0 ? 0 : first;
-  }
-  __device__ bool visible(std::int64_t i, std::int64_t j) const {
-    return i < tq && j >= key_begin(i) && j < key_end(i);
-  }
 };
 
 struct RelArgs {
@@ -646,6 +631,9 @@ void flash_rel_attention_forward(const Tensor& q, const Tensor& k, const Tensor&
   // One query row a head without dropout (a step of generation against the memory): the query-row
   // kernel (flash_decode.cu).
   if (flash_rel_decode_forward(q, k, v, r, u, w, out, lse, window, p, scale)) return;
+  // Otherwise the tensor cores where the device has them (flash_rel_attention_mma.cu), else these
+  // FFMA kernels.
+  if (flash_rel_attention_forward_mma(q, k, v, r, u, w, out, lse, window, p, seed, offset, scale)) return;
   if (is_float16(q.dtype())) {  // the tiles are float32's: widened copies, out rounded once
     const auto wide = [](const Tensor& t) { return ::define::kernels::cast(t, DType::Float32); };
     const Tensor out32 = empty(out.shape(), {DType::Float32, q.device()});
@@ -674,6 +662,26 @@ void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const
                                   const Tensor& grad_v, const Tensor& grad_r, std::int64_t window, double p,
                                   std::uint64_t seed, std::uint64_t offset, double scale) {
   const char* op = "flash_rel_attention_backward";
+  if (flash_rel_attention_backward_mma(grad_out, q, k, v, r, u, w, out, lse, grad_qu, grad_qw, grad_k, grad_v, grad_r,
+                                       window, p, seed, offset, scale))
+    return;
+  if (is_float16(q.dtype())) {  // the FFMA tiles are float32's: widened copies, gradients rounded once
+    const auto wide = [](const Tensor& t) {
+      return t.defined() ? ::define::kernels::cast(t, DType::Float32) : Tensor();
+    };
+    const auto wide_out = [&](const Tensor& t) {
+      return t.defined() ? empty(t.shape(), {DType::Float32, q.device()}) : Tensor();
+    };
+    // grad_qu and grad_qw are float32 already (the contract).
+    const Tensor gk = wide_out(grad_k), gv = wide_out(grad_v), gr = wide_out(grad_r);
+    flash_rel_attention_backward(wide(grad_out), wide(q), wide(k), wide(v), wide(r), wide(u), wide(w), wide(out), lse,
+                                 grad_qu, grad_qw, gk, gv, gr, window, p, seed, offset, scale);
+    const Tensor* got[] = {&gk, &gv, &gr};
+    const Tensor* into[] = {&grad_k, &grad_v, &grad_r};
+    for (int i = 0; i < 3; ++i)
+      if (into[i]->defined()) ::define::kernels::copy_into(*into[i], *got[i]);
+    return;
+  }
   dispatch_head_dim(op, q, v, [&]<int kD>() {
     using Tiles = RelTiles<kD>;
     const std::int64_t batch = q.size(0), heads = q.size(1), tk = k.size(2), rows = batch * heads * q.size(2);

@@ -46,6 +46,24 @@ struct FlashShape {
   }
 };
 
+// The relative family's shape (flash_rel_attention.cu, flash_rel_attention_mma.cu): Tk = M + Tq keys
+// (M of memory), each query seeing the keys at distances [0, window) (all of them for window 0).
+struct RelShape {
+  std::int64_t heads, tq, tk, window;
+  int d, dv;
+
+  // Keys [key_begin(i), key_end(i)) are visible to query i < tq: distance i + M - j in [0, window).
+  __device__ std::int64_t key_end(std::int64_t i) const { return i + (tk - tq) + 1; }
+  __device__ std::int64_t key_begin(std::int64_t i) const {
+    if (window <= 0) return 0;
+    const std::int64_t first = i + (tk - tq) - window + 1;
+    return first < 0 ? 0 : first;
+  }
+  __device__ bool visible(std::int64_t i, std::int64_t j) const {
+    return i < tq && j >= key_begin(i) && j < key_end(i);
+  }
+};
+
 struct FlashDropout {
   DropoutStream stream;
   bool on;           // p > 0

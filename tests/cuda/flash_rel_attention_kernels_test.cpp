@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/factory.h"
 #include "cuda_emu/emu_profile.hpp"
@@ -25,6 +26,8 @@
 
 using namespace define;
 using define::test::check_close;
+using define::test::check_identical;
+using define::test::EmuDeviceScope;
 using define::test::run_all_schedules;
 using define::test::to_test_device;
 
@@ -292,4 +295,126 @@ TEST_CASE("flash relative attention kernels: what the CUDA kernels refuse, named
                u64 = to_test_device(zeros({1, 8}, f64));
   CHECK_THROWS_WITH(kernels::flash_rel_attention_forward(q64, q64, q64, r64, u64, u64, {.scale = 1.0}),
                     Catch::Contains("float64"));
+}
+
+namespace {
+
+// The inputs cast to dtype where they are: rounded to 16 bits, or those widened to float32 (the
+// FFMA kernels') or float64 (the reference's).
+Inputs cast_inputs(const Inputs& in, DType dtype) {
+  Inputs x = in;
+  for (Tensor* t : {&x.q, &x.k, &x.v, &x.r, &x.u, &x.w, &x.up}) *t = kernels::cast(*t, dtype);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "flash relative attention kernels: the tensor-core forward and backward for 16-bit inputs against the reference",
+    "[cuda][flash_rel_attention][family:flash_rel_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;  // sets the emulated architecture
+  // Blocks of 64 queries (forward, dq), 64 keys (dk, dv) and 64 positions (dr); key tiles of 32 and
+  // query tiles of 32 (16 for head dims past 32); mma.m16n8k8 steps of 8 along d, so head dims that
+  // are not multiples of 8 pad with zeros.
+  const std::vector<Problem> problems = {
+      {2, 2, 37, 53, 32, 32},             // odd lengths, a memory of 16
+      {3, 1, 70, 150, 41, 41},            // a memory longer than the segment; d 41 in the 64 tiles
+      {2, 2, 65, 65, 64, 64, 20},         // no memory, a window of 20
+      {1, 2, 40, 100, 32, 16, 45},        // a window reaching into the memory, dv < d
+      {1, 3, 19, 100, 24, 40, 0, 0.2},    // dropout, dv > d
+      {2, 1, 130, 200, 64, 64, 90, 0.1},  // three query blocks, four key blocks, a window and dropout
+      {1, 2, 3, 40, 64, 48},              // three query rows: the forward's tiles, not the decoding kernel
+  };
+  for (const auto& [dtype, arch, tol] :
+       {std::tuple{DType::Float16, 75, 1.5e-3}, std::tuple{DType::BFloat16, 80, 1.2e-2}}) {
+    const EmuDeviceScope scope({.arch = arch});
+    for (const Problem& s : problems) {
+      const Inputs in = cast_inputs(Inputs(s), dtype);
+      const std::vector<Tensor> got = fused(s, in.on_device());
+      std::vector<Tensor> ref;
+      {
+        kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+        ref = fused(s, cast_inputs(in, DType::Float64));
+      }
+      const std::string what = s.name() + " " + std::string(dtype_name(dtype));
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CHECK(got[i].dtype() == (i == 1 ? DType::Float32 : dtype));
+        // P is rounded to 16 bits before it multiplies V, dS and D before they multiply a tile; the
+        // sums over the batch and the queries (dr, du, dw) hold more terms.
+        const double bound = i == 0 || i == 1 ? tol : i >= 5 ? 4 * tol : 2 * tol;
+        check_close(kernels::cast(got[i], DType::Float64), ref[i], bound, bound, what + " " + kNames[i]);
+      }
+      // And it is the tensor-core kernels that ran: the FFMA kernels on the same inputs widened keep
+      // P and dS in float32, so their out and grad_k differ in some element.
+      const std::vector<Tensor> ffma = fused(s, cast_inputs(in, DType::Float32).on_device());
+      CHECK(define::test::values(got[0]) != define::test::values(kernels::cast(ffma[0], dtype)));
+      CHECK(define::test::values(got[3]) != define::test::values(kernels::cast(ffma[3], dtype)));
+    }
+  }
+}
+
+TEST_CASE("flash relative attention kernels: 16-bit inputs where the tensor cores cannot run take the FFMA path",
+          "[cuda][flash_rel_attention][family:flash_rel_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;
+  // bfloat16 on sm_75, float16 on sm_61, and head dims past 64: the float32 kernels on the widened
+  // inputs, results rounded once: exactly what the float32 inputs widened by hand give.
+  for (const auto& [dtype, arch, d] :
+       {std::tuple{DType::BFloat16, 75, 32}, std::tuple{DType::Float16, 61, 32}, std::tuple{DType::Float16, 80, 96}}) {
+    const EmuDeviceScope scope({.arch = arch});
+    const Problem s{2, 2, 30, 45, d, d, 20, 0.1};
+    const Inputs in = cast_inputs(Inputs(s, 5), dtype).on_device(), wide = cast_inputs(in, DType::Float32);
+    const kernels::FlashAttentionOutput f =
+        kernels::flash_rel_attention_forward(in.q, in.k, in.v, in.r, in.u, in.w, s.params());
+    const kernels::FlashAttentionOutput fw =
+        kernels::flash_rel_attention_forward(wide.q, wide.k, wide.v, wide.r, wide.u, wide.w, s.params());
+    // The backward from the same out (the 16-bit one, widened) and lse.
+    const kernels::RelAttentionGrads g =
+        kernels::flash_rel_attention_backward(in.up, in.q, in.k, in.v, in.r, in.u, in.w, f.out, f.lse, s.params(), {});
+    const kernels::RelAttentionGrads gw =
+        kernels::flash_rel_attention_backward(wide.up, wide.q, wide.k, wide.v, wide.r, wide.u, wide.w,
+                                              kernels::cast(f.out, DType::Float32), f.lse, s.params(), {});
+    const Tensor got[] = {f.out, f.lse, g.grad_q, g.grad_k, g.grad_v, g.grad_r, g.grad_u, g.grad_w};
+    const Tensor want[] = {fw.out, fw.lse, gw.grad_q, gw.grad_k, gw.grad_v, gw.grad_r, gw.grad_u, gw.grad_w};
+    for (std::size_t i = 0; i < 8; ++i)
+      check_identical(got[i], i == 1 ? want[i] : kernels::cast(want[i], dtype),
+                      s.name() + " " + std::string(dtype_name(dtype)) + " " + kNames[i]);
+  }
+}
+
+TEST_CASE("flash relative attention kernels: the tensor-core kernels are bit-identical under every emulator schedule",
+          "[cuda][flash_rel_attention][family:flash_rel_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;
+  const EmuDeviceScope scope({.arch = 80});
+  for (const Problem& s : {Problem{2, 1, 70, 75, 32, 24, 40, 0.3}, Problem{1, 1, 40, 100, 64, 64}}) {
+    for (const DType dtype : {DType::Float16, DType::BFloat16}) {
+      const Inputs in = cast_inputs(Inputs(s, 2), dtype).on_device();
+      for (std::size_t i = 0; i < 8; ++i)
+        run_all_schedules([&] { return fused(s, in)[i]; },
+                          s.name() + " " + std::string(dtype_name(dtype)) + " " + kNames[i]);
+    }
+  }
+}
+
+TEST_CASE("flash relative attention kernels: under mixed precision relative attention runs on the tensor cores",
+          "[cuda][flash_rel_attention][family:flash_rel_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;
+  // The autocast policy casts the six inputs to the region's 16-bit dtype (autograd/autocast.h), and
+  // the fused op then runs the tensor-core kernels: the same bits as the kernels on the cast inputs.
+  const EmuDeviceScope scope({.arch = 80});
+  const Problem s{2, 2, 21, 33, 32, 32, 10};
+  const Inputs in = Inputs(s, 8).on_device();
+  for (const DType dtype : {DType::Float16, DType::BFloat16}) {
+    Tensor got;
+    {
+      const autocast::Scope region(dtype);
+      got = relative_attention(in.q, in.k, in.v, in.r, in.u, in.w, {.window = 10, .kernel = AttentionKernel::Fused});
+    }
+    const Inputs cast_in = cast_inputs(in, dtype);
+    CHECK(got.dtype() == dtype);
+    check_identical(got, fused(s, cast_in)[0], std::string(dtype_name(dtype)) + " out");
+  }
 }

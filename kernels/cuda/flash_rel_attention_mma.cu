@@ -1,0 +1,761 @@
+// Transformer-XL's fused relative attention (kernels/flash_rel_attention.h) on tensor cores, for
+// 16-bit q, k, v, r, u and w: mma.sync.m16n8k8 with float accumulation (float16 from sm_75, bfloat16
+// from sm_80), fragments from shared memory by ldmatrix, the helpers of kernels/cuda/flash_mma_tiles.cuh.
+// The same algorithm, masks, Philox dropout mask and kernel split as the FFMA kernels of
+// kernels/cuda/flash_rel_attention.cu (forward over key tiles with an online softmax; backward as
+// dk/dv per key tile, dq per query tile, dr per position tile and batch element, no atomics), and the
+// same rounding as kernels/cuda/flash_attention_mma.cu: P, D and dS rounded to 16 bits where they
+// multiply a tile, every sum in float, each result rounded once.
+//
+// The position term. Query i meets key j at position j + (Tq - 1) - i of r, so its score is
+//   q_i . k_j + q_i . r_{j + (Tq - 1) - i} + u . k_j + w . r_{j + (Tq - 1) - i}.
+// The first product is a tile product. The second lies on a shifted band: a warp's 16 queries meet a
+// window of 16 + keys - 1 consecutive positions, and the dense product of the warp's queries with
+// that window (one more tile product, 16 x (keys + 16)) holds every score needed, one per row at a
+// column shifted by the row. The warp writes that product to its own rows of shared memory and reads
+// each element back at its shifted column (__syncwarp between: no block barrier). The backward's
+// kernels shift the same way: the dk/dv kernel (16 keys a warp) takes the product of each 16 queries
+// of a query tile with their window of 32 positions; the dr kernel (16 positions a warp) the product
+// of each 16 queries with their window of 32 keys (and of 16 rows of dO with 32 values); the dq
+// kernel writes dS shifted into the window, so that dq's position part is one more fragment product
+// with the band. The bias dots u . k and w . r are kKeys + kBand dots of length d per tile, in float.
+//
+// Head dims up to 64: with the band tile and the window rows, 128 does not fit 48 KiB of static
+// shared memory at 64 queries a block; wider heads take the FFMA kernels on widened copies.
+//
+// Shared-memory access: the window rows are kS floats with kS % 32 in {8, 24}, so a warp's float-pair
+// writes of a product (rows g, columns 2 t of 8) fall in distinct banks; the shifted reads meet each
+// bank at most twice.
+//
+// Tests: tests/cuda/flash_rel_attention_kernels_test.cpp, on the emulated device set to sm_75
+// (float16) and sm_80 (bfloat16): against the float64 reference, against the FFMA kernels, under
+// every schedule, and through the autocast route.
+#include "kernels/cuda/flash_rel_attention_mma.h"
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/copy.h"
+#include "kernels/cuda/flash_mma_tiles.cuh"
+#include "kernels/reduce.h"
+
+namespace define::kernels::DEFINE_CUDA_NS {
+namespace {
+
+constexpr int kRelMmaMaxHeadDim = 64;
+
+// Floats per window row: at least kWin, and 8 or 24 past a multiple of 32 (see above).
+constexpr int window_stride(int kWin) {
+  int s = kWin;
+  while (s % 32 != 8 && s % 32 != 24) ++s;
+  return s;
+}
+
+// Tiles by the largest head dim, under 48 KiB of static shared memory (the static_asserts hold the
+// sums): the forward's key tile, the dq kernel's key tile, the dk/dv and dr kernels' query tile.
+template <int kD>
+struct RelMmaTiles {
+  static constexpr int kForwardKeys = 32;
+  static constexpr int kQKeys = kD <= 32 ? 32 : 16;
+  static constexpr int kKvRows = kD <= 32 ? 32 : 16;
+  static constexpr int kPosRows = kD <= 32 ? 32 : 16;
+};
+
+struct RelMmaArgs {
+  const std::uint16_t* q;
+  const std::uint16_t* k;
+  const std::uint16_t* v;
+  const std::uint16_t* r;
+  const std::uint16_t* u;
+  const std::uint16_t* w;
+  std::uint16_t* out;  // forward
+  float* lse;          // written by the forward, read by the backward
+  const std::uint16_t* grad_out;
+  const float* delta;
+  float* grad_qu;  // null when not asked for; float32 (the contract)
+  float* grad_qw;
+  std::uint16_t* grad_k;
+  std::uint16_t* grad_v;
+  float* grad_r;  // [B, H, Tk, d] float32: each batch element's part, summed afterwards
+  RelShape shape;
+  float scale;
+  FlashDropout drop;
+};
+
+template <typename T>
+__device__ __forceinline__ float word_value(std::uint16_t bits) {
+  return load_value(T::from_bits(bits));
+}
+
+// dots[i] = bias . tile[i] for i < n, in float: bias (d 16-bit words in global memory) against the
+// tile's 16-bit rows.
+template <typename T, int kN, int kRowsT, int kStride>
+__device__ __forceinline__ void bias_dots_words(float (&dots)[kN], const std::uint16_t (&tile)[kRowsT][kStride],
+                                                const std::uint16_t* __restrict__ bias, int n, int depth) {
+  for (int i = threadIdx.x; i < n; i += kFlashThreads) {
+    float sum = 0.0f;
+    for (int x = 0; x < depth; ++x) sum += word_value<T>(bias[x]) * word_value<T>(tile[i][x]);
+    dots[i] = sum;
+  }
+}
+
+// The warp's 16 x 8 kW accumulator to its window rows: element e of acc[n] at row g + 8 (e >> 1),
+// column 8 n + 2 t + (e & 1), a float pair per row.
+template <int kW, int kS>
+__device__ __forceinline__ void write_window(float (&win)[16][kS], const float (&acc)[kW][4], int g, int t) {
+#pragma unroll
+  for (int n = 0; n < kW; ++n)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<Vec<float, 2>*>(&win[g + 8 * h][8 * n + 2 * t]) =
+          Vec<float, 2>{{acc[n][2 * h], acc[n][2 * h + 1]}};
+}
+
+// The lane's part of row sums: the four lanes of a group hold a row's columns.
+__device__ __forceinline__ float group_row_sum(float x) {
+  x += __shfl_xor_sync(kFullMask, x, 1);
+  x += __shfl_xor_sync(kFullMask, x, 2);
+  return x;
+}
+
+// acc[o][e] += bias[8 o + 2 t + (e & 1)] * sums[e >> 1] for the columns below width.
+template <typename T, int kO>
+__device__ __forceinline__ void add_bias_outer_fragments(float (&acc)[kO][4], const std::uint16_t* __restrict__ bias,
+                                                         const float (&sums)[2], int width, int t) {
+#pragma unroll
+  for (int o = 0; o < kO; ++o)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = 8 * o + 2 * t + (e & 1);
+      if (c < width) acc[o][e] += word_value<T>(bias[c]) * sums[e >> 1];
+    }
+}
+
+// Row-major [rows][width] float32 store of a warp's 16 x 8 kO accumulator (rows row0 + local[h]).
+template <int kO>
+__device__ __forceinline__ void store_fragments_float(float* __restrict__ dst, const float (&acc)[kO][4],
+                                                      const int (&local)[2], std::int64_t row0, std::int64_t rows,
+                                                      int width, int t) {
+  const bool pairs = width % 2 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 8 == 0;  // block-uniform
+#pragma unroll
+  for (int o = 0; o < kO; ++o)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = 8 * o + 2 * t;
+      const std::int64_t row = row0 + local[h];
+      if (row >= rows || col >= width) continue;
+      if (pairs) {
+        *reinterpret_cast<Vec<float, 2>*>(dst + row * width + col) = Vec<float, 2>{{acc[o][2 * h], acc[o][2 * h + 1]}};
+      } else {
+        dst[row * width + col] = acc[o][2 * h];
+        if (col + 1 < width) dst[row * width + col + 1] = acc[o][2 * h + 1];
+      }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward: one block per 64 queries (16 a warp), over the key tiles they see. The bound of two blocks
+// an SM leaves ptxas 255 registers: without it, it fitted sm_80's head-dim-32 forward into 128 (four
+// blocks an SM) and spilled.
+
+template <typename T, int kD, int kKeys>
+__global__ void __launch_bounds__(kFlashThreads, 2) rel_forward_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, 2);
+  constexpr int kStride = kD + 8;  // 16-bit words per shared row
+  constexpr int kN = kKeys / 8, kO = kD / 8;
+  // Band row b is position key0 + (Tq - 1) - (row0 + kMmaRows - 1) + b; query row rr meets key c at
+  // band row c - rr + kMmaRows - 1. Warp w's window starts at band row kMmaRows - 16 (w + 1).
+  constexpr int kBand = kMmaRows + kKeys;
+  constexpr int kWin = kKeys + 16, kW = kWin / 8, kS = window_stride(kWin);
+  static_assert(
+      2 * (kMmaRows + 2 * kKeys + kBand) * kStride + 4 * (kMmaWarps * 16 * kS + kKeys + kBand) + kMmaRows * kKeys <=
+          kSharedLimit,
+      "tensor-core relative forward tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED_ALIGN16(q_s, std::uint16_t[kMmaRows][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(k_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(v_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(band_s, std::uint16_t[kBand][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(win_s, float[kMmaWarps][16][kS]);
+  EMU_STATIC_SHARED(uk_s, float[kKeys]);
+  EMU_STATIC_SHARED(wr_s, float[kBand]);
+  EMU_STATIC_SHARED(keep_s, std::uint8_t[kMmaRows][kKeys]);
+
+  const RelShape& s = a.shape;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const std::int64_t bh = blockIdx.x, h = bh % s.heads, row0 = static_cast<std::int64_t>(blockIdx.y) * kMmaRows;
+  const int rows = static_cast<int>(s.tq - row0 < kMmaRows ? s.tq - row0 : kMmaRows);
+  const std::uint16_t* k = a.k + bh * s.tk * s.d;
+  const std::uint16_t* v = a.v + bh * s.tk * s.dv;
+  const std::uint16_t* r = a.r + h * s.tk * s.d;
+  const std::uint16_t* u = a.u + h * s.d;
+  const std::uint16_t* w = a.w + h * s.d;
+  const int win0 = kMmaRows - 16 * (warp + 1);
+
+  load_words<kMmaRows, kD>(q_s, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
+  int local[2];
+  float m[2], l[2], acc[kO][4];
+  std::int64_t first[2], end[2];  // each row's visible keys; none for rows past the end
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    local[hh] = 16 * warp + g + 8 * hh;
+    const std::int64_t row = row0 + local[hh];
+    m[hh] = neg_inf();
+    l[hh] = 0.0f;
+    first[hh] = row < s.tq ? s.key_begin(row) : 0;
+    end[hh] = row < s.tq ? s.key_end(row) : 0;
+  }
+  zero_fragments(acc);
+
+  const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
+  for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
+    const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
+    load_words<kKeys, kD>(k_s, k, key0, key_end, s.d);
+    load_words<kKeys, kD>(v_s, v, key0, key_end, s.dv);
+    load_words<kBand, kD>(band_s, r, key0 + (s.tq - 1) - (row0 + kMmaRows - 1), s.tk, s.d);
+    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
+    copy_async_commit();
+    copy_async_wait<0>();
+    __syncthreads();
+    bias_dots_words<T>(uk_s, k_s, u, kKeys, s.d);
+    bias_dots_words<T>(wr_s, band_s, w, kBand, s.d);
+
+    // S = Q K^T and the warp's position product Q band[win0 ..]^T, the latter to its window rows.
+    float sc[kN][4], pos[kW][4];
+    zero_fragments(sc);
+    zero_fragments(pos);
+    add_rows_product<T, kD>(sc, q_s, 16 * warp, k_s, lane);
+    add_rows_product<T, kD>(pos, q_s, 16 * warp, band_s, lane, win0);
+    write_window(win_s[warp], pos, g, t);
+    __syncthreads();  // the bias dots of every thread, the window rows of the warp's lanes
+
+    // Element (row rl = g + 8 hh of the warp, key c) takes window column c - rl + 15.
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int hh = e >> 1, rl = g + 8 * hh, c = 8 * n + 2 * t + (e & 1), j = c - rl + 15;
+        const std::int64_t key = key0 + c;
+        const bool valid = c < keys && key >= first[hh] && key < end[hh];
+        sc[n][e] = valid ? (sc[n][e] + win_s[warp][rl][j] + uk_s[c] + wr_s[win0 + j]) * a.scale : neg_inf();
+      }
+    std::uint32_t pa[kN][2];  // P (dropped out, 16-bit) as the A fragments of P V
+    online_softmax_fragments<T>(sc, m, l, acc, pa, keep_s, local, a.drop, t);
+    add_fragment_product<T>(acc, pa, v_s, lane);
+    __syncthreads();  // the next tile overwrites every tile but q_s
+  }
+
+  finish_fragments<T>(m, l, acc, a.out + bh * s.tq * s.dv, a.lse + bh * s.tq, local, row0, s.tq, s.dv, t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward. Each kernel recomputes the scores of its tiles from the fragments of the products and
+// the bias dots, and P = exp(scale S - lse).
+
+// dk and dv of 64 keys (16 a warp: the rows of S^T), over every query tile that sees one of them.
+template <typename T, int kD, int kQ>
+__global__ void __launch_bounds__(kFlashThreads) rel_backward_kv_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+  constexpr int kKeys = kMmaRows;
+  constexpr int kStride = kD + 8;
+  constexpr int kN = kQ / 8, kO = kD / 8;
+  // Band row b is position key0 + (Tq - 1) - (row0 + kQ - 1) + b; query rr meets key c at band row
+  // c - rr + kQ - 1. Warp w's keys and queries 16 m .. 16 m + 15 meet the 31 band rows from
+  // 16 (w - m) + kQ - 16.
+  constexpr int kBand = kQ + kKeys;
+  constexpr int kS = window_stride(32);
+  static_assert(kQ % 16 == 0, "query tiles of whole 16-row products");
+  static_assert(
+      2 * (2 * kKeys + 2 * kQ + kBand) * kStride + 4 * (kMmaWarps * 16 * kS + 2 * kQ + kKeys + kBand) + kQ * kKeys <=
+          kSharedLimit,
+      "tensor-core relative dk/dv tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED_ALIGN16(k_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(v_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(q_s, std::uint16_t[kQ][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(do_s, std::uint16_t[kQ][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(band_s, std::uint16_t[kBand][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(win_s, float[kMmaWarps][16][kS]);
+  EMU_STATIC_SHARED(lse_s, float[kQ]);
+  EMU_STATIC_SHARED(delta_s, float[kQ]);
+  EMU_STATIC_SHARED(uk_s, float[kKeys]);
+  EMU_STATIC_SHARED(wr_s, float[kBand]);
+  EMU_STATIC_SHARED(keep_s, std::uint8_t[kQ][kKeys]);
+
+  const RelShape& s = a.shape;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const std::int64_t bh = blockIdx.x, h = bh % s.heads, key0 = static_cast<std::int64_t>(blockIdx.y) * kKeys;
+  const int keys = static_cast<int>(s.tk - key0 < kKeys ? s.tk - key0 : kKeys);
+  const std::uint16_t* q = a.q + bh * s.tq * s.d;
+  const std::uint16_t* grad_out = a.grad_out + bh * s.tq * s.dv;
+  const std::uint16_t* r = a.r + h * s.tk * s.d;
+  const std::uint16_t* u = a.u + h * s.d;
+  const std::uint16_t* w = a.w + h * s.d;
+  const bool want_k = a.grad_k != nullptr, want_v = a.grad_v != nullptr;
+
+  load_words<kKeys, kD>(k_s, a.k + bh * s.tk * s.d, key0, s.tk, s.d);
+  load_words<kKeys, kD>(v_s, a.v + bh * s.tk * s.dv, key0, s.tk, s.dv);
+  copy_async_commit();
+  copy_async_wait<0>();
+  __syncthreads();
+  bias_dots_words<T>(uk_s, k_s, u, kKeys, s.d);             // read after the loop's first barrier
+  const int local[2] = {16 * warp + g, 16 * warp + g + 8};  // this lane's keys (rows of S^T)
+  float dk[kO][4], dv[kO][4], score_sums[2] = {0.0f, 0.0f};
+  zero_fragments(dk);
+  zero_fragments(dv);
+
+  // Query i sees key j iff 0 <= i + M - j < window: the queries [j - M, j - M + window).
+  const std::int64_t mem = s.tk - s.tq;
+  const std::int64_t first_row = key0 - mem < 0 ? 0 : key0 - mem;
+  std::int64_t end_row = s.tq;
+  if (s.window > 0 && key0 + keys - 1 - mem + s.window < end_row) end_row = key0 + keys - 1 - mem + s.window;
+  for (std::int64_t row0 = first_row; row0 < end_row; row0 += kQ) {  // block-uniform
+    const int rows = static_cast<int>(s.tq - row0 < kQ ? s.tq - row0 : kQ);
+    load_words<kQ, kD>(q_s, q, row0, s.tq, s.d);
+    load_words<kQ, kD>(do_s, grad_out, row0, s.tq, s.dv);
+    load_words<kBand, kD>(band_s, r, key0 + (s.tq - 1) - (row0 + kQ - 1), s.tk, s.d);
+    for (int i = threadIdx.x; i < kQ; i += kFlashThreads) {
+      lse_s[i] = i < rows ? a.lse[bh * s.tq + row0 + i] : neg_inf();
+      delta_s[i] = i < rows ? a.delta[bh * s.tq + row0 + i] : 0.0f;
+    }
+    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
+    copy_async_commit();
+    copy_async_wait<0>();
+    __syncthreads();
+    bias_dots_words<T>(wr_s, band_s, w, kBand, s.d);
+    __syncthreads();
+
+    // S^T = K Q^T and dD^T = V dO^T: element e of [n] is (key local[e >> 1], query 8 n + 2 t + (e & 1)).
+    float st[kN][4], dpt[kN][4];
+    zero_fragments(st);
+    zero_fragments(dpt);
+    add_rows_product<T, kD>(st, k_s, 16 * warp, q_s, lane);
+    add_rows_product<T, kD>(dpt, v_s, 16 * warp, do_s, lane);
+    // The position term, 16 queries at a time: their product with the warp's window, read back at
+    // (query ql, key kl of the warp) -> window column kl - ql + 15.
+#pragma unroll
+    for (int mq = 0; mq < kQ / 16; ++mq) {
+      const int base = 16 * (warp - mq) + kQ - 16;
+      float pos[4][4];
+      zero_fragments(pos);
+      add_rows_product<T, kD>(pos, q_s, 16 * mq, band_s, lane, base);
+      __syncwarp();  // the warp's reads of the previous window are done
+      write_window(win_s[warp], pos, g, t);
+      __syncwarp();
+#pragma unroll
+      for (int n = 2 * mq; n < 2 * mq + 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int ql = 8 * (n - 2 * mq) + 2 * t + (e & 1), kl = g + 8 * (e >> 1);
+          st[n][e] += win_s[warp][ql][kl - ql + 15];
+        }
+    }
+    std::uint32_t dropped[kN][2], grad_score[kN][2];  // D^T and dS^T as A fragments
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      float de[4], ge[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = local[e >> 1], rr = 8 * n + 2 * t + (e & 1);
+        const bool valid = rr < rows && c < keys && s.visible(row0 + rr, key0 + c);
+        const bool keep = a.drop.on && valid && keep_s[rr][c] != 0;
+        const float score = st[n][e] + uk_s[c] + wr_s[c - rr + kQ - 1];
+        const ElementGrads eg = element_grads(a.scale, a.drop, score, dpt[n][e], lse_s[rr], delta_s[rr], valid, keep);
+        de[e] = eg.dropped;
+        ge[e] = eg.grad_score;
+        score_sums[e >> 1] += eg.grad_score;
+      }
+      dropped[n][0] = mma_pack(to_bits<T>(de[0]), to_bits<T>(de[1]));
+      dropped[n][1] = mma_pack(to_bits<T>(de[2]), to_bits<T>(de[3]));
+      grad_score[n][0] = mma_pack(to_bits<T>(ge[0]), to_bits<T>(ge[1]));
+      grad_score[n][1] = mma_pack(to_bits<T>(ge[2]), to_bits<T>(ge[3]));
+    }
+    // dV += D^T dO, dK += dS^T Q: dO's and Q's B fragments by transposed loads of their rows.
+    if (want_v) add_fragment_product<T>(dv, dropped, do_s, lane);
+    if (want_k) add_fragment_product<T>(dk, grad_score, q_s, lane);
+    __syncthreads();  // the next query tile overwrites q_s, do_s, the band and the row values
+  }
+
+  if (want_k) {
+    const float sums[2] = {group_row_sum(score_sums[0]), group_row_sum(score_sums[1])};
+    add_bias_outer_fragments<T>(dk, u, sums, s.d, t);  // dk_j = sum_i dS_ij (q_i + u)
+    const float one[2] = {1.0f, 1.0f};
+    store_fragments<T>(a.grad_k + bh * s.tk * s.d, dk, one, local, key0, s.tk, s.d, t);
+  }
+  if (want_v) {
+    const float one[2] = {1.0f, 1.0f};
+    store_fragments<T>(a.grad_v + bh * s.tk * s.dv, dv, one, local, key0, s.tk, s.dv, t);
+  }
+}
+
+// dqu and dqw of 64 queries (16 a warp), over every key tile they see.
+template <typename T, int kD, int kKeys>
+__global__ void __launch_bounds__(kFlashThreads) rel_backward_q_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+  constexpr int kStride = kD + 8;
+  constexpr int kN = kKeys / 8, kO = kD / 8;
+  constexpr int kBand = kMmaRows + kKeys;  // as the forward's
+  constexpr int kWin = kKeys + 16, kW = kWin / 8, kS = window_stride(kWin);
+  static_assert(
+      2 * (2 * kMmaRows + 2 * kKeys + kBand) * kStride + 4 * (kMmaWarps * 16 * kS + kKeys + kBand) + kMmaRows * kKeys <=
+          kSharedLimit,
+      "tensor-core relative dq tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED_ALIGN16(q_s, std::uint16_t[kMmaRows][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(do_s, std::uint16_t[kMmaRows][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(k_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(v_s, std::uint16_t[kKeys][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(band_s, std::uint16_t[kBand][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(win_s, float[kMmaWarps][16][kS]);
+  EMU_STATIC_SHARED(uk_s, float[kKeys]);
+  EMU_STATIC_SHARED(wr_s, float[kBand]);
+  EMU_STATIC_SHARED(keep_s, std::uint8_t[kMmaRows][kKeys]);
+
+  const RelShape& s = a.shape;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const std::int64_t bh = blockIdx.x, h = bh % s.heads, row0 = static_cast<std::int64_t>(blockIdx.y) * kMmaRows;
+  const int rows = static_cast<int>(s.tq - row0 < kMmaRows ? s.tq - row0 : kMmaRows);
+  const std::uint16_t* k = a.k + bh * s.tk * s.d;
+  const std::uint16_t* v = a.v + bh * s.tk * s.dv;
+  const std::uint16_t* r = a.r + h * s.tk * s.d;
+  const std::uint16_t* u = a.u + h * s.d;
+  const std::uint16_t* w = a.w + h * s.d;
+  const int win0 = kMmaRows - 16 * (warp + 1);
+
+  load_words<kMmaRows, kD>(q_s, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
+  load_words<kMmaRows, kD>(do_s, a.grad_out + bh * s.tq * s.dv, row0, s.tq, s.dv);
+  const int local[2] = {16 * warp + g, 16 * warp + g + 8};
+  float lse[2], delta[2];
+  std::int64_t first[2], end[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const std::int64_t row = row0 + local[hh];
+    lse[hh] = row < s.tq ? a.lse[bh * s.tq + row] : neg_inf();
+    delta[hh] = row < s.tq ? a.delta[bh * s.tq + row] : 0.0f;
+    first[hh] = row < s.tq ? s.key_begin(row) : 0;
+    end[hh] = row < s.tq ? s.key_end(row) : 0;
+  }
+  float dqu[kO][4], dqw[kO][4];
+  zero_fragments(dqu);
+  zero_fragments(dqw);
+
+  const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
+  for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform
+    const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
+    load_words<kKeys, kD>(k_s, k, key0, key_end, s.d);
+    load_words<kKeys, kD>(v_s, v, key0, key_end, s.dv);
+    load_words<kBand, kD>(band_s, r, key0 + (s.tq - 1) - (row0 + kMmaRows - 1), s.tk, s.d);
+    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
+    copy_async_commit();
+    copy_async_wait<0>();
+    __syncthreads();
+    bias_dots_words<T>(uk_s, k_s, u, kKeys, s.d);
+    bias_dots_words<T>(wr_s, band_s, w, kBand, s.d);
+
+    float sc[kN][4], dp[kN][4], pos[kW][4];  // S (unscaled, without the bias dots), dD, the position product
+    zero_fragments(sc);
+    zero_fragments(dp);
+    zero_fragments(pos);
+    add_rows_product<T, kD>(sc, q_s, 16 * warp, k_s, lane);
+    add_rows_product<T, kD>(dp, do_s, 16 * warp, v_s, lane);
+    add_rows_product<T, kD>(pos, q_s, 16 * warp, band_s, lane, win0);
+    write_window(win_s[warp], pos, g, t);
+    __syncthreads();  // the bias dots of every thread, the window rows of the warp's lanes
+
+    float ge[kN][4];
+    std::uint32_t grad_score[kN][2];
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int hh = e >> 1, rl = g + 8 * hh, c = 8 * n + 2 * t + (e & 1), j = c - rl + 15;
+        const std::int64_t key = key0 + c;
+        const bool valid = c < keys && key >= first[hh] && key < end[hh];
+        const bool keep = a.drop.on && valid && keep_s[local[hh]][c] != 0;
+        const float score = sc[n][e] + win_s[warp][rl][j] + uk_s[c] + wr_s[win0 + j];
+        ge[n][e] = element_grads(a.scale, a.drop, score, dp[n][e], lse[hh], delta[hh], valid, keep).grad_score;
+      }
+      grad_score[n][0] = mma_pack(to_bits<T>(ge[n][0]), to_bits<T>(ge[n][1]));
+      grad_score[n][1] = mma_pack(to_bits<T>(ge[n][2]), to_bits<T>(ge[n][3]));
+    }
+    // dS shifted into the window (row rl, column c - rl + 15; zeros where no key lands), read back as
+    // the A fragments of dqw += dS' band[win0 ..].
+    __syncwarp();  // every lane has read its window values
+    for (int i = lane; i < 16 * kWin; i += 32) win_s[warp][i / kWin][i % kWin] = 0.0f;
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rl = g + 8 * (e >> 1), c = 8 * n + 2 * t + (e & 1);
+        win_s[warp][rl][c - rl + 15] = ge[n][e];
+      }
+    __syncwarp();
+    std::uint32_t shifted[kW][2];
+#pragma unroll
+    for (int n = 0; n < kW; ++n) {
+      shifted[n][0] =
+          mma_pack(to_bits<T>(win_s[warp][g][8 * n + 2 * t]), to_bits<T>(win_s[warp][g][8 * n + 2 * t + 1]));
+      shifted[n][1] =
+          mma_pack(to_bits<T>(win_s[warp][g + 8][8 * n + 2 * t]), to_bits<T>(win_s[warp][g + 8][8 * n + 2 * t + 1]));
+    }
+    // dqu += dS K, dqw += dS' band: B fragments by transposed loads of key and band rows.
+    add_fragment_product<T>(dqu, grad_score, k_s, lane);
+    add_fragment_product<T>(dqw, shifted, band_s, lane, win0);
+    __syncthreads();  // the next key tile overwrites every tile but q_s and do_s
+  }
+
+  if (a.grad_qu != nullptr) store_fragments_float(a.grad_qu + bh * s.tq * s.d, dqu, local, row0, s.tq, s.d, t);
+  if (a.grad_qw != nullptr) store_fragments_float(a.grad_qw + bh * s.tq * s.d, dqw, local, row0, s.tq, s.d, t);
+}
+
+// Batch element b's part of dr for 64 positions (16 a warp) of head h, over every query tile.
+template <typename T, int kD, int kQ>
+__global__ void __launch_bounds__(kFlashThreads) rel_backward_r_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+  constexpr int kPos = kMmaRows;
+  constexpr int kStride = kD + 8;
+  constexpr int kN = kQ / 8, kO = kD / 8;
+  // Key band row b is key pos0 - (Tq - 1) + row0 + b: position pl meets query rr at key band row
+  // pl + rr. Warp w's positions and queries 16 m .. 16 m + 15 meet the 31 band rows from 16 (w + m).
+  constexpr int kKeyBand = kPos + kQ;
+  constexpr int kS = window_stride(32);
+  static_assert(kQ % 16 == 0, "query tiles of whole 16-row products");
+  static_assert(
+      2 * (kPos + 2 * kQ + 2 * kKeyBand) * kStride + 4 * (kMmaWarps * 16 * kS + 2 * kQ + kKeyBand + kPos) + kQ * kPos <=
+          kSharedLimit,
+      "tensor-core relative dr tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED_ALIGN16(r_s, std::uint16_t[kPos][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(q_s, std::uint16_t[kQ][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(do_s, std::uint16_t[kQ][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(k_band, std::uint16_t[kKeyBand][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(v_band, std::uint16_t[kKeyBand][kStride]);
+  EMU_STATIC_SHARED_ALIGN16(win_s, float[kMmaWarps][16][kS]);
+  EMU_STATIC_SHARED(lse_s, float[kQ]);
+  EMU_STATIC_SHARED(delta_s, float[kQ]);
+  EMU_STATIC_SHARED(uk_s, float[kKeyBand]);
+  EMU_STATIC_SHARED(wr_s, float[kPos]);
+  EMU_STATIC_SHARED(keep_s, std::uint8_t[kQ][kPos]);
+
+  const RelShape& s = a.shape;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const std::int64_t h = blockIdx.x, pos0 = static_cast<std::int64_t>(blockIdx.y) * kPos, b = blockIdx.z;
+  const std::int64_t bh = b * s.heads + h;
+  const int npos = static_cast<int>(s.tk - pos0 < kPos ? s.tk - pos0 : kPos);
+  const std::uint16_t* q = a.q + bh * s.tq * s.d;
+  const std::uint16_t* grad_out = a.grad_out + bh * s.tq * s.dv;
+  const std::uint16_t* k = a.k + bh * s.tk * s.d;
+  const std::uint16_t* v = a.v + bh * s.tk * s.dv;
+  const std::uint16_t* u = a.u + h * s.d;
+  const std::uint16_t* w = a.w + h * s.d;
+
+  load_words<kPos, kD>(r_s, a.r + h * s.tk * s.d, pos0, s.tk, s.d);
+  copy_async_commit();
+  copy_async_wait<0>();
+  __syncthreads();
+  bias_dots_words<T>(wr_s, r_s, w, kPos, s.d);              // read after the loop's first barrier
+  const int local[2] = {16 * warp + g, 16 * warp + g + 8};  // this lane's positions (rows of dS^T)
+  float dr[kO][4], score_sums[2] = {0.0f, 0.0f};
+  zero_fragments(dr);
+
+  // Position p is at distance Tk - 1 - p from every query that meets it: within the window iff
+  // p >= Tk - window. Query i meets it at key p - (Tq - 1) + i, which exists iff i >= Tq - 1 - p.
+  const std::int64_t pos_first = s.window > 0 && s.tk - s.window > pos0 ? s.tk - s.window : pos0;
+  if (pos_first < pos0 + npos) {  // block-uniform
+    const std::int64_t last_pos = pos0 + npos - 1;
+    const std::int64_t first_row = s.tq - 1 - last_pos < 0 ? 0 : s.tq - 1 - last_pos;
+    for (std::int64_t row0 = first_row; row0 < s.tq; row0 += kQ) {
+      const int rows = static_cast<int>(s.tq - row0 < kQ ? s.tq - row0 : kQ);
+      const std::int64_t band_key0 = pos0 - (s.tq - 1) + row0;  // the key of band row 0
+      load_words<kQ, kD>(q_s, q, row0, s.tq, s.d);
+      load_words<kQ, kD>(do_s, grad_out, row0, s.tq, s.dv);
+      load_words<kKeyBand, kD>(k_band, k, band_key0, s.tk, s.d);
+      load_words<kKeyBand, kD>(v_band, v, band_key0, s.tk, s.dv);
+      for (int i = threadIdx.x; i < kQ; i += kFlashThreads) {
+        lse_s[i] = i < rows ? a.lse[bh * s.tq + row0 + i] : neg_inf();
+        delta_s[i] = i < rows ? a.delta[bh * s.tq + row0 + i] : 0.0f;
+      }
+      if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, band_key0, npos, /*shift=*/1);
+      copy_async_commit();
+      copy_async_wait<0>();
+      __syncthreads();
+      bias_dots_words<T>(uk_s, k_band, u, kKeyBand, s.d);
+      __syncthreads();
+
+      // Scores and dD along the diagonals, element e of [n] at (position local[e >> 1], query
+      // 8 n + 2 t + (e & 1)): R Q^T, then the key and value terms 16 queries at a time, each the
+      // product of the queries (rows of dO) with their window of keys (values), read back at
+      // (query ql, position pl of the warp) -> window column pl + ql.
+      float st[kN][4], dpt[kN][4];
+      zero_fragments(st);
+      zero_fragments(dpt);
+      add_rows_product<T, kD>(st, r_s, 16 * warp, q_s, lane);
+#pragma unroll
+      for (int mq = 0; mq < kQ / 16; ++mq) {
+        const int base = 16 * (warp + mq);
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+          float prod[4][4];
+          zero_fragments(prod);
+          if (part == 0)
+            add_rows_product<T, kD>(prod, q_s, 16 * mq, k_band, lane, base);
+          else
+            add_rows_product<T, kD>(prod, do_s, 16 * mq, v_band, lane, base);
+          __syncwarp();  // the warp's reads of the previous window are done
+          write_window(win_s[warp], prod, g, t);
+          __syncwarp();
+#pragma unroll
+          for (int n = 2 * mq; n < 2 * mq + 2; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int ql = 8 * (n - 2 * mq) + 2 * t + (e & 1), pl = g + 8 * (e >> 1);
+              (part == 0 ? st : dpt)[n][e] += win_s[warp][ql][pl + ql];
+            }
+        }
+      }
+      std::uint32_t grad_score[kN][2];  // dS^T as A fragments
+#pragma unroll
+      for (int n = 0; n < kN; ++n) {
+        float ge[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int pl = local[e >> 1], rr = 8 * n + 2 * t + (e & 1);
+          const bool valid = pl < npos && rr < rows && pos0 + pl >= pos_first && band_key0 + pl + rr >= 0;
+          const bool keep = a.drop.on && valid && keep_s[rr][pl] != 0;
+          const float score = st[n][e] + uk_s[pl + rr] + wr_s[pl];
+          ge[e] = element_grads(a.scale, a.drop, score, dpt[n][e], lse_s[rr], delta_s[rr], valid, keep).grad_score;
+          score_sums[e >> 1] += ge[e];
+        }
+        grad_score[n][0] = mma_pack(to_bits<T>(ge[0]), to_bits<T>(ge[1]));
+        grad_score[n][1] = mma_pack(to_bits<T>(ge[2]), to_bits<T>(ge[3]));
+      }
+      add_fragment_product<T>(dr, grad_score, q_s, lane);  // dr += dS^T Q
+      __syncthreads();                                     // the next query tile overwrites every tile but r_s
+    }
+  }
+
+  const float sums[2] = {group_row_sum(score_sums[0]), group_row_sum(score_sums[1])};
+  add_bias_outer_fragments<T>(dr, w, sums, s.d, t);  // dr_p = sum dS (q_i + w)
+  store_fragments_float(a.grad_r + bh * s.tk * s.d, dr, local, pos0, s.tk, s.d, t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+// Whether the tensor-core kernels take these tensors on their device.
+bool rel_mma_applies(const Tensor& q, const Tensor& v, std::initializer_list<const Tensor*> same, const Tensor& lse) {
+  const DType dtype = q.dtype();
+  if (!is_float16(dtype) || v.dtype() != dtype || lse.dtype() != DType::Float32) return false;
+  for (const Tensor* t : same)
+    if (t->defined() && t->dtype() != dtype) return false;
+  const std::int64_t dmax = q.size(3) > v.size(3) ? q.size(3) : v.size(3);
+  if (dmax > kRelMmaMaxHeadDim) return false;
+  return device_arch(q.device().index) >= (dtype == DType::Float16 ? 75 : 80);
+}
+
+RelMmaArgs rel_mma_args_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r, const Tensor& u,
+                           const Tensor& w, std::int64_t window, double p, std::uint64_t seed, std::uint64_t offset,
+                           double scale) {
+  RelMmaArgs a{};
+  a.q = words(q);
+  a.k = words(k);
+  a.v = words(v);
+  a.r = words(r);
+  a.u = words(u);
+  a.w = words(w);
+  a.shape = {q.size(1), q.size(2), k.size(2), window, static_cast<int>(q.size(3)), static_cast<int>(v.size(3))};
+  a.scale = static_cast<float>(scale);
+  a.drop = dropout_of(p, seed, offset);
+  return a;
+}
+
+// fn<kD>() for the tile set of the largest head dim (32 or 64).
+template <typename Fn>
+void dispatch_rel_mma_head_dim(const Tensor& q, const Tensor& v, Fn&& fn) {
+  const std::int64_t dmax = q.size(3) > v.size(3) ? q.size(3) : v.size(3);
+  if (dmax <= 32)
+    fn.template operator()<32>();
+  else
+    fn.template operator()<64>();
+}
+
+}  // namespace
+
+bool flash_rel_attention_forward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r,
+                                     const Tensor& u, const Tensor& w, const Tensor& out, const Tensor& lse,
+                                     std::int64_t window, double p, std::uint64_t seed, std::uint64_t offset,
+                                     double scale) {
+  const char* op = "flash_rel_attention (tensor cores)";
+  if (!rel_mma_applies(q, v, {&k, &r, &u, &w, &out}, lse)) return false;
+  RelMmaArgs args = rel_mma_args_of(q, k, v, r, u, w, window, p, seed, offset, scale);
+  args.out = words_or_null(out);
+  args.lse = lse.data<float>();
+  const dim3 grid = flash_grid(op, q, q.size(2), kMmaRows);
+  dispatch_rel_mma_head_dim(q, v, [&]<int kD>() {
+    constexpr int kKeys = RelMmaTiles<kD>::kForwardKeys;
+    if (q.dtype() == DType::Float16)
+      launch_checked(op, rel_forward_mma_kernel<Half, kD, kKeys>, grid, kFlashThreads, 0, args);
+    else
+      launch_checked(op, rel_forward_mma_kernel<BFloat16, kD, kKeys>, grid, kFlashThreads, 0, args);
+  });
+  return true;
+}
+
+bool flash_rel_attention_backward_mma(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const Tensor& r, const Tensor& u, const Tensor& w, const Tensor& out,
+                                      const Tensor& lse, const Tensor& grad_qu, const Tensor& grad_qw,
+                                      const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_r,
+                                      std::int64_t window, double p, std::uint64_t seed, std::uint64_t offset,
+                                      double scale) {
+  const char* op = "flash_rel_attention_backward (tensor cores)";
+  if (!rel_mma_applies(q, v, {&k, &r, &u, &w, &out, &grad_out, &grad_k, &grad_v, &grad_r}, lse)) return false;
+  const std::int64_t batch = q.size(0), heads = q.size(1), tk = k.size(2), rows = batch * heads * q.size(2);
+  const std::int64_t dv = v.size(3);
+  Tensor delta = empty({rows}, {DType::Float32, q.device()});
+  RelMmaArgs args = rel_mma_args_of(q, k, v, r, u, w, window, p, seed, offset, scale);
+  args.lse = lse.data<float>();
+  args.grad_out = words(grad_out);
+  args.delta = delta.data<float>();
+  args.grad_qu = data_or_null(grad_qu);
+  args.grad_qw = data_or_null(grad_qw);
+  args.grad_k = words_or_null(grad_k);
+  args.grad_v = words_or_null(grad_v);
+  const bool half = q.dtype() == DType::Float16;
+  if (half)
+    launch_rows("flash_rel_attention_backward (delta)",
+                DeltaRows<Half>{grad_out.data<Half>(), out.data<Half>(), delta.data<float>(), dv}, rows, dv);
+  else
+    launch_rows("flash_rel_attention_backward (delta)",
+                DeltaRows<BFloat16>{grad_out.data<BFloat16>(), out.data<BFloat16>(), delta.data<float>(), dv}, rows,
+                dv);
+  // Each batch element's part of dr in float32, then their sum in one fixed order, rounded once.
+  Tensor parts;
+  if (grad_r.defined()) {
+    parts = empty({batch, heads, tk, q.size(3)}, {DType::Float32, q.device()});
+    args.grad_r = parts.data<float>();
+  }
+  const std::int64_t pos_tiles = ceil_div(tk, kMmaRows);
+  if (grad_r.defined() && (batch > 65535 || pos_tiles > 65535 || heads > INT32_MAX))
+    fail(op, "{} heads x {} position tiles x {} batch elements is past the grid's limits", heads, pos_tiles, batch);
+  dispatch_rel_mma_head_dim(q, v, [&]<int kD>() {
+    using Tiles = RelMmaTiles<kD>;
+    const auto launch = [&]<typename T>() {
+      if (grad_k.defined() || grad_v.defined())
+        launch_checked(op, rel_backward_kv_mma_kernel<T, kD, Tiles::kKvRows>, flash_grid(op, q, tk, kMmaRows),
+                       kFlashThreads, 0, args);
+      if (grad_qu.defined() || grad_qw.defined())
+        launch_checked(op, rel_backward_q_mma_kernel<T, kD, Tiles::kQKeys>, flash_grid(op, q, q.size(2), kMmaRows),
+                       kFlashThreads, 0, args);
+      if (grad_r.defined())
+        launch_checked(
+            op, rel_backward_r_mma_kernel<T, kD, Tiles::kPosRows>,
+            dim3(static_cast<unsigned>(heads), static_cast<unsigned>(pos_tiles), static_cast<unsigned>(batch)),
+            kFlashThreads, 0, args);
+    };
+    if (half)
+      launch.template operator()<Half>();
+    else
+      launch.template operator()<BFloat16>();
+  });
+  if (grad_r.defined()) ::define::kernels::copy_into(grad_r, ::define::kernels::sum(parts, {0}, false));
+  return true;
+}
+
+}  // namespace define::kernels::DEFINE_CUDA_NS
