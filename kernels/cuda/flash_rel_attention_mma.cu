@@ -23,6 +23,10 @@
 // Head dims up to 64: with the band tile and the window rows, 128 does not fit 48 KiB of static
 // shared memory at 64 queries a block; wider heads take the FFMA kernels on widened copies.
 //
+// Registers: every kernel here is bounded at two blocks an SM (__launch_bounds__(128, 2)), which leaves
+// ptxas 255 registers a thread; without the bound it fitted some of them into 128 on sm_80 (four blocks
+// an SM, as their shared memory allows) and spilled.
+//
 // Shared-memory access: the window rows are kS floats with kS % 32 in {8, 24}, so a warp's float-pair
 // writes of a product (rows g, columns 2 t of 8) fall in distinct banks; the shifted reads meet each
 // bank at most twice.
@@ -154,44 +158,79 @@ __device__ __forceinline__ void store_fragments_float(float* __restrict__ dst, c
 }
 
 // ---------------------------------------------------------------------------------------------
-// Forward: one block per 64 queries (16 a warp), over the key tiles they see. The bound of two blocks
-// an SM leaves ptxas 255 registers: without it, it fitted sm_80's head-dim-32 forward into 128 (four
-// blocks an SM) and spilled.
+// The forward and the dq kernel: one block per 64 queries (16 a warp), over the key tiles they see.
 
+// Their shared tiles: the queries, a key tile's keys and values, the band of r they meet (band row b
+// is position key0 + (Tq - 1) - (row0 + kMmaRows - 1) + b: query row rr meets key c at band row
+// c - rr + kMmaRows - 1), each warp's window rows (warp w's window starts at band row kMmaRows -
+// 16 (w + 1)), the bias dots u . k and w . band, and the dropout keep flags.
+template <int kD, int kKeys>
+struct QueryBlockTiles {
+  static constexpr int kStride = kD + 8;  // 16-bit words per shared row
+  static constexpr int kBand = kMmaRows + kKeys;
+  static constexpr int kWin = kKeys + 16, kS = window_stride(kWin);
+  alignas(16) std::uint16_t q[kMmaRows][kStride];
+  alignas(16) std::uint16_t k[kKeys][kStride];
+  alignas(16) std::uint16_t v[kKeys][kStride];
+  alignas(16) std::uint16_t band[kBand][kStride];
+  alignas(16) float win[kMmaWarps][16][kS];
+  float uk[kKeys];
+  float wr[kBand];
+  std::uint8_t keep[kMmaRows][kKeys];
+};
+
+// A key tile of a query-block kernel: K, V and the band into shared memory with the keep flags and the
+// bias dots; then sc = Q K^T for the warp's 16 rows, and the warp's position product Q band[win0 ..]^T
+// into its window rows. Ends at a barrier, every shared value ready.
+template <typename T, int kD, int kKeys, int kN>
+__device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& ts, float (&sc)[kN][4],
+                                                   const RelMmaArgs& a, std::int64_t bh, std::int64_t row0, int rows,
+                                                   std::int64_t key0, std::int64_t key_end, int warp, int lane) {
+  using Tiles = QueryBlockTiles<kD, kKeys>;
+  const RelShape& s = a.shape;
+  const std::int64_t h = bh % s.heads;
+  const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
+  load_words<kKeys, kD>(ts.k, a.k + bh * s.tk * s.d, key0, key_end, s.d);
+  load_words<kKeys, kD>(ts.v, a.v + bh * s.tk * s.dv, key0, key_end, s.dv);
+  load_words<Tiles::kBand, kD>(ts.band, a.r + h * s.tk * s.d, key0 + (s.tq - 1) - (row0 + kMmaRows - 1), s.tk, s.d);
+  if (a.drop.on) fill_keep(ts.keep, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
+  copy_async_commit();
+  copy_async_wait<0>();
+  __syncthreads();
+  bias_dots_words<T>(ts.uk, ts.k, a.u + h * s.d, kKeys, s.d);
+  bias_dots_words<T>(ts.wr, ts.band, a.w + h * s.d, Tiles::kBand, s.d);
+
+  float pos[Tiles::kWin / 8][4];
+  zero_fragments(sc);
+  zero_fragments(pos);
+  add_rows_product<T, kD>(sc, ts.q, 16 * warp, ts.k, lane);
+  add_rows_product<T, kD>(pos, ts.q, 16 * warp, ts.band, lane, kMmaRows - 16 * (warp + 1));
+  write_window(ts.win[warp], pos, lane / 4, lane % 4);
+  __syncthreads();  // the bias dots of every thread, the window rows of the warp's lanes
+}
+
+// The position part and the bias dots of the score of the warp's row rl, key c: window column c - rl + 15.
+template <int kD, int kKeys>
+__device__ __forceinline__ float position_and_bias(const QueryBlockTiles<kD, kKeys>& ts, int warp, int rl, int c) {
+  const int j = c - rl + 15;
+  return ts.win[warp][rl][j] + ts.uk[c] + ts.wr[kMmaRows - 16 * (warp + 1) + j];
+}
+
+// The forward.
 template <typename T, int kD, int kKeys>
 __global__ void __launch_bounds__(kFlashThreads, 2) rel_forward_mma_kernel(RelMmaArgs a) {
   EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, 2);
-  constexpr int kStride = kD + 8;  // 16-bit words per shared row
   constexpr int kN = kKeys / 8, kO = kD / 8;
-  // Band row b is position key0 + (Tq - 1) - (row0 + kMmaRows - 1) + b; query row rr meets key c at
-  // band row c - rr + kMmaRows - 1. Warp w's window starts at band row kMmaRows - 16 (w + 1).
-  constexpr int kBand = kMmaRows + kKeys;
-  constexpr int kWin = kKeys + 16, kW = kWin / 8, kS = window_stride(kWin);
-  static_assert(
-      2 * (kMmaRows + 2 * kKeys + kBand) * kStride + 4 * (kMmaWarps * 16 * kS + kKeys + kBand) + kMmaRows * kKeys <=
-          kSharedLimit,
-      "tensor-core relative forward tiles exceed 48 KiB of shared memory");
-  EMU_STATIC_SHARED_ALIGN16(q_s, std::uint16_t[kMmaRows][kStride]);
-  EMU_STATIC_SHARED_ALIGN16(k_s, std::uint16_t[kKeys][kStride]);
-  EMU_STATIC_SHARED_ALIGN16(v_s, std::uint16_t[kKeys][kStride]);
-  EMU_STATIC_SHARED_ALIGN16(band_s, std::uint16_t[kBand][kStride]);
-  EMU_STATIC_SHARED_ALIGN16(win_s, float[kMmaWarps][16][kS]);
-  EMU_STATIC_SHARED(uk_s, float[kKeys]);
-  EMU_STATIC_SHARED(wr_s, float[kBand]);
-  EMU_STATIC_SHARED(keep_s, std::uint8_t[kMmaRows][kKeys]);
+  static_assert(sizeof(QueryBlockTiles<kD, kKeys>) <= kSharedLimit,
+                "tensor-core relative forward tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED_ALIGN16(ts, QueryBlockTiles<kD, kKeys>);
 
   const RelShape& s = a.shape;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const std::int64_t bh = blockIdx.x, h = bh % s.heads, row0 = static_cast<std::int64_t>(blockIdx.y) * kMmaRows;
+  const std::int64_t bh = blockIdx.x, row0 = static_cast<std::int64_t>(blockIdx.y) * kMmaRows;
   const int rows = static_cast<int>(s.tq - row0 < kMmaRows ? s.tq - row0 : kMmaRows);
-  const std::uint16_t* k = a.k + bh * s.tk * s.d;
-  const std::uint16_t* v = a.v + bh * s.tk * s.dv;
-  const std::uint16_t* r = a.r + h * s.tk * s.d;
-  const std::uint16_t* u = a.u + h * s.d;
-  const std::uint16_t* w = a.w + h * s.d;
-  const int win0 = kMmaRows - 16 * (warp + 1);
 
-  load_words<kMmaRows, kD>(q_s, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
+  load_words<kMmaRows, kD>(ts.q, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
   int local[2];
   float m[2], l[2], acc[kO][4];
   std::int64_t first[2], end[2];  // each row's visible keys; none for rows past the end
@@ -208,40 +247,21 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_forward_mma_kernel(RelMm
 
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
   for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
-    const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
-    load_words<kKeys, kD>(k_s, k, key0, key_end, s.d);
-    load_words<kKeys, kD>(v_s, v, key0, key_end, s.dv);
-    load_words<kBand, kD>(band_s, r, key0 + (s.tq - 1) - (row0 + kMmaRows - 1), s.tk, s.d);
-    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
-    copy_async_commit();
-    copy_async_wait<0>();
-    __syncthreads();
-    bias_dots_words<T>(uk_s, k_s, u, kKeys, s.d);
-    bias_dots_words<T>(wr_s, band_s, w, kBand, s.d);
-
-    // S = Q K^T and the warp's position product Q band[win0 ..]^T, the latter to its window rows.
-    float sc[kN][4], pos[kW][4];
-    zero_fragments(sc);
-    zero_fragments(pos);
-    add_rows_product<T, kD>(sc, q_s, 16 * warp, k_s, lane);
-    add_rows_product<T, kD>(pos, q_s, 16 * warp, band_s, lane, win0);
-    write_window(win_s[warp], pos, g, t);
-    __syncthreads();  // the bias dots of every thread, the window rows of the warp's lanes
-
-    // Element (row rl = g + 8 hh of the warp, key c) takes window column c - rl + 15.
+    float sc[kN][4];
+    query_block_scores<T>(ts, sc, a, bh, row0, rows, key0, key_end, warp, lane);
 #pragma unroll
     for (int n = 0; n < kN; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int hh = e >> 1, rl = g + 8 * hh, c = 8 * n + 2 * t + (e & 1), j = c - rl + 15;
+        const int hh = e >> 1, c = 8 * n + 2 * t + (e & 1);
         const std::int64_t key = key0 + c;
-        const bool valid = c < keys && key >= first[hh] && key < end[hh];
-        sc[n][e] = valid ? (sc[n][e] + win_s[warp][rl][j] + uk_s[c] + wr_s[win0 + j]) * a.scale : neg_inf();
+        const bool valid = key < key_end && key >= first[hh] && key < end[hh];
+        sc[n][e] = valid ? (sc[n][e] + position_and_bias(ts, warp, g + 8 * hh, c)) * a.scale : neg_inf();
       }
     std::uint32_t pa[kN][2];  // P (dropped out, 16-bit) as the A fragments of P V
-    online_softmax_fragments<T>(sc, m, l, acc, pa, keep_s, local, a.drop, t);
-    add_fragment_product<T>(acc, pa, v_s, lane);
-    __syncthreads();  // the next tile overwrites every tile but q_s
+    online_softmax_fragments<T>(sc, m, l, acc, pa, ts.keep, local, a.drop, t);
+    add_fragment_product<T>(acc, pa, ts.v, lane);
+    __syncthreads();  // the next tile overwrites every tile but the queries
   }
 
   finish_fragments<T>(m, l, acc, a.out + bh * s.tq * s.dv, a.lse + bh * s.tq, local, row0, s.tq, s.dv, t);
@@ -253,8 +273,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_forward_mma_kernel(RelMm
 
 // dk and dv of 64 keys (16 a warp: the rows of S^T), over every query tile that sees one of them.
 template <typename T, int kD, int kQ>
-__global__ void __launch_bounds__(kFlashThreads) rel_backward_kv_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+__global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_kv_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, 2);
   constexpr int kKeys = kMmaRows;
   constexpr int kStride = kD + 8;
   constexpr int kN = kQ / 8, kO = kD / 8;
@@ -388,38 +408,22 @@ __global__ void __launch_bounds__(kFlashThreads) rel_backward_kv_mma_kernel(RelM
 
 // dqu and dqw of 64 queries (16 a warp), over every key tile they see.
 template <typename T, int kD, int kKeys>
-__global__ void __launch_bounds__(kFlashThreads) rel_backward_q_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
-  constexpr int kStride = kD + 8;
-  constexpr int kN = kKeys / 8, kO = kD / 8;
-  constexpr int kBand = kMmaRows + kKeys;  // as the forward's
-  constexpr int kWin = kKeys + 16, kW = kWin / 8, kS = window_stride(kWin);
-  static_assert(
-      2 * (2 * kMmaRows + 2 * kKeys + kBand) * kStride + 4 * (kMmaWarps * 16 * kS + kKeys + kBand) + kMmaRows * kKeys <=
-          kSharedLimit,
-      "tensor-core relative dq tiles exceed 48 KiB of shared memory");
-  EMU_STATIC_SHARED_ALIGN16(q_s, std::uint16_t[kMmaRows][kStride]);
-  EMU_STATIC_SHARED_ALIGN16(do_s, std::uint16_t[kMmaRows][kStride]);
-  EMU_STATIC_SHARED_ALIGN16(k_s, std::uint16_t[kKeys][kStride]);
-  EMU_STATIC_SHARED_ALIGN16(v_s, std::uint16_t[kKeys][kStride]);
-  EMU_STATIC_SHARED_ALIGN16(band_s, std::uint16_t[kBand][kStride]);
-  EMU_STATIC_SHARED_ALIGN16(win_s, float[kMmaWarps][16][kS]);
-  EMU_STATIC_SHARED(uk_s, float[kKeys]);
-  EMU_STATIC_SHARED(wr_s, float[kBand]);
-  EMU_STATIC_SHARED(keep_s, std::uint8_t[kMmaRows][kKeys]);
+__global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_q_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, 2);
+  using Tiles = QueryBlockTiles<kD, kKeys>;
+  constexpr int kN = kKeys / 8, kO = kD / 8, kWin = Tiles::kWin;
+  static_assert(sizeof(Tiles) + 2 * kMmaRows * Tiles::kStride <= kSharedLimit,
+                "tensor-core relative dq tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED_ALIGN16(ts, Tiles);
+  EMU_STATIC_SHARED_ALIGN16(do_s, std::uint16_t[kMmaRows][Tiles::kStride]);
 
   const RelShape& s = a.shape;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const std::int64_t bh = blockIdx.x, h = bh % s.heads, row0 = static_cast<std::int64_t>(blockIdx.y) * kMmaRows;
+  const std::int64_t bh = blockIdx.x, row0 = static_cast<std::int64_t>(blockIdx.y) * kMmaRows;
   const int rows = static_cast<int>(s.tq - row0 < kMmaRows ? s.tq - row0 : kMmaRows);
-  const std::uint16_t* k = a.k + bh * s.tk * s.d;
-  const std::uint16_t* v = a.v + bh * s.tk * s.dv;
-  const std::uint16_t* r = a.r + h * s.tk * s.d;
-  const std::uint16_t* u = a.u + h * s.d;
-  const std::uint16_t* w = a.w + h * s.d;
   const int win0 = kMmaRows - 16 * (warp + 1);
 
-  load_words<kMmaRows, kD>(q_s, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
+  load_words<kMmaRows, kD>(ts.q, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
   load_words<kMmaRows, kD>(do_s, a.grad_out + bh * s.tq * s.dv, row0, s.tq, s.dv);
   const int local[2] = {16 * warp + g, 16 * warp + g + 8};
   float lse[2], delta[2];
@@ -438,26 +442,10 @@ __global__ void __launch_bounds__(kFlashThreads) rel_backward_q_mma_kernel(RelMm
 
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
   for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform
-    const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
-    load_words<kKeys, kD>(k_s, k, key0, key_end, s.d);
-    load_words<kKeys, kD>(v_s, v, key0, key_end, s.dv);
-    load_words<kBand, kD>(band_s, r, key0 + (s.tq - 1) - (row0 + kMmaRows - 1), s.tk, s.d);
-    if (a.drop.on) fill_keep(keep_s, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
-    copy_async_commit();
-    copy_async_wait<0>();
-    __syncthreads();
-    bias_dots_words<T>(uk_s, k_s, u, kKeys, s.d);
-    bias_dots_words<T>(wr_s, band_s, w, kBand, s.d);
-
-    float sc[kN][4], dp[kN][4], pos[kW][4];  // S (unscaled, without the bias dots), dD, the position product
-    zero_fragments(sc);
+    float sc[kN][4], dp[kN][4];  // S (unscaled, without the position part and the bias dots) and dD
+    query_block_scores<T>(ts, sc, a, bh, row0, rows, key0, key_end, warp, lane);
     zero_fragments(dp);
-    zero_fragments(pos);
-    add_rows_product<T, kD>(sc, q_s, 16 * warp, k_s, lane);
-    add_rows_product<T, kD>(dp, do_s, 16 * warp, v_s, lane);
-    add_rows_product<T, kD>(pos, q_s, 16 * warp, band_s, lane, win0);
-    write_window(win_s[warp], pos, g, t);
-    __syncthreads();  // the bias dots of every thread, the window rows of the warp's lanes
+    add_rows_product<T, kD>(dp, do_s, 16 * warp, ts.v, lane);
 
     float ge[kN][4];
     std::uint32_t grad_score[kN][2];
@@ -465,11 +453,11 @@ __global__ void __launch_bounds__(kFlashThreads) rel_backward_q_mma_kernel(RelMm
     for (int n = 0; n < kN; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int hh = e >> 1, rl = g + 8 * hh, c = 8 * n + 2 * t + (e & 1), j = c - rl + 15;
+        const int hh = e >> 1, c = 8 * n + 2 * t + (e & 1);
         const std::int64_t key = key0 + c;
-        const bool valid = c < keys && key >= first[hh] && key < end[hh];
-        const bool keep = a.drop.on && valid && keep_s[local[hh]][c] != 0;
-        const float score = sc[n][e] + win_s[warp][rl][j] + uk_s[c] + wr_s[win0 + j];
+        const bool valid = key < key_end && key >= first[hh] && key < end[hh];
+        const bool keep = a.drop.on && valid && ts.keep[local[hh]][c] != 0;
+        const float score = sc[n][e] + position_and_bias(ts, warp, g + 8 * hh, c);
         ge[n][e] = element_grads(a.scale, a.drop, score, dp[n][e], lse[hh], delta[hh], valid, keep).grad_score;
       }
       grad_score[n][0] = mma_pack(to_bits<T>(ge[n][0]), to_bits<T>(ge[n][1]));
@@ -477,29 +465,28 @@ __global__ void __launch_bounds__(kFlashThreads) rel_backward_q_mma_kernel(RelMm
     }
     // dS shifted into the window (row rl, column c - rl + 15; zeros where no key lands), read back as
     // the A fragments of dqw += dS' band[win0 ..].
+    float(&win)[16][Tiles::kS] = ts.win[warp];
     __syncwarp();  // every lane has read its window values
-    for (int i = lane; i < 16 * kWin; i += 32) win_s[warp][i / kWin][i % kWin] = 0.0f;
+    for (int i = lane; i < 16 * kWin; i += 32) win[i / kWin][i % kWin] = 0.0f;
     __syncwarp();
 #pragma unroll
     for (int n = 0; n < kN; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int rl = g + 8 * (e >> 1), c = 8 * n + 2 * t + (e & 1);
-        win_s[warp][rl][c - rl + 15] = ge[n][e];
+        win[rl][c - rl + 15] = ge[n][e];
       }
     __syncwarp();
-    std::uint32_t shifted[kW][2];
+    std::uint32_t shifted[kWin / 8][2];
 #pragma unroll
-    for (int n = 0; n < kW; ++n) {
-      shifted[n][0] =
-          mma_pack(to_bits<T>(win_s[warp][g][8 * n + 2 * t]), to_bits<T>(win_s[warp][g][8 * n + 2 * t + 1]));
-      shifted[n][1] =
-          mma_pack(to_bits<T>(win_s[warp][g + 8][8 * n + 2 * t]), to_bits<T>(win_s[warp][g + 8][8 * n + 2 * t + 1]));
+    for (int n = 0; n < kWin / 8; ++n) {
+      shifted[n][0] = mma_pack(to_bits<T>(win[g][8 * n + 2 * t]), to_bits<T>(win[g][8 * n + 2 * t + 1]));
+      shifted[n][1] = mma_pack(to_bits<T>(win[g + 8][8 * n + 2 * t]), to_bits<T>(win[g + 8][8 * n + 2 * t + 1]));
     }
     // dqu += dS K, dqw += dS' band: B fragments by transposed loads of key and band rows.
-    add_fragment_product<T>(dqu, grad_score, k_s, lane);
-    add_fragment_product<T>(dqw, shifted, band_s, lane, win0);
-    __syncthreads();  // the next key tile overwrites every tile but q_s and do_s
+    add_fragment_product<T>(dqu, grad_score, ts.k, lane);
+    add_fragment_product<T>(dqw, shifted, ts.band, lane, win0);
+    __syncthreads();  // the next key tile overwrites every tile but the queries and dO
   }
 
   if (a.grad_qu != nullptr) store_fragments_float(a.grad_qu + bh * s.tq * s.d, dqu, local, row0, s.tq, s.d, t);
@@ -508,8 +495,8 @@ __global__ void __launch_bounds__(kFlashThreads) rel_backward_q_mma_kernel(RelMm
 
 // Batch element b's part of dr for 64 positions (16 a warp) of head h, over every query tile.
 template <typename T, int kD, int kQ>
-__global__ void __launch_bounds__(kFlashThreads) rel_backward_r_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+__global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_r_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, 2);
   constexpr int kPos = kMmaRows;
   constexpr int kStride = kD + 8;
   constexpr int kN = kQ / 8, kO = kD / 8;
