@@ -23,9 +23,6 @@ namespace {
 constexpr int kMmaWarps = kFlashThreads / 32;
 constexpr int kMmaRows = 16 * kMmaWarps;  // a block's query rows: 16 per warp
 
-// Two 16-bit words, stored as one 4-byte access.
-using Words2 = Vec<std::uint16_t, 2>;
-
 // tile[r][c] = src[(row0 + r) * width + c] for 0 <= row0 + r < rows and c < width, 0 elsewhere (c < kCols):
 // 16-bit words as they are. Rows whose width is a multiple of 8 from a 16-byte aligned source (head
 // dims 32, 64, 128 and every multiple of 8) move in 16-byte pieces: a warp's request is 512 bytes,
@@ -114,15 +111,26 @@ __device__ __forceinline__ void zero_fragments(float (&acc)[kN][4]) {
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
 }
 
-// Row-major [rows][width] 16-bit store of a warp's 16 x kD float accumulator (rows row0 + local[h]),
-// row h's values times factor[h]. A lane holds two adjacent columns of each row: one 4-byte store
-// where the width is even (a warp's request then uses half of each sector where 2-byte stores used a
-// quarter), else a 2-byte store each.
-template <typename T, int kO>
-__device__ __forceinline__ void store_fragments(std::uint16_t* __restrict__ dst, const float (&acc)[kO][4],
+// The word a result is stored as: T's 16-bit bits, or the float itself.
+template <typename T, typename Word>
+__device__ __forceinline__ Word stored_word(float x) {
+  if constexpr (std::is_same_v<Word, float>)
+    return x;
+  else
+    return to_bits<T>(x);
+}
+
+// Row-major [rows][width] store of a warp's 16 x 8 kO float accumulator (rows row0 + local[h]), row h's
+// values times factor[h], as T's 16-bit words (Word std::uint16_t) or as floats (T = Word = float). A
+// lane holds two adjacent columns of each row: one store of the pair where the width is even (for
+// 16-bit words a warp's request then uses half of each sector where 2-byte stores used a quarter),
+// else one store each.
+template <typename T, int kO, typename Word>
+__device__ __forceinline__ void store_fragments(Word* __restrict__ dst, const float (&acc)[kO][4],
                                                 const float (&factor)[2], const int (&local)[2], std::int64_t row0,
                                                 std::int64_t rows, int width, int t) {
-  const bool pairs = width % 2 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 4 == 0;  // block-uniform
+  using Pair = Vec<Word, 2>;
+  const bool pairs = width % 2 == 0 && reinterpret_cast<std::uintptr_t>(dst) % sizeof(Pair) == 0;  // block-uniform
 #pragma unroll
   for (int o = 0; o < kO; ++o)
 #pragma unroll
@@ -130,9 +138,10 @@ __device__ __forceinline__ void store_fragments(std::uint16_t* __restrict__ dst,
       const int col = 8 * o + 2 * t;
       const std::int64_t row = row0 + local[h];
       if (row >= rows || col >= width) continue;
-      const Words2 pair{{to_bits<T>(acc[o][2 * h] * factor[h]), to_bits<T>(acc[o][2 * h + 1] * factor[h])}};
+      const Pair pair{
+          {stored_word<T, Word>(acc[o][2 * h] * factor[h]), stored_word<T, Word>(acc[o][2 * h + 1] * factor[h])}};
       if (pairs) {
-        *reinterpret_cast<Words2*>(dst + row * width + col) = pair;
+        *reinterpret_cast<Pair*>(dst + row * width + col) = pair;
       } else {
         dst[row * width + col] = pair.v[0];
         if (col + 1 < width) dst[row * width + col + 1] = pair.v[1];

@@ -135,28 +135,6 @@ __device__ __forceinline__ void add_bias_outer_fragments(float (&acc)[kO][4], co
     }
 }
 
-// Row-major [rows][width] float32 store of a warp's 16 x 8 kO accumulator (rows row0 + local[h]).
-template <int kO>
-__device__ __forceinline__ void store_fragments_float(float* __restrict__ dst, const float (&acc)[kO][4],
-                                                      const int (&local)[2], std::int64_t row0, std::int64_t rows,
-                                                      int width, int t) {
-  const bool pairs = width % 2 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 8 == 0;  // block-uniform
-#pragma unroll
-  for (int o = 0; o < kO; ++o)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int col = 8 * o + 2 * t;
-      const std::int64_t row = row0 + local[h];
-      if (row >= rows || col >= width) continue;
-      if (pairs) {
-        *reinterpret_cast<Vec<float, 2>*>(dst + row * width + col) = Vec<float, 2>{{acc[o][2 * h], acc[o][2 * h + 1]}};
-      } else {
-        dst[row * width + col] = acc[o][2 * h];
-        if (col + 1 < width) dst[row * width + col + 1] = acc[o][2 * h + 1];
-      }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The forward and the dq kernel: one block per 64 queries (16 a warp), over the key tiles they see.
 
@@ -489,8 +467,9 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_q_mma_kernel(Re
     __syncthreads();  // the next key tile overwrites every tile but the queries and dO
   }
 
-  if (a.grad_qu != nullptr) store_fragments_float(a.grad_qu + bh * s.tq * s.d, dqu, local, row0, s.tq, s.d, t);
-  if (a.grad_qw != nullptr) store_fragments_float(a.grad_qw + bh * s.tq * s.d, dqw, local, row0, s.tq, s.d, t);
+  const float one[2] = {1.0f, 1.0f};
+  if (a.grad_qu != nullptr) store_fragments<float>(a.grad_qu + bh * s.tq * s.d, dqu, one, local, row0, s.tq, s.d, t);
+  if (a.grad_qw != nullptr) store_fragments<float>(a.grad_qw + bh * s.tq * s.d, dqw, one, local, row0, s.tq, s.d, t);
 }
 
 // Batch element b's part of dr for 64 positions (16 a warp) of head h, over every query tile.
@@ -620,7 +599,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_r_mma_kernel(Re
 
   const float sums[2] = {group_row_sum(score_sums[0]), group_row_sum(score_sums[1])};
   add_bias_outer_fragments<T>(dr, w, sums, s.d, t);  // dr_p = sum dS (q_i + w)
-  store_fragments_float(a.grad_r + bh * s.tk * s.d, dr, local, pos0, s.tk, s.d, t);
+  const float one[2] = {1.0f, 1.0f};
+  store_fragments<float>(a.grad_r + bh * s.tk * s.d, dr, one, local, pos0, s.tk, s.d, t);
 }
 
 // ---------------------------------------------------------------------------------------------
