@@ -241,12 +241,12 @@ def cases(dev, gpu):
     rsize = f"{rb}x{rh}x{rq}x{rk} d{rd}"
     rel_pairs = rb * rh * rq * (rq + (rq + 1) / 2)
 
-    def rel_attention(backward):
+    def rel_attention(backward, dtype=torch.float32):
         def build():
-            q = uniform((rb, rh, rq, rd), dev).requires_grad_(backward)
-            k, v = (uniform((rb, rh, rk, rd), dev).requires_grad_(backward) for _ in range(2))
-            r = uniform((rh, rk, rd), dev).requires_grad_(backward)
-            u, w = (uniform((rh, 1, rd), dev).requires_grad_(backward) for _ in range(2))
+            q = uniform((rb, rh, rq, rd), dev, dtype).requires_grad_(backward)
+            k, v = (uniform((rb, rh, rk, rd), dev, dtype).requires_grad_(backward) for _ in range(2))
+            r = uniform((rh, rk, rd), dev, dtype).requires_grad_(backward)
+            u, w = (uniform((rh, 1, rd), dev, dtype).requires_grad_(backward) for _ in range(2))
             i = torch.arange(rq, device=dev).unsqueeze(1)
             j = torch.arange(rk, device=dev).unsqueeze(0)
             hidden = j > i + (rk - rq)
@@ -262,7 +262,7 @@ def cases(dev, gpu):
                 return forward
             with torch.enable_grad():
                 out = forward()
-            up = uniform(out.shape, dev)
+            up = uniform(out.shape, dev, dtype)
             return lambda: torch.autograd.grad(out, (q, k, v, r, u, w), up, retain_graph=True)
         return build
     # A step of generation against the evaluation memory: one query row, position p = j (no shift).
@@ -289,6 +289,14 @@ def cases(dev, gpu):
         c.append((name, rsize, rel_fw_bytes, 2.0 * rel_pairs * (3 * rd), rel_attention(False)))
     for name in ("flash_rel_attention backward", "rel_attention backward (unfused)"):
         c.append((name, rsize, rel_bw_bytes, 2.0 * rel_pairs * (14 * rd), rel_attention(True)))
+    if gpu:  # the same composition in float16 beside define's tensor-core kernels (bytes as kernel_cases.h's)
+        c.append(("flash_rel_attention forward float16", rsize,
+                  2.0 * (rb * rh * (2.0 * rq * rd + 2.0 * rk * rd) + rh * rk * rd) + 4.0 * rb * rh * rq,
+                  2.0 * rel_pairs * (3 * rd), rel_attention(False, torch.float16)))
+        c.append(("flash_rel_attention backward float16", rsize,
+                  2.0 * (rb * rh * (6.0 * rq * rd + 4.0 * rk * rd) + 2.0 * rh * rk * rd) +
+                  4.0 * (2.0 * rb * rh * rq + rb * rh * rk * rd),
+                  2.0 * rel_pairs * (14 * rd), rel_attention(True, torch.float16)))
 
     batch, nb = (64 if gpu else 8), 128
 

@@ -91,15 +91,32 @@ __device__ __forceinline__ float word_value(std::uint16_t bits) {
   return load_value(T::from_bits(bits));
 }
 
-// dots[i] = bias . tile[i] for i < n, in float: bias (d 16-bit words in global memory) against the
-// tile's 16-bit rows.
-template <typename T, int kN, int kRowsT, int kStride>
+// A bias vector (u or w, d <= 64 elements) spread over a warp: lane l holds elements l and l + 32, in
+// float, read once a kernel.
+struct BiasLanes {
+  float lo, hi;
+};
+template <typename T>
+__device__ __forceinline__ BiasLanes bias_lanes(const std::uint16_t* __restrict__ bias, int depth) {
+  const int lane = threadIdx.x % 32;
+  return {lane < depth ? word_value<T>(bias[lane]) : 0.0f, lane + 32 < depth ? word_value<T>(bias[lane + 32]) : 0.0f};
+}
+
+// dots[i] = bias . tile[i] for i < n, in float: warp w takes rows w, w + 4, ...; each lane multiplies
+// its two elements (the tile's columns past d are zeros) and the warp sums the products in a fixed
+// butterfly order, the same bits in every run. Consecutive lanes read consecutive words of a row: no
+// bank conflict.
+template <typename T, int kD, int kN, int kRowsT, int kStride>
 __device__ __forceinline__ void bias_dots_words(float (&dots)[kN], const std::uint16_t (&tile)[kRowsT][kStride],
-                                                const std::uint16_t* __restrict__ bias, int n, int depth) {
-  for (int i = threadIdx.x; i < n; i += kFlashThreads) {
-    float sum = 0.0f;
-    for (int x = 0; x < depth; ++x) sum += word_value<T>(bias[x]) * word_value<T>(tile[i][x]);
-    dots[i] = sum;
+                                                const BiasLanes& bias, int n) {
+  static_assert(kD == 32 || kD == 64, "the tile sets of head dims 32 and 64");
+  const int lane = threadIdx.x % 32;
+  for (int i = static_cast<int>(threadIdx.x) / 32; i < n; i += kMmaWarps) {  // warp-uniform
+    float x = bias.lo * word_value<T>(tile[i][lane]);
+    if constexpr (kD > 32) x += bias.hi * word_value<T>(tile[i][lane + 32]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(kFullMask, x, offset);
+    if (lane == 0) dots[i] = x;
   }
 }
 
@@ -162,8 +179,9 @@ struct QueryBlockTiles {
 // into its window rows. Ends at a barrier, every shared value ready.
 template <typename T, int kD, int kKeys, int kN>
 __device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& ts, float (&sc)[kN][4],
-                                                   const RelMmaArgs& a, std::int64_t bh, std::int64_t row0, int rows,
-                                                   std::int64_t key0, std::int64_t key_end, int warp, int lane) {
+                                                   const RelMmaArgs& a, const BiasLanes& u, const BiasLanes& w,
+                                                   std::int64_t bh, std::int64_t row0, int rows, std::int64_t key0,
+                                                   std::int64_t key_end, int warp, int lane) {
   using Tiles = QueryBlockTiles<kD, kKeys>;
   const RelShape& s = a.shape;
   const std::int64_t h = bh % s.heads;
@@ -175,8 +193,8 @@ __device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& t
   copy_async_commit();
   copy_async_wait<0>();
   __syncthreads();
-  bias_dots_words<T>(ts.uk, ts.k, a.u + h * s.d, kKeys, s.d);
-  bias_dots_words<T>(ts.wr, ts.band, a.w + h * s.d, Tiles::kBand, s.d);
+  bias_dots_words<T, kD>(ts.uk, ts.k, u, kKeys);
+  bias_dots_words<T, kD>(ts.wr, ts.band, w, Tiles::kBand);
 
   float pos[Tiles::kWin / 8][4];
   zero_fragments(sc);
@@ -208,6 +226,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_forward_mma_kernel(RelMm
   const std::int64_t bh = blockIdx.x, row0 = static_cast<std::int64_t>(blockIdx.y) * kMmaRows;
   const int rows = static_cast<int>(s.tq - row0 < kMmaRows ? s.tq - row0 : kMmaRows);
 
+  const BiasLanes u = bias_lanes<T>(a.u + (bh % s.heads) * s.d, s.d),
+                  w = bias_lanes<T>(a.w + (bh % s.heads) * s.d, s.d);
   load_words<kMmaRows, kD>(ts.q, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
   int local[2];
   float m[2], l[2], acc[kO][4];
@@ -226,7 +246,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_forward_mma_kernel(RelMm
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
   for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
     float sc[kN][4];
-    query_block_scores<T>(ts, sc, a, bh, row0, rows, key0, key_end, warp, lane);
+    query_block_scores<T>(ts, sc, a, u, w, bh, row0, rows, key0, key_end, warp, lane);
 #pragma unroll
     for (int n = 0; n < kN; ++n)
 #pragma unroll
@@ -294,7 +314,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_kv_mma_kernel(R
   copy_async_commit();
   copy_async_wait<0>();
   __syncthreads();
-  bias_dots_words<T>(uk_s, k_s, u, kKeys, s.d);             // read after the loop's first barrier
+  const BiasLanes u_lanes = bias_lanes<T>(u, s.d), w_lanes = bias_lanes<T>(w, s.d);
+  bias_dots_words<T, kD>(uk_s, k_s, u_lanes, kKeys);        // read after the loop's first barrier
   const int local[2] = {16 * warp + g, 16 * warp + g + 8};  // this lane's keys (rows of S^T)
   float dk[kO][4], dv[kO][4], score_sums[2] = {0.0f, 0.0f};
   zero_fragments(dk);
@@ -318,7 +339,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_kv_mma_kernel(R
     copy_async_commit();
     copy_async_wait<0>();
     __syncthreads();
-    bias_dots_words<T>(wr_s, band_s, w, kBand, s.d);
+    bias_dots_words<T, kD>(wr_s, band_s, w_lanes, kBand);
     __syncthreads();
 
     // S^T = K Q^T and dD^T = V dO^T: element e of [n] is (key local[e >> 1], query 8 n + 2 t + (e & 1)).
@@ -401,6 +422,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_q_mma_kernel(Re
   const int rows = static_cast<int>(s.tq - row0 < kMmaRows ? s.tq - row0 : kMmaRows);
   const int win0 = kMmaRows - 16 * (warp + 1);
 
+  const BiasLanes u = bias_lanes<T>(a.u + (bh % s.heads) * s.d, s.d),
+                  w = bias_lanes<T>(a.w + (bh % s.heads) * s.d, s.d);
   load_words<kMmaRows, kD>(ts.q, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
   load_words<kMmaRows, kD>(do_s, a.grad_out + bh * s.tq * s.dv, row0, s.tq, s.dv);
   const int local[2] = {16 * warp + g, 16 * warp + g + 8};
@@ -421,7 +444,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_q_mma_kernel(Re
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
   for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform
     float sc[kN][4], dp[kN][4];  // S (unscaled, without the position part and the bias dots) and dD
-    query_block_scores<T>(ts, sc, a, bh, row0, rows, key0, key_end, warp, lane);
+    query_block_scores<T>(ts, sc, a, u, w, bh, row0, rows, key0, key_end, warp, lane);
     zero_fragments(dp);
     add_rows_product<T, kD>(dp, do_s, 16 * warp, ts.v, lane);
 
@@ -516,7 +539,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_r_mma_kernel(Re
   copy_async_commit();
   copy_async_wait<0>();
   __syncthreads();
-  bias_dots_words<T>(wr_s, r_s, w, kPos, s.d);              // read after the loop's first barrier
+  const BiasLanes u_lanes = bias_lanes<T>(u, s.d), w_lanes = bias_lanes<T>(w, s.d);
+  bias_dots_words<T, kD>(wr_s, r_s, w_lanes, kPos);         // read after the loop's first barrier
   const int local[2] = {16 * warp + g, 16 * warp + g + 8};  // this lane's positions (rows of dS^T)
   float dr[kO][4], score_sums[2] = {0.0f, 0.0f};
   zero_fragments(dr);
@@ -542,7 +566,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_r_mma_kernel(Re
       copy_async_commit();
       copy_async_wait<0>();
       __syncthreads();
-      bias_dots_words<T>(uk_s, k_band, u, kKeyBand, s.d);
+      bias_dots_words<T, kD>(uk_s, k_band, u_lanes, kKeyBand);
       __syncthreads();
 
       // Scores and dD along the diagonals, element e of [n] at (position local[e >> 1], query
