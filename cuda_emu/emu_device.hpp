@@ -19,7 +19,7 @@
 
 namespace cuda_emu::detail {
 
-inline Runner& current_runner(const char* what) {
+CUDA_EMU_UNINSTRUMENTED inline Runner& current_runner(const char* what) {
   Runner* r = tls_runner;
   if (!r) throw std::logic_error(cat(what, " called outside a kernel"));
   return *r;

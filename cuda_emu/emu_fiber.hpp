@@ -14,6 +14,8 @@
 
 #include <boost/context/detail/fcontext.hpp>
 
+#include "cuda_emu/emu_types.hpp"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define CUDA_EMU_ASAN 1
 #elif defined(__has_feature)
@@ -73,7 +75,7 @@ inline void map_stack(Fiber& f, std::size_t bytes) {
 // Makes a fresh context on the fiber's stack that starts in `entry`. Stack tops are staggered by
 // 320 bytes per fiber ("colouring") so that the hot frames of neighbouring fibers do not all map to
 // the same cache sets.
-inline void make_context(Fiber& f, void (*entry)(bctx::transfer_t)) {
+CUDA_EMU_UNINSTRUMENTED inline void make_context(Fiber& f, void (*entry)(bctx::transfer_t)) {
 #if defined(CUDA_EMU_ASAN)
   __asan_unpoison_memory_region(f.stack_lo, f.stack_bytes);
 #endif
@@ -85,7 +87,7 @@ inline void make_context(Fiber& f, void (*entry)(bctx::transfer_t)) {
 
 // Tell ASan that this OS thread is about to run on `to`'s stack. `save` receives the current
 // fiber's fake stack, or is null when the current fiber will never be resumed.
-inline void before_switch([[maybe_unused]] void** save, [[maybe_unused]] const Fiber& to) {
+CUDA_EMU_UNINSTRUMENTED inline void before_switch([[maybe_unused]] void** save, [[maybe_unused]] const Fiber& to) {
 #if defined(CUDA_EMU_ASAN)
   __sanitizer_start_switch_fiber(save, to.stack_lo, to.stack_bytes);
 #endif
@@ -93,8 +95,8 @@ inline void before_switch([[maybe_unused]] void** save, [[maybe_unused]] const F
 
 // Counterpart of before_switch, run first thing on the stack that was switched to. Reports the
 // stack we came from (used to learn the OS thread's own stack bounds).
-inline void after_switch([[maybe_unused]] Fiber& self, [[maybe_unused]] const void** from_lo,
-                         [[maybe_unused]] std::size_t* from_bytes) {
+CUDA_EMU_UNINSTRUMENTED inline void after_switch([[maybe_unused]] Fiber& self, [[maybe_unused]] const void** from_lo,
+                                                 [[maybe_unused]] std::size_t* from_bytes) {
 #if defined(CUDA_EMU_ASAN)
   __sanitizer_finish_switch_fiber(self.fake_stack, from_lo, from_bytes);
   self.fake_stack = nullptr;

@@ -61,7 +61,7 @@ inline float mma_input(std::uint16_t bits, MmaInput type) {
 //                    row = 2 * threadID_in_group + 8 * r, col = groupID;
 //   C, D (16 x 8):   element i is (groupID + 8 * (i >> 1), 2 * threadID_in_group + (i & 1)).
 template <int K, MmaInput Type>
-void mma_compute(void* const* lanes) {
+CUDA_EMU_UNINSTRUMENTED void mma_compute(void* const* lanes) {
   static_assert(K == 8 || K == 16);
   float a[16][K], b[K][8];
   for (int l = 0; l < 32; ++l) {
@@ -91,7 +91,7 @@ void mma_compute(void* const* lanes) {
 }
 
 // Fails the launch unless the emulated architecture has `op`.
-inline void require_arch(Runner& r, const char* op, int min_arch, const char* file, int line) {
+CUDA_EMU_UNINSTRUMENTED inline void require_arch(Runner& r, const char* op, int min_arch, const char* file, int line) {
   if (r.arch() >= min_arch) return;
   std::string message =
       cat(op, " (", call_site(file, line), ") needs sm_", min_arch, " or newer; the emulated device is sm_", r.arch(),
@@ -100,8 +100,8 @@ inline void require_arch(Runner& r, const char* op, int min_arch, const char* fi
 }
 
 template <int K, MmaInput Type>
-void mma_sync(const char* op, int min_arch, float* d, const std::uint32_t* a, const std::uint32_t* b, const float* c,
-              const char* file, int line) {
+CUDA_EMU_UNINSTRUMENTED void mma_sync(const char* op, int min_arch, float* d, const std::uint32_t* a,
+                                      const std::uint32_t* b, const float* c, const char* file, int line) {
   Runner& r = current_runner(op);
   require_arch(r, op, min_arch, file, line);
   MmaLane lane{};
@@ -119,7 +119,7 @@ struct LdmatrixLane {
 };
 
 // Element `col` (0-7) of a row of eight 16-bit values.
-inline std::uint32_t row_element(const LdmatrixLane* lane, int col) {
+CUDA_EMU_UNINSTRUMENTED inline std::uint32_t row_element(const LdmatrixLane* lane, int col) {
   return (lane->row[col >> 1] >> (16 * (col & 1))) & 0xFFFFu;
 }
 
@@ -128,7 +128,7 @@ inline std::uint32_t row_element(const LdmatrixLane* lane, int col) {
 // 2 * threadID_in_group and the next), with .trans the same places of the transposed matrix
 // (rows 2 * threadID_in_group and the next, column groupID).
 template <int Num, bool Trans>
-void ldmatrix_compute(void* const* lanes) {
+CUDA_EMU_UNINSTRUMENTED void ldmatrix_compute(void* const* lanes) {
   for (int l = 0; l < 32; ++l) {
     auto* lane = static_cast<LdmatrixLane*>(lanes[l]);
     const int group = l >> 2, in_group = l & 3;

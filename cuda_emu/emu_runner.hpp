@@ -157,28 +157,31 @@ class Runner {
   }
 
   // Runs one block to completion on this OS thread. Returns false (with the message) on failure.
-  bool run_block(const LaunchJob& job, uint3 block_index, std::uint64_t block_linear, std::string& error);
+  CUDA_EMU_UNINSTRUMENTED bool run_block(const LaunchJob& job, uint3 block_index, std::uint64_t block_linear,
+                                         std::string& error);
 
   // Device-side operations of the current CUDA thread.
-  int barrier(const char* file, int line, BarrierKind kind, bool pred);
-  std::uint64_t warp_op(const char* op, std::uint32_t mask, std::uint64_t value, int src_lane, bool pred,
-                        std::uint32_t* ballot, std::uint32_t* group, const char* file, int line);
+  CUDA_EMU_UNINSTRUMENTED int barrier(const char* file, int line, BarrierKind kind, bool pred);
+  CUDA_EMU_UNINSTRUMENTED std::uint64_t warp_op(const char* op, std::uint32_t mask, std::uint64_t value, int src_lane,
+                                                bool pred, std::uint32_t* ballot, std::uint32_t* group,
+                                                const char* file, int line);
   // A warp-wide collective of the .sync.aligned kind (mma.sync, ldmatrix; emu_mma.hpp): every lane
   // of the warp calls it from the same place with its operands in `data`; the last to arrive runs
   // `compute` over all 32 lanes' data, then every lane carries on. Fails the block when the warp
   // is partial, a lane of it has returned (or returns while the others wait), or lanes diverge.
-  void warp_collective(const char* op, void* data, WarpCollectiveFn compute, const char* file, int line);
+  CUDA_EMU_UNINSTRUMENTED void warp_collective(const char* op, void* data, WarpCollectiveFn compute, const char* file,
+                                               int line);
   // The block's copy of a static shared array: the same address for every thread of the block.
-  void* static_shared(const SharedSite* site, std::size_t bytes, std::size_t align);
+  CUDA_EMU_UNINSTRUMENTED void* static_shared(const SharedSite* site, std::size_t bytes, std::size_t align);
   // Empty when [p, p + bytes) lies inside the launch's dynamic shared memory or inside one static
   // shared array of the block; otherwise what is wrong with it, for a message.
-  std::string shared_span_problem(const void* p, std::size_t bytes) const;
+  CUDA_EMU_UNINSTRUMENTED std::string shared_span_problem(const void* p, std::size_t bytes) const;
   // The emulated architecture (CUDA_EMU_ARCH at the launch), e.g. 75 for sm_75.
-  int arch() const { return job_->config.arch; }
+  CUDA_EMU_UNINSTRUMENTED int arch() const { return job_->config.arch; }
   // Race schedule (emu_race.hpp calls it at every instrumented memory access of this OS thread):
   // maybe let another thread run before this access to `address`. Not instrumented itself, or its
   // own reads would call it again before the guard is set.
-  __attribute__((no_sanitize_thread)) void race_hook(const void* address) {
+  CUDA_EMU_UNINSTRUMENTED void race_hook(const void* address) {
     if (!racing_ || in_race_hook_ || !cur_ || cur_->state != ThreadState::running) return;
     in_race_hook_ = true;  // owner_of's own (instrumented) accesses come back here
     if ((next_random() & 3u) == 0 && (is_shared(address) || owner_of(address) >= 0)) yield_current();
@@ -186,75 +189,73 @@ class Runner {
   }
   // Every instrumented access (emu_race.hpp): the race schedule's switch point, then the profile's
   // record. kind: AccessKind's read / write / atomic; pc: the instruction.
-  __attribute__((no_sanitize_thread)) void access_hook(const void* address, unsigned bytes, unsigned kind,
-                                                       const void* pc) {
+  CUDA_EMU_UNINSTRUMENTED void access_hook(const void* address, unsigned bytes, unsigned kind, const void* pc) {
     if (racing_) race_hook(address);
     if (recording_) record_access(address, bytes, kind, pc);
   }
   // Profiling: matrix FLOPs (2 M N K per mma.sync) a lane of a recorded block issued, scaled to the grid.
-  void count_tensor_flops(double flops) {
+  CUDA_EMU_UNINSTRUMENTED void count_tensor_flops(double flops) {
     if (recording_) job_->recorder->profile.tensor_flops += flops * job_->recorder->block_weight;
   }
-  std::uint32_t active_mask() const {
+  CUDA_EMU_UNINSTRUMENTED std::uint32_t active_mask() const {
     const WarpState& w = warps_[cur_->warp];
     return w.exists & ~w.exited;
   }
-  int lane() const { return cur_->lane; }
+  CUDA_EMU_UNINSTRUMENTED int lane() const { return cur_->lane; }
   // The current thread's slot (its cp.async copies in flight: emu_async_copy.hpp).
-  Slot& current_slot() { return *cur_; }
-  bool debug() const { return job_->config.debug; }
-  unsigned char* dynamic_smem() const { return dyn_ptr_; }
-  std::string current_thread() const { return cat("thread ", format_index(cur_->tid)); }
+  CUDA_EMU_UNINSTRUMENTED Slot& current_slot() { return *cur_; }
+  CUDA_EMU_UNINSTRUMENTED bool debug() const { return job_->config.debug; }
+  CUDA_EMU_UNINSTRUMENTED unsigned char* dynamic_smem() const { return dyn_ptr_; }
+  CUDA_EMU_UNINSTRUMENTED std::string current_thread() const { return cat("thread ", format_index(cur_->tid)); }
 
   // Aborts the block with `message`; never returns. The frames of the failing fiber are abandoned,
   // so callers build the message in a statement of its own (no temporaries pending) and move it in.
-  [[noreturn]] void fail(std::string message) {
+  [[noreturn]] CUDA_EMU_UNINSTRUMENTED void fail(std::string message) {
     error_ = std::move(message);
     abort_block();
   }
 
  private:
-  static void fiber_entry(bctx::transfer_t t) {
+  CUDA_EMU_UNINSTRUMENTED static void fiber_entry(bctx::transfer_t t) {
     Runner* r = tls_runner;
     Fiber* self = r->starting_;
     r->landed(t, self);
     r->fiber_loop(self);
   }
 
-  [[noreturn]] void fiber_loop(Fiber* self);
-  void run_thread(Slot* s);
-  void thread_exited(Slot* s);
-  void block_current(Slot* s);
-  void release_barrier_or_fail();
-  int find_group(WarpState& w, std::uint32_t mask, const char* op);
-  void complete_group(WarpState& w, int warp, int group, const Slot* caller);
-  void setup_dynamic_smem(const LaunchJob& job);
-  std::string static_smem_overflow() const;
-  bool is_shared(const void* p) const;
-  __attribute__((no_sanitize_thread)) void record_access(const void* address, unsigned bytes, unsigned kind,
-                                                         const void* pc);
-  void yield_current();
-  std::string deadlock_message() const;
+  [[noreturn]] CUDA_EMU_UNINSTRUMENTED void fiber_loop(Fiber* self);
+  CUDA_EMU_UNINSTRUMENTED void run_thread(Slot* s);
+  CUDA_EMU_UNINSTRUMENTED void thread_exited(Slot* s);
+  CUDA_EMU_UNINSTRUMENTED void block_current(Slot* s);
+  CUDA_EMU_UNINSTRUMENTED void release_barrier_or_fail();
+  CUDA_EMU_UNINSTRUMENTED int find_group(WarpState& w, std::uint32_t mask, const char* op);
+  CUDA_EMU_UNINSTRUMENTED void complete_group(WarpState& w, int warp, int group, const Slot* caller);
+  CUDA_EMU_UNINSTRUMENTED void setup_dynamic_smem(const LaunchJob& job);
+  CUDA_EMU_UNINSTRUMENTED std::string static_smem_overflow() const;
+  CUDA_EMU_UNINSTRUMENTED bool is_shared(const void* p) const;
+  CUDA_EMU_UNINSTRUMENTED void record_access(const void* address, unsigned bytes, unsigned kind, const void* pc);
+  CUDA_EMU_UNINSTRUMENTED void yield_current();
+  CUDA_EMU_UNINSTRUMENTED std::string deadlock_message() const;
 
-  [[noreturn]] void abort_block() {
+  [[noreturn]] CUDA_EMU_UNINSTRUMENTED void abort_block() {
     aborted_ = true;
     switch_to(cur_fiber_, &host_, false);
     __builtin_unreachable();
   }
 
-  void enter(Slot* s) {
+  CUDA_EMU_UNINSTRUMENTED void enter(Slot* s) {
     cur_ = s;
     s->state = ThreadState::running;
     threadIdx = s->tid;
     in_race_hook_ = false;  // a thread that gave way inside race_hook resumes here, or a new one starts
   }
-  static void bind(Fiber* f, Slot* s) {
+  CUDA_EMU_UNINSTRUMENTED static void bind(Fiber* f, Slot* s) {
     f->slot = s;
     s->fiber = f;
   }
-  Slot* take_unstarted() { return &slots_[order_[next_unstarted_++]]; }
+  CUDA_EMU_UNINSTRUMENTED Slot* take_unstarted() { return &slots_[order_[next_unstarted_++]]; }
 
-  Fiber* acquire_fiber() {
+  CUDA_EMU_UNINSTRUMENTED Fiber* acquire_fiber() {
     if (!free_.empty()) {
       Fiber* f = free_.back();
       free_.pop_back();
@@ -268,19 +269,19 @@ class Runner {
   }
 
   // Jumps from `from` to `to`. Returns when `from` is resumed; never, if !from_resumes.
-  void switch_to(Fiber* from, Fiber* to, bool from_resumes) {
+  CUDA_EMU_UNINSTRUMENTED void switch_to(Fiber* from, Fiber* to, bool from_resumes) {
     before_switch(from_resumes ? &from->fake_stack : nullptr, *to);
     bctx::transfer_t t = bctx::jump_fcontext(to->ctx, from);
     landed(t, from);
   }
   // Starts a fresh context on `f` (for the thread bound to it) and jumps there.
-  void start(Fiber* from, Fiber* f, bool from_resumes) {
+  CUDA_EMU_UNINSTRUMENTED void start(Fiber* from, Fiber* f, bool from_resumes) {
     make_context(*f, &Runner::fiber_entry);
     starting_ = f;
     switch_to(from, f, from_resumes);
   }
   // First thing after arriving on `self`'s stack: remember where the previous context stopped.
-  void landed(bctx::transfer_t t, Fiber* self) {
+  CUDA_EMU_UNINSTRUMENTED void landed(bctx::transfer_t t, Fiber* self) {
     const void* lo = nullptr;
     std::size_t bytes = 0;
     after_switch(*self, &lo, &bytes);
@@ -294,19 +295,19 @@ class Runner {
   }
 
   // Run queue: a ring of slot indices (each slot at most once, so 1024 entries suffice).
-  bool queue_empty() const { return qhead_ == qtail_; }
-  void push_back(int i) { queue_[qtail_++ & 1023u] = i; }
-  void push_front(int i) { queue_[--qhead_ & 1023u] = i; }
-  int pop_front() { return queue_[qhead_++ & 1023u]; }
+  CUDA_EMU_UNINSTRUMENTED bool queue_empty() const { return qhead_ == qtail_; }
+  CUDA_EMU_UNINSTRUMENTED void push_back(int i) { queue_[qtail_++ & 1023u] = i; }
+  CUDA_EMU_UNINSTRUMENTED void push_front(int i) { queue_[--qhead_ & 1023u] = i; }
+  CUDA_EMU_UNINSTRUMENTED int pop_front() { return queue_[qhead_++ & 1023u]; }
 
-  std::uint64_t next_random() {  // splitmix64
+  CUDA_EMU_UNINSTRUMENTED std::uint64_t next_random() {  // splitmix64
     std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
   // Reorders ascending thread ids by the schedule policy.
-  void apply_policy(int* ids, int k) {
+  CUDA_EMU_UNINSTRUMENTED void apply_policy(int* ids, int k) {
     if (job_->config.schedule == Schedule::reverse) {
       std::reverse(ids, ids + k);
     } else if (job_->config.schedule == Schedule::random) {
@@ -368,7 +369,7 @@ class Runner {
   std::vector<const void*> warp_pcs_[kMaxBlockThreads / 32];
   std::uintptr_t device_lo_ = 0, device_hi_ = 0;  // the device allocation the last access fell in
 
-  void align_executions(int warp);
+  CUDA_EMU_UNINSTRUMENTED void align_executions(int warp);
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -14,6 +14,14 @@
 #include <thread>
 #include <type_traits>
 
+// The emulator's own code is compiled into every kernel file, whose instrumentation (emu_race.hpp)
+// would call a hook at each of its loads and stores; the runner's functions, the fiber switches and
+// the warp-wide collectives' arithmetic opt out. What they touch is the emulator's state, which the
+// race schedule and the profile skip anyway, and with the hooks a barrier or a warp intrinsic cost
+// about twice as much. Device-side code that reads or writes the kernel's memory on its behalf
+// (ldmatrix's row, cp.async, atomics) stays instrumented or calls the hooks itself.
+#define CUDA_EMU_UNINSTRUMENTED __attribute__((no_sanitize_thread))
+
 // ---------------------------------------------------------------------------------------------
 // Vector types. Same layout and alignment as CUDA's vector_types.h, so kernels may reinterpret
 // global memory as float4 etc. exactly as on the GPU.

@@ -149,12 +149,23 @@ __device__ __forceinline__ void store_fragments(Word* __restrict__ dst, const fl
     }
 }
 
+// A row of an accumulator fragment lies across the four lanes of a group (lane / 4): its max and
+// its sum there, in two __shfl_xor_sync steps whose operations commute, so every lane of the group
+// gets the same value, bit for bit.
+__device__ __forceinline__ float fragment_row_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kFullMask, x, 2));
+}
+__device__ __forceinline__ float fragment_row_sum(float x) {
+  x += __shfl_xor_sync(kFullMask, x, 1);
+  return x + __shfl_xor_sync(kFullMask, x, 2);
+}
+
 // One key tile of the online softmax of the lane's two rows (local[0], local[1] of the block), on
 // the fragments of S: sc holds the tile's scaled scores, -inf where masked (element e of sc[n] is
 // row local[e >> 1], key 8 n + 2 t + (e & 1)). Updates each row's running max m and this lane's part
 // of its sum l (the group's four lanes are summed at the end), rescales the output fragments acc,
-// and gives P, dropped out by keep and rounded to T, as the A fragments of P V. A row's max is two
-// __shfl_xor_sync steps over its group: the same value in every lane, bit for bit.
+// and gives P, dropped out by keep and rounded to T, as the A fragments of P V.
 template <typename T, int kN, int kO, int kKeepRows, int kKeepKeys>
 __device__ __forceinline__ void online_softmax_fragments(const float (&sc)[kN][4], float (&m)[2], float (&l)[2],
                                                          float (&acc)[kO][4], std::uint32_t (&pa)[kN][2],
@@ -168,10 +179,7 @@ __device__ __forceinline__ void online_softmax_fragments(const float (&sc)[kN][4
   float alpha[2], m_new[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float x = tile_max[h];
-    x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 1));
-    x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 2));
-    m_new[h] = fmaxf(m[h], x);
+    m_new[h] = fmaxf(m[h], fragment_row_max(tile_max[h]));
     // No valid key so far: nothing to rescale (and exp(-inf - -inf) would be NaN).
     alpha[h] = m_new[h] == neg_inf() ? 1.0f : dev_exp(m[h] - m_new[h]);
   }
@@ -212,9 +220,7 @@ __device__ __forceinline__ void finish_fragments(const float (&m)[2], const floa
   float inv[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float total = l[h];
-    total += __shfl_xor_sync(kFullMask, total, 1);
-    total += __shfl_xor_sync(kFullMask, total, 2);
+    const float total = fragment_row_sum(l[h]);
     const bool any = m[h] != neg_inf();
     inv[h] = any ? 1.0f / total : 0.0f;
     const std::int64_t row = row0 + local[h];

@@ -132,13 +132,6 @@ __device__ __forceinline__ void write_window(float (&win)[16][kS], const float (
           Vec<float, 2>{{acc[n][2 * h], acc[n][2 * h + 1]}};
 }
 
-// The lane's part of row sums: the four lanes of a group hold a row's columns.
-__device__ __forceinline__ float group_row_sum(float x) {
-  x += __shfl_xor_sync(kFullMask, x, 1);
-  x += __shfl_xor_sync(kFullMask, x, 2);
-  return x;
-}
-
 // acc[o][e] += bias[8 o + 2 t + (e & 1)] * sums[e >> 1] for the columns below width.
 template <typename T, int kO>
 __device__ __forceinline__ void add_bias_outer_fragments(float (&acc)[kO][4], const std::uint16_t* __restrict__ bias,
@@ -394,7 +387,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_kv_mma_kernel(R
   }
 
   if (want_k) {
-    const float sums[2] = {group_row_sum(score_sums[0]), group_row_sum(score_sums[1])};
+    const float sums[2] = {fragment_row_sum(score_sums[0]), fragment_row_sum(score_sums[1])};
     add_bias_outer_fragments<T>(dk, u, sums, s.d, t);  // dk_j = sum_i dS_ij (q_i + u)
     const float one[2] = {1.0f, 1.0f};
     store_fragments<T>(a.grad_k + bh * s.tk * s.d, dk, one, local, key0, s.tk, s.d, t);
@@ -621,7 +614,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_r_mma_kernel(Re
     }
   }
 
-  const float sums[2] = {group_row_sum(score_sums[0]), group_row_sum(score_sums[1])};
+  const float sums[2] = {fragment_row_sum(score_sums[0]), fragment_row_sum(score_sums[1])};
   add_bias_outer_fragments<T>(dr, w, sums, s.d, t);  // dr_p = sum dS (q_i + w)
   const float one[2] = {1.0f, 1.0f};
   store_fragments<float>(a.grad_r + bh * s.tk * s.d, dr, one, local, pos0, s.tk, s.d, t);
