@@ -25,7 +25,12 @@
 //
 // Registers: every kernel here is bounded at two blocks an SM (__launch_bounds__(128, 2)), which leaves
 // ptxas 255 registers a thread; without the bound it fitted some of them into 128 on sm_80 (four blocks
-// an SM, as their shared memory allows) and spilled.
+// an SM, as their shared memory allows) and spilled. From sm_80 the three backward kernels are bounded
+// at three (kRelMmaBackwardBlocks: 168 registers, which they fit without spilling; their shared
+// memory, 49 KiB at most, three times fits sm_80's 164 KiB and sm_90's 228 KiB): half as many warps
+// again to hide the latency of their loads and shuffles. The forward stays at two: at 168 its
+// head-dim-64 kernel spilled on sm_80 and sm_90. sm_75's 64 KiB of shared memory hold one block
+// anyway, and its ptxas spilled at 168.
 //
 // Shared-memory access: the window rows are kS floats with kS % 32 in {8, 24}, so a warp's float-pair
 // writes of a product (rows g, columns 2 t of 8) fall in distinct banks; the shifted reads meet each
@@ -47,6 +52,12 @@ namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
 
 constexpr int kRelMmaMaxHeadDim = 64;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+constexpr int kRelMmaBackwardBlocks = 3;
+#else
+constexpr int kRelMmaBackwardBlocks = 2;
+#endif
 
 // Floats per window row: at least kWin, and 8 or 24 past a multiple of 32 (see above).
 constexpr int window_stride(int kWin) {
@@ -264,8 +275,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_forward_mma_kernel(RelMm
 
 // dk and dv of 64 keys (16 a warp: the rows of S^T), over every query tile that sees one of them.
 template <typename T, int kD, int kQ>
-__global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_kv_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, 2);
+__global__ void __launch_bounds__(kFlashThreads, kRelMmaBackwardBlocks) rel_backward_kv_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBackwardBlocks);
   constexpr int kKeys = kMmaRows;
   constexpr int kStride = kD + 8;
   constexpr int kN = kQ / 8, kO = kD / 8;
@@ -400,8 +411,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_kv_mma_kernel(R
 
 // dqu and dqw of 64 queries (16 a warp), over every key tile they see.
 template <typename T, int kD, int kKeys>
-__global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_q_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, 2);
+__global__ void __launch_bounds__(kFlashThreads, kRelMmaBackwardBlocks) rel_backward_q_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBackwardBlocks);
   using Tiles = QueryBlockTiles<kD, kKeys>;
   constexpr int kN = kKeys / 8, kO = kD / 8, kWin = Tiles::kWin;
   static_assert(sizeof(Tiles) + 2 * kMmaRows * Tiles::kStride <= kSharedLimit,
@@ -490,8 +501,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_q_mma_kernel(Re
 
 // Batch element b's part of dr for 64 positions (16 a warp) of head h, over every query tile.
 template <typename T, int kD, int kQ>
-__global__ void __launch_bounds__(kFlashThreads, 2) rel_backward_r_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, 2);
+__global__ void __launch_bounds__(kFlashThreads, kRelMmaBackwardBlocks) rel_backward_r_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBackwardBlocks);
   constexpr int kPos = kMmaRows;
   constexpr int kStride = kD + 8;
   constexpr int kN = kQ / 8, kO = kD / 8;
