@@ -84,6 +84,14 @@ inline std::vector<Case> cases() {
                  Tensor x = uniform({r, k}, d);
                  return Problem{f32_bytes(1.0 * r * k + k), 0, [=] { (void)kernels::sum(x, {0}, false); }};
                }});
+  // Two reduced dims that do not merge: a bias gradient of relative attention, [B, H, T, d] summed
+  // over the batch and time dims (Transformer-XL's u and w).
+  c.push_back(
+      {"sum (batch and time dims)", "reduce", "64x8x512x64", "4x4x150x64", [](Device d, bool gpu) {
+         const std::int64_t b = gpu ? 64 : 4, h = gpu ? 8 : 4, t = gpu ? 512 : 150, k = 64;
+         Tensor x = uniform({b, h, t, k}, d);
+         return Problem{f32_bytes(1.0 * b * h * t * k + h * k), 0, [=] { (void)kernels::sum(x, {0, 2}, false); }};
+       }});
   c.push_back({"column_sum", "matmul", "16384x4096", "1024x1024", [](Device d, bool gpu) {
                  const std::int64_t r = gpu ? 16384 : 1024, k = gpu ? 4096 : 1024;
                  Tensor x = uniform({r, k}, d);

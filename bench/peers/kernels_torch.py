@@ -82,6 +82,14 @@ def cases(dev, gpu):
         x = uniform((r, k), dev)
         return lambda: x.sum(0)
     c.append(("sum (first dim)", f"{r}x{k}", f32_bytes(1.0 * r * k + k), 0, sum_first))
+
+    bh, hh, th = (64, 8, 512) if gpu else (4, 4, 150)
+
+    def sum_batch_time():
+        x = uniform((bh, hh, th, 64), dev)
+        return lambda: x.sum((0, 2))
+    c.append(("sum (batch and time dims)", f"{bh}x{hh}x{th}x64", f32_bytes(1.0 * bh * hh * th * 64 + hh * 64), 0,
+              sum_batch_time))
     # define's column_sum (a GEMM-family kernel for bias gradients) is the same reduction in PyTorch.
     c.append(("column_sum", f"{r}x{k}", f32_bytes(1.0 * r * k + k), 0, sum_first))
 

@@ -163,6 +163,36 @@ __device__ __forceinline__ std::int64_t reduced_offset(const OffsetCalc<1>& calc
   return off[0];
 }
 
+// The offsets of r, r + step, r + 2 step, ... over two reduced dims that do not merge (a sum over the
+// batch and time dims of [B, H, T, d]): one division where the walk starts, then each step adds its
+// share of both dims and carries the inner index over (a GPU's 64-bit division is a software routine,
+// and four of them in flight spilled registers on sm_61 and sm_75). The inner index in 32 bits (the
+// caller checks that the inner dim fits), to spare registers.
+struct TwoDimWalk {
+  std::int64_t offset, step_offset, carry_offset;
+  int inner_size, inner_index, step_inner;
+  __device__ __forceinline__ TwoDimWalk(const OffsetCalc<1>& calc, std::int64_t r, std::int64_t step) {
+    const std::int64_t inner = calc.sizes[1], outer = r / inner, step_outer = step / inner;
+    inner_size = static_cast<int>(inner);
+    inner_index = static_cast<int>(r - outer * inner);
+    step_inner = static_cast<int>(step - step_outer * inner);
+    offset = outer * calc.strides[0][0] + inner_index * calc.strides[0][1];
+    step_offset = step_outer * calc.strides[0][0] + step_inner * calc.strides[0][1];
+    carry_offset = calc.strides[0][0] - inner * calc.strides[0][1];
+  }
+  // The current offset, then on to the next step.
+  __device__ __forceinline__ std::int64_t next() {
+    const std::int64_t at = offset;
+    offset += step_offset;
+    inner_index += step_inner;  // both below inner_size: no overflow
+    if (inner_index >= inner_size) {
+      inner_index -= inner_size;
+      offset += carry_offset;
+    }
+    return at;
+  }
+};
+
 // op's accumulation of base[reduced offset of r] for r = begin, begin + step, ... below end: four
 // loads in flight per thread (four accumulators over consecutive quads of the walk, combined in a
 // fixed order), then the remainder one at a time. Not for max / argmax (kWalkUnrolled false): four
@@ -181,6 +211,15 @@ __device__ __forceinline__ typename Op::acc_t accumulate_walk(const Op& op, cons
       op.accumulate(a1, base + (r + step) * s, r + step);
       op.accumulate(a2, base + (r + 2 * step) * s, r + 2 * step);
       op.accumulate(a3, base + (r + 3 * step) * s, r + 3 * step);
+    }
+  } else if (Op::kWalkUnrolled && reduced.ndim == 2 && reduced.sizes[1] <= INT32_MAX / 2 && r + 3 * step < end) {
+    TwoDimWalk walk(reduced, r, step);  // the same four in flight over two dims
+    for (; r + 3 * step < end; r += 4 * step) {
+      const std::int64_t o0 = walk.next(), o1 = walk.next(), o2 = walk.next(), o3 = walk.next();
+      op.accumulate(a0, base + o0, r);
+      op.accumulate(a1, base + o1, r + step);
+      op.accumulate(a2, base + o2, r + 2 * step);
+      op.accumulate(a3, base + o3, r + 3 * step);
     }
   }
   for (; r < end; r += step) op.accumulate(a0, base + reduced_offset(reduced, r), r);

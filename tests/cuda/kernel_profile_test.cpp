@@ -66,6 +66,7 @@ const std::vector<Claim>& claims() {
       Claim("sum (last dim)").loads_ahead(3),
       Claim("sum (first dim)").loads_ahead(3),
       Claim("column_sum").loads_ahead(3),
+      Claim("sum (batch and time dims)").loads_ahead(3),
       Claim("log_softmax", 0.8, 0.8, false, 0.5,
             "block_allreduce's per-warp slots: 12-byte states read by 16 lanes, a few extra wavefronts a row")
           .loads_ahead(3),

@@ -86,6 +86,10 @@ TEST_CASE("reduce kernels: large sums match the reference", "[cuda][reduce][fami
       {"3x100003 dim1 (rows split across blocks)", {3, 100003}, {1}, true},
       {"100003x3 dim0 (columns split across blocks)", {100003, 3}, {0}, true},
       {"7x1000x33 dims 0,2 (interleaved)", {7, 1000, 33}, {0, 2}, true},
+      // Columns over two reduced dims that do not merge (relative attention's bias gradients): the
+      // walk's step (8 rows) carries over the inner dim (150) now and then, or spans it (3) each time.
+      {"6x5x150x64 dims 0,2 (columns, two reduced dims)", {6, 5, 150, 64}, {0, 2}, true},
+      {"200x4x3x64 dims 0,2 (columns, a step past the inner dim)", {200, 4, 3, 64}, {0, 2}, true},
       {"5000x7 dim1 (sub-warp rows)", {5000, 7}, {1}, true},
   };
   for (const Case& c : cases) {
