@@ -23,14 +23,14 @@
 // Head dims up to 64: with the band tile and the window rows, 128 does not fit 48 KiB of static
 // shared memory at 64 queries a block; wider heads take the FFMA kernels on widened copies.
 //
-// Registers: every kernel here is bounded at two blocks an SM (__launch_bounds__(128, 2)), which leaves
-// ptxas 255 registers a thread; without the bound it fitted some of them into 128 on sm_80 (four blocks
-// an SM, as their shared memory allows) and spilled. From sm_80 the three backward kernels are bounded
-// at three (kRelMmaBackwardBlocks: 168 registers, which they fit without spilling; their shared
-// memory, 49 KiB at most, three times fits sm_80's 164 KiB and sm_90's 228 KiB): half as many warps
-// again to hide the latency of their loads and shuffles. The forward stays at two: at 168 its
-// head-dim-64 kernel spilled on sm_80 and sm_90. sm_75's 64 KiB of shared memory hold one block
-// anyway, and its ptxas spilled at 168.
+// Registers: bounded at three blocks an SM from sm_80 (__launch_bounds__(128, kRelMmaBlocks): 168
+// registers, which every kernel here fits without a spill; their shared memory, 49 KiB at most, three times
+// fits sm_80's 164 KiB and sm_90's 228 KiB), so that half as many warps again hide the latency of their
+// loads and shuffles; at two, the bound leaves 255 (without a bound ptxas fitted some of them into 128 on
+// sm_80, four blocks an SM, and spilled). sm_75 keeps two: its 64 KiB of shared memory hold one block anyway,
+// and its ptxas spilled at 168. The query-block kernels compute the position product before the score
+// product, so that the two sets of fragments are never live together: the other order took the forward
+// with head dim 64 to 174 registers on sm_90 and spilled at 168.
 //
 // Shared-memory access: the window rows are kS floats with kS % 32 in {8, 24}, so a warp's float-pair
 // writes of a product (rows g, columns 2 t of 8) fall in distinct banks; the shifted reads meet each
@@ -54,9 +54,9 @@ namespace {
 constexpr int kRelMmaMaxHeadDim = 64;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-constexpr int kRelMmaBackwardBlocks = 3;
+constexpr int kRelMmaBlocks = 3;
 #else
-constexpr int kRelMmaBackwardBlocks = 2;
+constexpr int kRelMmaBlocks = 2;
 #endif
 
 // Floats per window row: at least kWin, and 8 or 24 past a multiple of 32 (see above).
@@ -200,12 +200,14 @@ __device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& t
   bias_dots_words<T, kD>(ts.uk, ts.k, u, kKeys);
   bias_dots_words<T, kD>(ts.wr, ts.band, w, Tiles::kBand);
 
-  float pos[Tiles::kWin / 8][4];
+  {  // the position product first, to shared memory: its fragments and sc's are never live together
+    float pos[Tiles::kWin / 8][4];
+    zero_fragments(pos);
+    add_rows_product<T, kD>(pos, ts.q, 16 * warp, ts.band, lane, kMmaRows - 16 * (warp + 1));
+    write_window(ts.win[warp], pos, lane / 4, lane % 4);
+  }
   zero_fragments(sc);
-  zero_fragments(pos);
   add_rows_product<T, kD>(sc, ts.q, 16 * warp, ts.k, lane);
-  add_rows_product<T, kD>(pos, ts.q, 16 * warp, ts.band, lane, kMmaRows - 16 * (warp + 1));
-  write_window(ts.win[warp], pos, lane / 4, lane % 4);
   __syncthreads();  // the bias dots of every thread, the window rows of the warp's lanes
 }
 
@@ -218,8 +220,8 @@ __device__ __forceinline__ float position_and_bias(const QueryBlockTiles<kD, kKe
 
 // The forward.
 template <typename T, int kD, int kKeys>
-__global__ void __launch_bounds__(kFlashThreads, 2) rel_forward_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, 2);
+__global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBlocks);
   constexpr int kN = kKeys / 8, kO = kD / 8;
   static_assert(sizeof(QueryBlockTiles<kD, kKeys>) <= kSharedLimit,
                 "tensor-core relative forward tiles exceed 48 KiB of shared memory");
@@ -275,8 +277,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) rel_forward_mma_kernel(RelMm
 
 // dk and dv of 64 keys (16 a warp: the rows of S^T), over every query tile that sees one of them.
 template <typename T, int kD, int kQ>
-__global__ void __launch_bounds__(kFlashThreads, kRelMmaBackwardBlocks) rel_backward_kv_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBackwardBlocks);
+__global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_kv_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBlocks);
   constexpr int kKeys = kMmaRows;
   constexpr int kStride = kD + 8;
   constexpr int kN = kQ / 8, kO = kD / 8;
@@ -411,8 +413,8 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBackwardBlocks) rel_back
 
 // dqu and dqw of 64 queries (16 a warp), over every key tile they see.
 template <typename T, int kD, int kKeys>
-__global__ void __launch_bounds__(kFlashThreads, kRelMmaBackwardBlocks) rel_backward_q_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBackwardBlocks);
+__global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBlocks);
   using Tiles = QueryBlockTiles<kD, kKeys>;
   constexpr int kN = kKeys / 8, kO = kD / 8, kWin = Tiles::kWin;
   static_assert(sizeof(Tiles) + 2 * kMmaRows * Tiles::kStride <= kSharedLimit,
@@ -501,8 +503,8 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBackwardBlocks) rel_back
 
 // Batch element b's part of dr for 64 positions (16 a warp) of head h, over every query tile.
 template <typename T, int kD, int kQ>
-__global__ void __launch_bounds__(kFlashThreads, kRelMmaBackwardBlocks) rel_backward_r_mma_kernel(RelMmaArgs a) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBackwardBlocks);
+__global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_r_mma_kernel(RelMmaArgs a) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBlocks);
   constexpr int kPos = kMmaRows;
   constexpr int kStride = kD + 8;
   constexpr int kN = kQ / 8, kO = kD / 8;
