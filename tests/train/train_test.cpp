@@ -141,9 +141,12 @@ TEST_CASE("train: full epochs validate, keep the best checkpoint and average und
   CHECK(valid_events == 3);
   CHECK(final_events == 1);
   // A 40-word language where each word is followed by the next with probability 0.7: its
-  // entropy is about 1.72 nats (perplexity 5.6); the uniform guess is 41.
-  CHECK(std::exp(r.valid_loss) < 12.0);
-  CHECK(std::exp(r.test_loss) < 12.0);
+  // entropy is about 1.72 nats (perplexity 5.6); the uniform guess is 41. The bound must hold for
+  // every mix of CPU GEMM libraries: each shape class's library is chosen by timing on the machine
+  // (kernels/cpu/gemm_provider.h), and at lr 10 their roundings move the validation perplexity
+  // between 10.9 and 12.9 (seen on one AMD EPYC: each library alone, and a mix ctest's order chose).
+  CHECK(std::exp(r.valid_loss) < 15.0);
+  CHECK(std::exp(r.test_loss) < 15.0);
   fs::remove_all(root);
 }
 
