@@ -27,6 +27,8 @@
 #      bf16 against their peers (same model on the same GPU, autocast / GradScaler on the peer's side), one
 #      table of tokens/s and peak device memory of both in models_vs_torch.txt. The peers need a python3 whose
 #      torch sees the GPU (DEFINE_PYTHON, else the first of python3 and /usr/bin/python3 that has one).
+#      A ctest (scripts/checks/check-kernel-peers.py) keeps the peer's cases and sizes those of
+#      kernel_bench and runs the peer and the join on the CPU, so this stage works the first time.
 # STAGES picks them (default "tests train bench mixed peers nccl"; all: "tests sanitize train bench mixed
 # translate peers nccl").
 # Each step has its own time limit, so one that hangs costs only its own minutes, and writes its log

@@ -2,6 +2,7 @@
 //
 //   kernel_bench [--device cuda|emu] [--filter SUBSTRING] [--runs N]
 //   kernel_bench --device emu --profile [--size emu|gpu] [--arch 61|75|90] [--max-blocks N] [--filter SUBSTRING]
+//   kernel_bench --list   (each case's name, GPU size and emulator size, tab-separated; runs nothing)
 //
 // Times on a GPU come from CUDA events around back-to-back calls (enough for about 20 ms a round;
 // the median of `runs` rounds), so a small kernel reports the kernel, not a launch plus a host-side
@@ -233,6 +234,10 @@ int main(int argc, char** argv) {
   int only_arch = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--list") {  // for scripts/checks/check-kernel-peers.py: the peer must have the same cases
+      for (const Case& c : cases()) fmt::print("{}\t{}\t{}\n", c.name, c.size_gpu, c.size_emu);
+      return 0;
+    }
     if (a == "--device" && i + 1 < argc) device_name = argv[++i];
     else if (a == "--profile")
       profile = true;
@@ -248,7 +253,8 @@ int main(int argc, char** argv) {
       fmt::print(stderr,
                  "usage: kernel_bench [--device cuda|emu] [--filter SUBSTRING] [--runs N]\n"
                  "       kernel_bench --device emu --profile [--size emu|gpu] [--arch 61|75|90] [--max-blocks N] "
-                 "[--filter SUBSTRING]\n");
+                 "[--filter SUBSTRING]\n"
+                 "       kernel_bench --list\n");
       return 2;
     }
   }

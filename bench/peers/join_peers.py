@@ -6,7 +6,8 @@ stage peers). Python 3 standard library only.
       kernel_bench --device cuda's table beside kernels_torch.py --device cuda's JSON lines, case by
       case under kernel_bench's names: each side's time, define's time over PyTorch's, and each
       side's bandwidth as a share of the copy rate that side measured in its own run (GEMMs: each
-      side's GFLOP/s). Cases only one side has show "-" for the other.
+      side's GFLOP/s). Cases only one side has show "-" for the other; below the table, the reason
+      kernels_torch.py gave for each case it did not time.
   join_peers.py models LOG...
       the `json   : {...}` summary lines of lm_train_bench / txl_train_bench / nmt_train_bench runs
       with --device cuda: tokens/s of both, their ratio, and both sides' peak device memory.
@@ -51,7 +52,9 @@ def parse_kernel_bench(lines, known):
 
 
 def parse_torch(lines):
-    copy, info, rows, order = None, {}, {}, []
+    """kernels_torch.py's JSON lines -> (copy GB/s, the copy-rate row, {name: row}, order,
+    {name: why not timed})."""
+    copy, info, rows, order, skipped = None, {}, {}, [], {}
     for line in lines:
         if not line.startswith("{"):
             continue
@@ -61,15 +64,17 @@ def parse_torch(lines):
             continue
         if j.get("name") == "copy rate":
             copy, info = j.get("gbps"), j
+        elif "skipped" in j:
+            skipped[j["name"]] = j["skipped"]
         elif "name" in j:
             rows[j["name"]] = j
             order.append(j["name"])
-    return copy, info, rows, order
+    return copy, info, rows, order, skipped
 
 
 def kernels(kernel_bench_log, torch_log):
-    t_copy, t_info, t_rows, t_order = parse_torch(read_lines(torch_log))
-    d_copy, d_rows, d_order = parse_kernel_bench(read_lines(kernel_bench_log), set(t_rows))
+    t_copy, t_info, t_rows, t_order, t_skipped = parse_torch(read_lines(torch_log))
+    d_copy, d_rows, d_order = parse_kernel_bench(read_lines(kernel_bench_log), set(t_rows) | set(t_skipped))
     print(f"define (kernel_bench): copy rate {d_copy or 0:.0f} GB/s; pytorch (kernels_torch.py, torch "
           f"{t_info.get('torch', '?')} on {t_info.get('gpu', '?')}): copy rate {t_copy or 0:.0f} GB/s")
     print(f"{'case':<28} {'define ms':>10} {'torch ms':>10} {'define/torch':>13} {'define':>11} {'torch':>11}")
@@ -87,6 +92,8 @@ def kernels(kernel_bench_log, torch_log):
             d_share = f"{100 * d['rate'] / d_copy:.0f}% copy" if d and d_copy else "-"
             t_share = f"{t['pct_of_copy']:.0f}% copy" if t and "pct_of_copy" in t else "-"
         print(f"{name:<28} {d_ms:>10} {t_ms:>10} {ratio:>13} {d_share:>11} {t_share:>11}")
+    for name, why in t_skipped.items():
+        print(f"{name}: no torch time ({why})")
     print("define/torch > 1: define is slower. define's times are kernel_bench's as it takes them (its header says"
           " how); torch's are CUDA events around rounds of back-to-back launches, the median round's per call.")
     if not d_rows or not t_rows:

@@ -8,6 +8,8 @@ gbps or flops and gflops, pct_of_copy) for bench/peers/join_peers.py to join wit
 
   kernels_torch.py [--device cuda|cpu] [--small] [--filter SUBSTRING] [--warmup 20] [--rounds 5]
                    [--launches 50]
+  kernels_torch.py --list   (each case's name, GPU size and --small size, tab-separated, as
+                             kernel_bench --list prints them; scripts/checks/check-kernel-peers.py)
 
 Timing: `warmup` untimed calls, then `rounds` rounds of `launches` back-to-back calls, each round
 timed with CUDA events around the whole round (the host clock on the CPU); a call's time is the
@@ -15,10 +17,13 @@ median round's over `launches`. On a GPU: float32 with TF32 off (define's SGEMM 
 --device cpu with --small (kernel_cases.h's emulator sizes, size_emu) runs the same code on the CPU:
 it tests the script where there is no GPU; its figures say nothing about a GPU.
 
-Cases without a PyTorch op of their own are left out (rel_attention rows / unshift: Transformer-XL's
-fused kernels; gemm (tiled kernel): define's own GEMM kernel); the join shows them as "-". The
-relative-attention cases (fused and unfused) stand beside the composition Transformer-XL's reference
-code runs, the attention cases beside scaled_dot_product_attention. Some
+Every kernel_bench case has a row: timed, or a JSON line {"name", "size", "skipped": why} where this
+device or this torch cannot time it (float16 on the CPU; scaled_dot_product_attention before torch
+2.0) or PyTorch has no counterpart (gemm (tiled kernel): define's own GEMM kernel; PyTorch's is the
+default path's row). The relative-attention cases (fused and unfused, and the row kernel and the
+unshift of the unfused path) stand beside the composition Transformer-XL's reference code runs, the
+attention row kernels beside the masked softmax and dropout of an eager attention layer, and the
+fused attention cases beside scaled_dot_product_attention. Some
 ops do more than the compulsory work by design and are still timed as PyTorch runs them:
 dropout also writes its mask (one byte per element); the transposed copy allocates its output
 through the caching allocator (x.t().contiguous()).
@@ -42,12 +47,23 @@ def uniform(shape, dev, dtype=torch.float32):
     return (torch.rand(shape, device=dev) * 2 - 1).to(dtype)
 
 
+def shifted(bd):
+    """Transformer-XL's relative shift of the position scores [B, H, Tq, Tk], as its reference code
+    does it: a zero column in front, the rows viewed one longer, the first dropped."""
+    b, h, tq, tk = bd.shape
+    padded = torch.cat([bd.new_zeros(b, h, tq, 1), bd], dim=-1).view(b, h, tk + 1, tq)
+    return padded[:, :, 1:].reshape(b, h, tq, tk)
+
+
 def cases(dev, gpu):
-    """(name, size shown, bytes, flops, build) as kernel_cases.h has them; build() makes the
-    inputs and returns the call to time."""
+    """([(name, size shown, bytes, flops, build)], [(name, size shown, why not timed)]) as
+    kernel_cases.h has them; build() makes the inputs and returns the call to time."""
     n = (64 << 20) if gpu else (1 << 20)
     size_n = "64M" if gpu else "1M"
-    c = []
+    c, skipped = [], []
+
+    def skip(name, size, why):
+        skipped.append((name, size, why))
 
     def transpose():
         m = 8192 if gpu else 1024
@@ -167,12 +183,34 @@ def cases(dev, gpu):
                               ("gemm float16 (GemmEx)", torch.float16, 2.0),
                               ("gemm bfloat16 (GemmEx)", torch.bfloat16, 2.0)):
         if dtype == torch.float16 and not gpu:
-            continue  # the CPU has no float16 GEMM in this torch
+            skip(name, f"{g}^3", "float16 on the GPU only")
+            continue
 
         def gemm(dtype=dtype):
             a, b = uniform((g, g), dev, dtype), uniform((g, g), dev, dtype)
             return lambda: torch.matmul(a, b)
         c.append((name, f"{g}^3", elem * 3.0 * g * g, 2.0 * g * g * g, gemm))
+    skip("gemm (tiled kernel)", f"{g}^3", "define's own GEMM kernel; PyTorch's GEMM is the gemm (default path) row")
+
+    # The unfused attention's row kernels beside an eager attention layer's masked softmax and
+    # dropout (forward), and the gradient of the scores through them and the 0.125 scale (backward).
+    ab, ah, aq, ak = (64, 8, 256, 256) if gpu else (8, 8, 64, 128)
+    asize = f"{ab}x{ah}x{aq}x{ak}"
+    causal = (torch.arange(ak, device=dev).unsqueeze(0) > torch.arange(aq, device=dev).unsqueeze(1) + (ak - aq))
+
+    def attention_rows():
+        s = uniform((ab, ah, aq, ak), dev)
+        return lambda: F.dropout(torch.softmax(s.masked_fill(causal, float("-inf")), dim=-1), 0.1, training=True)
+
+    def attention_rows_backward():
+        s = uniform((ab, ah, aq, ak), dev).requires_grad_(True)
+        with torch.enable_grad():
+            probs = F.dropout(torch.softmax((s * 0.125).masked_fill(causal, float("-inf")), dim=-1), 0.1,
+                              training=True)
+        g = uniform(probs.shape, dev)
+        return lambda: torch.autograd.grad(probs, s, g, retain_graph=True)
+    c.append(("attention rows", asize, f32_bytes(3.0 * ab * ah * aq * ak), 0, attention_rows))
+    c.append(("attention rows backward", asize, f32_bytes(4.0 * ab * ah * aq * ak), 0, attention_rows_backward))
 
     # Fused attention: PyTorch's scaled_dot_product_attention (its fused kernels on a GPU; torch 2.0
     # and newer) at B x H x T x T, d 64 (its default scale is 1 / sqrt(64), define's 0.125), no mask;
@@ -190,55 +228,57 @@ def cases(dev, gpu):
             up = uniform(out.shape, dev)
             return lambda: torch.autograd.grad(out, (q, k, v), up, retain_graph=True)
         return build
-    if hasattr(F, "scaled_dot_product_attention"):
-        c.append(("flash_attention forward", fsize, f32_bytes(4.0 * fb * fh * ft * hd + fb * fh * ft),
-                  2.0 * fb * fh * ft * ft * (2 * hd), sdpa(False)))
-        c.append(("flash_attention backward", fsize, f32_bytes(8.0 * fb * fh * ft * hd + fb * fh * ft),
-                  2.0 * fb * fh * ft * ft * (7 * hd), sdpa(True)))
-        for name, dtype in (("flash_attention forward float16", torch.float16),
-                            ("flash_attention forward bfloat16", torch.bfloat16)):
-            if dtype == torch.float16 and not gpu:
-                continue  # the CPU has no float16 attention in every torch
+    c.append(("flash_attention forward", fsize, f32_bytes(4.0 * fb * fh * ft * hd + fb * fh * ft),
+              2.0 * fb * fh * ft * ft * (2 * hd), sdpa(False)))
+    c.append(("flash_attention backward", fsize, f32_bytes(8.0 * fb * fh * ft * hd + fb * fh * ft),
+              2.0 * fb * fh * ft * ft * (7 * hd), sdpa(True)))
+    for name, dtype in (("flash_attention forward float16", torch.float16),
+                        ("flash_attention forward bfloat16", torch.bfloat16)):
+        if dtype == torch.float16 and not gpu:
+            skip(name, fsize, "float16 on the GPU only")
+            skip(name.replace("forward", "backward"), fsize, "float16 on the GPU only")
+            continue
 
-            def sdpa16(dtype=dtype):
-                q, k, v = (uniform((fb, fh, ft, hd), dev, dtype) for _ in range(3))
-                return lambda: F.scaled_dot_product_attention(q, k, v)
-
-            def sdpa16_backward(dtype=dtype):
-                q, k, v = (uniform((fb, fh, ft, hd), dev, dtype).requires_grad_(True) for _ in range(3))
-                with torch.enable_grad():
-                    out = F.scaled_dot_product_attention(q, k, v)
-                up = uniform(out.shape, dev, dtype)
-                return lambda: torch.autograd.grad(out, (q, k, v), up, retain_graph=True)
-            c.append((name, fsize, 2.0 * 4.0 * fb * fh * ft * hd + 4.0 * fb * fh * ft,
-                      2.0 * fb * fh * ft * ft * (2 * hd), sdpa16))
-            c.append((name.replace("forward", "backward"), fsize, 2.0 * 8.0 * fb * fh * ft * hd + 8.0 * fb * fh * ft,
-                      2.0 * fb * fh * ft * ft * (7 * hd), sdpa16_backward))
-
-        # A decoding step: one query row per head against a 1 x H x T cache (kernel_cases.h), float32
-        # and (GPU only) float16; bandwidth-bound, the cache read once.
-        dh, dt = (8, 4096) if gpu else (2, 1024)
-        dsize = f"1x{dh}x1x{dt} d{hd}"
-        for name, dtype, width in (("flash_attention decode", torch.float32, 4.0),
-                                   ("flash_attention decode float16", torch.float16, 2.0)):
-            if dtype == torch.float16 and not gpu:
-                continue
-
-            def decode(dtype=dtype):
-                q = uniform((1, dh, 1, hd), dev, dtype)
-                k, v = (uniform((1, dh, dt, hd), dev, dtype) for _ in range(2))
-                return lambda: F.scaled_dot_product_attention(q, k, v)
-            c.append((name, dsize, width * 2.0 * dh * dt * hd, 0.0, decode))
-
-        # A step of beam search: 128 sentences x 5 beams against a 32-token cache.
-        bb, bh = (640, 8) if gpu else (40, 2)
-
-        def beam_decode():
-            q = uniform((bb, bh, 1, hd), dev)
-            k, v = (uniform((bb, bh, 32, hd), dev) for _ in range(2))
+        def sdpa16(dtype=dtype):
+            q, k, v = (uniform((fb, fh, ft, hd), dev, dtype) for _ in range(3))
             return lambda: F.scaled_dot_product_attention(q, k, v)
-        c.append(("flash_attention decode (beam search)", f"{bb}x{bh}x1x32 d{hd}",
-                  f32_bytes(2.0 * bb * bh * 32 * hd + 2.0 * bb * bh * hd), 0.0, beam_decode))
+
+        def sdpa16_backward(dtype=dtype):
+            q, k, v = (uniform((fb, fh, ft, hd), dev, dtype).requires_grad_(True) for _ in range(3))
+            with torch.enable_grad():
+                out = F.scaled_dot_product_attention(q, k, v)
+            up = uniform(out.shape, dev, dtype)
+            return lambda: torch.autograd.grad(out, (q, k, v), up, retain_graph=True)
+        c.append((name, fsize, 2.0 * 4.0 * fb * fh * ft * hd + 4.0 * fb * fh * ft,
+                  2.0 * fb * fh * ft * ft * (2 * hd), sdpa16))
+        c.append((name.replace("forward", "backward"), fsize, 2.0 * 8.0 * fb * fh * ft * hd + 8.0 * fb * fh * ft,
+                  2.0 * fb * fh * ft * ft * (7 * hd), sdpa16_backward))
+
+    # A decoding step: one query row per head against a 1 x H x T cache (kernel_cases.h), float32
+    # and (GPU only) float16; bandwidth-bound, the cache read once.
+    dh, dt = (8, 4096) if gpu else (2, 1024)
+    dsize = f"1x{dh}x1x{dt} d{hd}"
+    for name, dtype, width in (("flash_attention decode", torch.float32, 4.0),
+                               ("flash_attention decode float16", torch.float16, 2.0)):
+        if dtype == torch.float16 and not gpu:
+            skip(name, dsize, "float16 on the GPU only")
+            continue
+
+        def decode(dtype=dtype):
+            q = uniform((1, dh, 1, hd), dev, dtype)
+            k, v = (uniform((1, dh, dt, hd), dev, dtype) for _ in range(2))
+            return lambda: F.scaled_dot_product_attention(q, k, v)
+        c.append((name, dsize, width * 2.0 * dh * dt * hd, 0.0, decode))
+
+    # A step of beam search: 128 sentences x 5 beams against a 32-token cache.
+    bb, bh = (640, 8) if gpu else (40, 2)
+
+    def beam_decode():
+        q = uniform((bb, bh, 1, hd), dev)
+        k, v = (uniform((bb, bh, 32, hd), dev) for _ in range(2))
+        return lambda: F.scaled_dot_product_attention(q, k, v)
+    c.append(("flash_attention decode (beam search)", f"{bb}x{bh}x1x32 d{hd}",
+              f32_bytes(2.0 * bb * bh * 32 * hd + 2.0 * bb * bh * hd), 0.0, beam_decode))
 
     # Transformer-XL's relative attention as its reference code composes it (PyTorch has no op of its
     # own): AC = (q + u) k^T, BD = (q + w) r^T shifted by the pad-and-view trick, the causal mask over
@@ -262,9 +302,7 @@ def cases(dev, gpu):
             def forward():
                 ac = torch.matmul(q + u, k.transpose(-1, -2))
                 bd = torch.matmul(q + w, r.transpose(-1, -2))
-                padded = torch.cat([bd.new_zeros(rb, rh, rq, 1), bd], dim=-1).view(rb, rh, rk + 1, rq)
-                bd = padded[:, :, 1:].reshape(rb, rh, rq, rk)
-                scores = ((ac + bd) * 0.125).masked_fill(hidden, float("-inf"))
+                scores = ((ac + shifted(bd)) * 0.125).masked_fill(hidden, float("-inf"))
                 return torch.matmul(torch.softmax(scores, dim=-1), v)
             if not backward:
                 return forward
@@ -291,6 +329,8 @@ def cases(dev, gpu):
     if gpu:  # float16 on the GPU only, as the other 16-bit cases
         c.append(("flash_rel_attention decode float16", f"{gb}x{gh}x1x{gk} d{rd}", 2.0 * rel_decode_elements, 0.0,
                   rel_decode(torch.float16)))
+    else:
+        skip("flash_rel_attention decode float16", f"{gb}x{gh}x1x{gk} d{rd}", "float16 on the GPU only")
     rel_fw_bytes = f32_bytes(rb * rh * (2.0 * rq * rd + 2.0 * rk * rd + rq) + rh * rk * rd)
     rel_bw_bytes = f32_bytes(rb * rh * (6.0 * rq * rd + 4.0 * rk * rd + 2.0 * rq) + (rb + 1) * rh * rk * rd)
     for name in ("flash_rel_attention forward", "rel_attention forward (unfused)"):
@@ -305,6 +345,31 @@ def cases(dev, gpu):
                   2.0 * (rb * rh * (6.0 * rq * rd + 4.0 * rk * rd) + 2.0 * rh * rk * rd) +
                   4.0 * (2.0 * rb * rh * rq + rb * rh * rk * rd),
                   2.0 * rel_pairs * (14 * rd), rel_attention(True, torch.float16)))
+    else:
+        for name in ("flash_rel_attention forward float16", "flash_rel_attention backward float16"):
+            skip(name, rsize, "float16 on the GPU only")
+
+    # The unfused relative path's row kernel (scores from AC and the shifted BD, mask, softmax, dropout)
+    # and its backward's unshift, beside the same steps of the reference composition (the unshift: the
+    # gradient through the pad-and-view shift), at B x H x Tq x 2 Tq.
+    ub, uh, uq = (64, 8, 150) if gpu else (8, 8, 64)
+    uk = 2 * uq
+    usize = f"{ub}x{uh}x{uq}x{uk}"
+    later = torch.arange(uk, device=dev).unsqueeze(0) > torch.arange(uq, device=dev).unsqueeze(1) + (uk - uq)
+
+    def rel_rows():
+        ac, bd = uniform((ub, uh, uq, uk), dev), uniform((ub, uh, uq, uk), dev)
+        return lambda: F.dropout(torch.softmax(((ac + shifted(bd)) * 0.15).masked_fill(later, float("-inf")), dim=-1),
+                                 0.1, training=True)
+
+    def rel_unshift():
+        bd = uniform((ub, uh, uq, uk), dev).requires_grad_(True)
+        with torch.enable_grad():
+            out = shifted(bd)
+        g = uniform(out.shape, dev)
+        return lambda: torch.autograd.grad(out, bd, g, retain_graph=True)
+    c.append(("rel_attention rows", usize, f32_bytes(4.0 * ub * uh * uq * uk), 0, rel_rows))
+    c.append(("rel_attention unshift", usize, f32_bytes(2.0 * ub * uh * uq * uk), 0, rel_unshift))
 
     batch, nb = (64 if gpu else 8), 128
 
@@ -312,7 +377,11 @@ def cases(dev, gpu):
         a, b = uniform((batch, nb, nb), dev), uniform((batch, nb, nb), dev)
         return lambda: torch.bmm(a, b)
     c.append(("bmm 64 x 128^3", f"{batch}x{nb}^3", f32_bytes(3.0 * batch * nb * nb), 2.0 * batch * nb ** 3, bmm))
-    return c
+    if not hasattr(F, "scaled_dot_product_attention"):
+        why = f"torch {torch.__version__} has no scaled_dot_product_attention (2.0 and newer)"
+        skipped += [(name, size, why) for name, size, *_ in c if name.startswith("flash_attention")]
+        c = [case for case in c if not case[0].startswith("flash_attention")]
+    return c, skipped
 
 
 def time_call(fn, dev, warmup, rounds, launches):
@@ -347,7 +416,13 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--launches", type=int, default=50)
+    ap.add_argument("--list", action="store_true", help="the cases and their sizes; times nothing")
     a = ap.parse_args()
+    if a.list:  # sizes only: build() is never called, so this runs anywhere
+        small = {name: size for name, size, *_ in sum(cases(torch.device("cpu"), False), [])}
+        for name, size, *_ in sum(cases(torch.device("cpu"), True), []):
+            print(f"{name}\t{size}\t{small.get(name, '-')}")
+        return
     dev = torch.device(a.device)
     if a.device == "cuda":
         if not torch.cuda.is_available():
@@ -369,7 +444,12 @@ def main():
         rows = [{"name": "copy rate", "device": a.device, "gpu": name, "torch": torch.__version__,
                  "small": a.small, "gbps": copy_gbps, "bytes": 2.0 * F32 * copy_n, "ms": copy_s * 1e3}]
         print(f"{'kernel':<28} {'size':>22} {'time':>10} {'achieved':>12} {'of limit':>9}")
-        for case, size, nbytes, flops, build in cases(dev, gpu):
+        timed, skipped = cases(dev, gpu)
+        for case, size, why in skipped:
+            if not a.filter or a.filter in case:
+                print(f"{case:<28} {size:>22} (not timed: {why})")
+                rows.append({"name": case, "size": size, "skipped": why})
+        for case, size, nbytes, flops, build in timed:
             if a.filter and a.filter not in case:
                 continue
             s = time_call(build(), dev, a.warmup, a.rounds, a.launches)

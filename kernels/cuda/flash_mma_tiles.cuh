@@ -149,17 +149,11 @@ __device__ __forceinline__ void store_fragments(Word* __restrict__ dst, const fl
     }
 }
 
-// A row of an accumulator fragment lies across the four lanes of a group (lane / 4): its max and
-// its sum there, in two __shfl_xor_sync steps whose operations commute, so every lane of the group
-// gets the same value, bit for bit.
-__device__ __forceinline__ float fragment_row_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(kFullMask, x, 1));
-  return fmaxf(x, __shfl_xor_sync(kFullMask, x, 2));
-}
-__device__ __forceinline__ float fragment_row_sum(float x) {
-  x += __shfl_xor_sync(kFullMask, x, 1);
-  return x + __shfl_xor_sync(kFullMask, x, 2);
-}
+// A row of an accumulator fragment lies across the four lanes of a group (lane / 4): its max and its
+// sum there, the same bits in every lane of the group.
+constexpr int kFragmentRowLanes = 4;
+__device__ __forceinline__ float fragment_row_max(float x) { return group_max<kFragmentRowLanes>(x); }
+__device__ __forceinline__ float fragment_row_sum(float x) { return group_sum<kFragmentRowLanes>(x); }
 
 // One key tile of the online softmax of the lane's two rows (local[0], local[1] of the block), on
 // the fragments of S: sc holds the tile's scaled scores, -inf where masked (element e of sc[n] is

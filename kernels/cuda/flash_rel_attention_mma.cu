@@ -178,25 +178,34 @@ struct QueryBlockTiles {
   std::uint8_t keep[kMmaRows][kKeys];
 };
 
-// A key tile of a query-block kernel: K, V and the band into shared memory with the keep flags and the
-// bias dots; then sc = Q K^T for the warp's 16 rows, and the warp's position product Q band[win0 ..]^T
-// into its window rows. Ends at a barrier, every shared value ready.
+// The copies of a key tile of a query-block kernel (asynchronous from sm_80; the caller commits and
+// waits): its keys and the band of r they meet, and apart from them its values, with the keep flags.
+template <int kD, int kKeys>
+__device__ __forceinline__ void copy_keys_and_band(QueryBlockTiles<kD, kKeys>& ts, const RelMmaArgs& a, std::int64_t bh,
+                                                   std::int64_t row0, std::int64_t key0, std::int64_t key_end) {
+  const RelShape& s = a.shape;
+  load_words<kKeys, kD>(ts.k, a.k + bh * s.tk * s.d, key0, key_end, s.d);
+  load_words<QueryBlockTiles<kD, kKeys>::kBand, kD>(ts.band, a.r + (bh % s.heads) * s.tk * s.d,
+                                                    key0 + (s.tq - 1) - (row0 + kMmaRows - 1), s.tk, s.d);
+}
+template <int kD, int kKeys>
+__device__ __forceinline__ void copy_values_and_keep(QueryBlockTiles<kD, kKeys>& ts, const RelMmaArgs& a,
+                                                     std::int64_t bh, std::int64_t row0, int rows, std::int64_t key0,
+                                                     std::int64_t key_end) {
+  const RelShape& s = a.shape;
+  load_words<kKeys, kD>(ts.v, a.v + bh * s.tk * s.dv, key0, key_end, s.dv);
+  const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
+  if (a.drop.on) fill_keep(ts.keep, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
+}
+
+// A key tile of a query-block kernel, its keys and band in shared memory: the bias dots; then
+// sc = Q K^T for the warp's 16 rows, and the warp's position product Q band[win0 ..]^T into its
+// window rows. Ends at a barrier: the bias dots and the window rows ready, every warp done with the
+// keys and the band.
 template <typename T, int kD, int kKeys, int kN>
 __device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& ts, float (&sc)[kN][4],
-                                                   const RelMmaArgs& a, const BiasLanes& u, const BiasLanes& w,
-                                                   std::int64_t bh, std::int64_t row0, int rows, std::int64_t key0,
-                                                   std::int64_t key_end, int warp, int lane) {
+                                                   const BiasLanes& u, const BiasLanes& w, int warp, int lane) {
   using Tiles = QueryBlockTiles<kD, kKeys>;
-  const RelShape& s = a.shape;
-  const std::int64_t h = bh % s.heads;
-  const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
-  load_words<kKeys, kD>(ts.k, a.k + bh * s.tk * s.d, key0, key_end, s.d);
-  load_words<kKeys, kD>(ts.v, a.v + bh * s.tk * s.dv, key0, key_end, s.dv);
-  load_words<Tiles::kBand, kD>(ts.band, a.r + h * s.tk * s.d, key0 + (s.tq - 1) - (row0 + kMmaRows - 1), s.tk, s.d);
-  if (a.drop.on) fill_keep(ts.keep, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
-  copy_async_commit();
-  copy_async_wait<0>();
-  __syncthreads();
   bias_dots_words<T, kD>(ts.uk, ts.k, u, kKeys);
   bias_dots_words<T, kD>(ts.wr, ts.band, w, Tiles::kBand);
 
@@ -249,10 +258,22 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
   }
   zero_fragments(acc);
 
+  // The copies are pipelined (asynchronous from sm_80), as in flash_attention_mma.cu's forward: a tile's
+  // values are in flight while its bias dots and products run, the next tile's keys and band while its
+  // softmax and P V run. Group order: Q with the first keys and band, then per tile its values and the
+  // next keys and band; wait_group 1 lands all but the newest.
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
+  copy_keys_and_band(ts, a, bh, row0, key_first, key_end);
+  copy_async_commit();
   for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
+    copy_values_and_keep(ts, a, bh, row0, rows, key0, key_end);
+    copy_async_commit();
+    copy_async_wait<1>();  // Q, this tile's keys and band
+    __syncthreads();
     float sc[kN][4];
-    query_block_scores<T>(ts, sc, a, u, w, bh, row0, rows, key0, key_end, warp, lane);
+    query_block_scores<T>(ts, sc, u, w, warp, lane);
+    if (key0 + kKeys < key_end) copy_keys_and_band(ts, a, bh, row0, key0 + kKeys, key_end);
+    copy_async_commit();
 #pragma unroll
     for (int n = 0; n < kN; ++n)
 #pragma unroll
@@ -264,8 +285,10 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
       }
     std::uint32_t pa[kN][2];  // P (dropped out, 16-bit) as the A fragments of P V
     online_softmax_fragments<T>(sc, m, l, acc, pa, ts.keep, local, a.drop, t);
+    copy_async_wait<1>();  // this tile's values
+    __syncthreads();
     add_fragment_product<T>(acc, pa, ts.v, lane);
-    __syncthreads();  // the next tile overwrites every tile but the queries
+    __syncthreads();  // the next tile overwrites the values, the keep flags, the window rows and the bias dots
   }
 
   finish_fragments<T>(m, l, acc, a.out + bh * s.tq * s.dv, a.lse + bh * s.tq, local, row0, s.tq, s.dv, t);
@@ -449,8 +472,18 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_m
 
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
   for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform
+    // The values in flight while the bias dots and the score products run (asynchronous from sm_80);
+    // the keys and band are read to the end of the tile, so the next tile's cannot come sooner.
+    copy_keys_and_band(ts, a, bh, row0, key0, key_end);
+    copy_async_commit();
+    copy_values_and_keep(ts, a, bh, row0, rows, key0, key_end);
+    copy_async_commit();
+    copy_async_wait<1>();  // Q, dO, this tile's keys and band
+    __syncthreads();
     float sc[kN][4], dp[kN][4];  // S (unscaled, without the position part and the bias dots) and dD
-    query_block_scores<T>(ts, sc, a, u, w, bh, row0, rows, key0, key_end, warp, lane);
+    query_block_scores<T>(ts, sc, u, w, warp, lane);
+    copy_async_wait<0>();  // this tile's values
+    __syncthreads();
     zero_fragments(dp);
     add_rows_product<T, kD>(dp, do_s, 16 * warp, ts.v, lane);
 

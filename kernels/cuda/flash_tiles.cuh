@@ -194,15 +194,18 @@ __device__ __forceinline__ void set_zero(float (&acc)[kM][kN]) {
     for (int j = 0; j < kN; ++j) acc[i][j] = 0.0f;
 }
 
-// The max and the sum over the 8 lanes of a row group (every lane gets the same bits).
+// The max and the sum over an aligned group of kWidth lanes (a power of two; the 8 lanes of a row
+// group by default): xor steps whose operations commute, so every lane of the group gets the same bits.
+template <int kWidth = kLanes>
 __device__ __forceinline__ float group_max(float x) {
 #pragma unroll
-  for (int m = 1; m < kLanes; m *= 2) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, m));
+  for (int m = 1; m < kWidth; m *= 2) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, m));
   return x;
 }
+template <int kWidth = kLanes>
 __device__ __forceinline__ float group_sum(float x) {
 #pragma unroll
-  for (int m = 1; m < kLanes; m *= 2) x += __shfl_xor_sync(kFullMask, x, m);
+  for (int m = 1; m < kWidth; m *= 2) x += __shfl_xor_sync(kFullMask, x, m);
   return x;
 }
 

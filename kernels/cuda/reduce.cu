@@ -381,24 +381,52 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-// Combines each output's partials in chunk order and writes the result.
+// Combines each output's split partials ([splits][outputs]: an output's partials are a column) and
+// writes the result. A block takes `lanes` neighbouring outputs and kReduceThreads / lanes threads for
+// each; a thread combines every parts-th partial of its output, four loads in flight, and the parts
+// combine by a tree in shared memory: a fixed order, so the result is the same every run. (One thread
+// an output, walking hundreds of partials by itself, left the GPU to two blocks waiting on memory.)
 template <typename Op>
-__global__ void reduce_partials_kernel(Op op, const typename Op::acc_t* __restrict__ partial, ReduceGeometry g) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < g.outputs; o += step) {
-    typename Op::acc_t acc = partial[o];
-    int s = 1;
-    for (; s + 7 < g.splits; s += 8) {  // eight loads in flight, combined in chunk order
-      typename Op::acc_t next[8];
-      EMU_UNROLL
-      for (int u = 0; u < 8; ++u) next[u] = partial[(s + u) * g.outputs + o];
+__global__ void __launch_bounds__(kReduceThreads)
+    reduce_partials_kernel(Op op, const typename Op::acc_t* __restrict__ partial, ReduceGeometry g, int lanes) {
+  EMU_CHECK_LAUNCH_BOUNDS(kReduceThreads);
+  using Acc = typename Op::acc_t;
+  EMU_STATIC_SHARED(part_results, Aligned<Acc>[kReduceThreads]);
+  const int col = static_cast<int>(threadIdx.x) & (lanes - 1);
+  const int part = static_cast<int>(threadIdx.x) / lanes;
+  const int parts = kReduceThreads / lanes;
+  for (std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * lanes; first < g.outputs;
+       first += static_cast<std::int64_t>(gridDim.x) * lanes) {
+    const std::int64_t o = first + col;
+    Acc acc = op.identity();
+    if (o < g.outputs) {
+      Acc a[4] = {op.identity(), op.identity(), op.identity(), op.identity()};
+      int s = part;
+      for (; s + 3 * parts < g.splits; s += 4 * parts) {
+        Acc next[4];
+        EMU_UNROLL
+        for (int u = 0; u < 4; ++u) next[u] = partial[static_cast<std::int64_t>(s + u * parts) * g.outputs + o];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) acc = Op::combine(acc, next[u]);
+        for (int u = 0; u < 4; ++u) a[u] = Op::combine(a[u], next[u]);
+      }
+      for (; s < g.splits; s += parts) a[0] = Op::combine(a[0], partial[static_cast<std::int64_t>(s) * g.outputs + o]);
+      acc = Op::combine(Op::combine(a[0], a[1]), Op::combine(a[2], a[3]));
     }
-    for (; s < g.splits; ++s) acc = Op::combine(acc, partial[s * g.outputs + o]);
-    std::int64_t off[2];
-    g.kept.get(o, off);
-    op.write(off[1], acc);
+    // As in the columns kernel: each thread writes only its own slot, read by others only between
+    // two barriers, so the next outputs' tree needs no trailing barrier.
+    part_results[threadIdx.x].v = acc;
+    __syncthreads();
+    for (int half = parts / 2; half > 0; half /= 2) {
+      if (part < half)
+        part_results[threadIdx.x].v =
+            Op::combine(part_results[threadIdx.x].v, part_results[threadIdx.x + half * lanes].v);
+      __syncthreads();
+    }
+    if (part == 0 && o < g.outputs) {
+      std::int64_t off[2];
+      g.kept.get(o, off);
+      op.write(off[1], part_results[threadIdx.x].v);
+    }
   }
 }
 
@@ -572,6 +600,18 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
   return plan;
 }
 
+// Outputs a block of reduce_partials_kernel takes: enough threads an output that each combines about
+// four partials, but at least a 32-byte sector's worth of neighbouring outputs a warp where there are
+// that many, so its loads use whole sectors.
+template <typename Acc>
+int partial_lanes(const ReduceGeometry& g) {
+  const int sector_outputs = std::max<int>(1, 32 / static_cast<int>(sizeof(Acc)));
+  const int min_lanes = static_cast<int>(std::min<std::int64_t>(sector_outputs, next_pow2(g.outputs)));
+  const int parts =
+      static_cast<int>(std::min<std::int64_t>(next_pow2(ceil_div(g.splits, 4)), kReduceThreads / min_lanes));
+  return kReduceThreads / parts;
+}
+
 template <typename Op>
 void run_reduction(const char* name, const Op& op, const Tensor& x, const ReducePlan& plan) {
   using Acc = typename Op::acc_t;
@@ -599,9 +639,11 @@ void run_reduction(const char* name, const Op& op, const Tensor& x, const Reduce
   } else {
     launch_layout.template operator()<1, 1>();
   }
-  if (g.splits > 1)
-    launch_checked(name, reduce_partials_kernel<Op>, grid_for(g.outputs), kBlockSize, 0, op,
-                   static_cast<const Acc*>(partial), g);
+  if (g.splits > 1) {
+    const int lanes = partial_lanes<Acc>(g);
+    launch_checked(name, reduce_partials_kernel<Op>, grid_for(g.outputs, lanes), kReduceThreads, 0, op,
+                   static_cast<const Acc*>(partial), g, lanes);
+  }
 }
 
 void sum_into(const char* name, const Tensor& x, const Tensor& out, const std::vector<bool>& reduce, double scale) {
