@@ -39,7 +39,7 @@ __attribute__((no_sanitize_thread)) inline void land_copies(Runner& r, std::uint
     if (c.group != 0 && c.group <= last) {
       // The shared-memory side of the instruction: its own pc, so that it pairs across lanes apart
       // from the global reads.
-      r.access_hook(c.dst, c.bytes, 1, static_cast<const char*>(c.pc) + 1);
+      r.access_hook(c.dst, c.bytes, kWrite | kAsync, static_cast<const char*>(c.pc) + 1);
       std::memcpy(c.dst, c.data, c.bytes);
     } else {
       s.copies[kept++] = c;
@@ -83,11 +83,14 @@ __attribute__((noinline, no_sanitize_thread)) inline void cp_async(void* dst, co
   c.dst = dst;
   c.pc = pc;
   c.bytes = cp_size;
+  // Before sm_80 the wrapper's plain load and store, which the profile sees as such; from sm_80 an
+  // asynchronous read, in flight until the thread's wait (the profile's loads in flight).
+  const bool async = r.arch() >= 80;
   if (src_size > 0) {
-    r.access_hook(src, src_size, 0, pc);
+    r.access_hook(src, src_size, async ? kAsync : kRead, pc);
     std::memcpy(c.data, src, src_size);
   }
-  if (r.arch() < 80) {  // no asynchronous copy: the wrapper's plain load and store
+  if (!async) {
     r.access_hook(dst, cp_size, 1, static_cast<const char*>(pc) + 1);
     std::memcpy(dst, c.data, cp_size);
     return;

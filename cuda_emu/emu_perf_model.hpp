@@ -8,7 +8,8 @@
 //            bytes each has in flight / memory latency (Little's law). A warp has in flight one
 //            request's sectors for each load a thread issues before repeating an instruction (one
 //            loop iteration's loads, up to 8; KernelProfile::loads_in_flight): a loop with one
-//            scalar load keeps 128 bytes in flight per warp, unrolled by four 512;
+//            scalar load keeps 128 bytes in flight per warp, unrolled by four 512; the cp.async
+//            copies a thread issues before its wait count together, as a GPU runs them;
 //   l2       32-byte sectors the requests move between L2 and the multiprocessors / L2 bandwidth:
 //            a request that uses 4 bytes of each sector moves 8x the data it needs;
 //   shared   shared-memory wavefronts / (multiprocessors x one wavefront a clock): bank conflicts;

@@ -101,7 +101,8 @@ struct KernelProfile {
   int load_instructions = 0;  // distinct global load instructions
   // Global loads a thread issues before it executes one of them again, on average: the loads of
   // one loop iteration, which nothing orders (a loop with one load: 1; unrolled by four: 4; two
-  // loops one after the other: 1). How many a thread can have in flight.
+  // loops one after the other: 1); cp.async copies (sm_80 and newer) from one wait of the thread to
+  // the next, whatever loop issued them. How many a thread can have in flight.
   double loads_in_flight = 1;
   // Multiply-add FLOPs of the warp-level matrix instructions (mma.sync: 2 M N K each), which run on
   // the tensor cores; the emulator counts these, unlike the threads' scalar arithmetic.
@@ -118,7 +119,9 @@ struct ProfileSettings {
 namespace detail {
 
 // What a recorded access was.
-enum AccessKind : std::uint8_t { kRead = 0, kWrite = 1, kAtomic = 2, kShared = 4 };
+// kAsync marks the two sides of a cp.async: its global read, when the thread issues it, and its shared
+// write, when the thread's wait lands it (emu_async_copy.hpp).
+enum AccessKind : std::uint8_t { kRead = 0, kWrite = 1, kAtomic = 2, kShared = 4, kAsync = 8 };
 
 struct RecordedAccess {
   const void* pc;  // the instruction (the instrumentation hook's return address)
@@ -299,14 +302,30 @@ class LaunchRecorder {
  private:
   // Splits each thread's global loads, in the order it made them (the recording keeps each thread's
   // order), into windows that end where an instruction repeats: a window's loads have no load of
-  // the same instruction between them, as one loop iteration's.
+  // the same instruction between them, as one loop iteration's. A thread does not wait for its
+  // cp.async copies until its wait lands them, so those form windows of their own that end at the
+  // wait: every copy issued before it was in flight at once, whatever loop issued them.
   void count_load_windows(const std::vector<RecordedAccess>& acc) {
     struct Window {
       const void* pcs[8];
       int n = 0;
     };
     std::unordered_map<std::uint16_t, Window> open;
+    std::unordered_map<std::uint16_t, int> copies;  // a thread's cp.async reads since its last landing
     for (const RecordedAccess& a : acc) {
+      if (a.kind == (kRead | kAsync)) {
+        ++copies[a.thread];
+        continue;
+      }
+      if (a.kind & kAsync) {  // a landing: the thread's wait
+        int& n = copies[a.thread];
+        if (n > 0) {
+          window_loads_ += n;
+          windows_ += 1;
+          n = 0;
+        }
+        continue;
+      }
       if (a.kind != kRead) continue;  // global loads only
       Window& w = open[a.thread];
       bool repeat = w.n == 8;
@@ -320,6 +339,11 @@ class LaunchRecorder {
     }
     for (const auto& [thread, w] : open) {
       window_loads_ += w.n;
+      windows_ += 1;
+    }
+    for (const auto& [thread, n] : copies) {  // never waited for (a bug the launch reports elsewhere)
+      if (n == 0) continue;
+      window_loads_ += n;
       windows_ += 1;
     }
   }

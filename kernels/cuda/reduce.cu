@@ -400,16 +400,18 @@ __global__ void __launch_bounds__(kReduceThreads)
     const std::int64_t o = first + col;
     Acc acc = op.identity();
     if (o < g.outputs) {
+      // Four loads issued together each round, the last round's past the end skipped (the host
+      // sizes parts so that one round usually covers them all).
       Acc a[4] = {op.identity(), op.identity(), op.identity(), op.identity()};
-      int s = part;
-      for (; s + 3 * parts < g.splits; s += 4 * parts) {
+      for (int s = part; s < g.splits; s += 4 * parts) {
         Acc next[4];
         EMU_UNROLL
-        for (int u = 0; u < 4; ++u) next[u] = partial[static_cast<std::int64_t>(s + u * parts) * g.outputs + o];
+        for (int u = 0; u < 4; ++u)
+          next[u] = s + u * parts < g.splits ? partial[static_cast<std::int64_t>(s + u * parts) * g.outputs + o]
+                                             : op.identity();
 #pragma unroll
         for (int u = 0; u < 4; ++u) a[u] = Op::combine(a[u], next[u]);
       }
-      for (; s < g.splits; s += parts) a[0] = Op::combine(a[0], partial[static_cast<std::int64_t>(s) * g.outputs + o]);
       acc = Op::combine(Op::combine(a[0], a[1]), Op::combine(a[2], a[3]));
     }
     // As in the columns kernel: each thread writes only its own slot, read by others only between

@@ -106,4 +106,35 @@ TEST_CASE("emu cp.async: the profile sees a warp's copies as one global read and
   CHECK(p[0].shared_store.bytes == 512);
   CHECK(p[0].shared_store.sectors == p[0].shared_store.ideal);  // 16-byte lanes: no bank conflict
 }
+
+// A thread does not wait for its copies until its wait: the copies a loop issues before one wait are
+// all in flight (the latency limit of the performance model), where a loop of plain loads has one.
+TEST_CASE("emu cp.async: the profile counts the copies issued before a wait as in flight together",
+          "[emu][async_copy][profile]") {
+  const int rows = 6;
+  const std::vector<float> src = ramp(128 * rows);
+  DeviceBuffer<float> dsrc(src), dout(32);
+  struct Case {
+    int arch;
+    bool wait_each;
+    double in_flight;
+  };
+  for (const Case& c : {Case{80, false, 6.0}, Case{90, false, 6.0}, Case{80, true, 1.0}, Case{75, false, 1.0}}) {
+    CAPTURE(c.arch, c.wait_each);
+    ConfigGuard g;
+    cuda_emu::config().arch = c.arch;
+    cuda_emu::profile_start();
+    emu_test::async_rows(dsrc.get(), rows, c.wait_each, dout.get());
+    const std::vector<cuda_emu::KernelProfile> p = cuda_emu::profile_stop();
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].loads_in_flight == c.in_flight);
+    CHECK(p[0].global_load.requests == rows);  // one 512-byte request a row, on every architecture
+    const std::vector<float> out = dout.download();
+    for (int t = 0; t < 32; ++t) {
+      float sum = 0.0f;
+      for (int r = 0; r < rows; ++r) sum += src[128 * r + 4 * t];
+      CHECK(out[t] == sum);
+    }
+  }
+}
 #endif

@@ -44,6 +44,25 @@ __global__ void async_groups_kernel(const float* src, float* out) {
   }
 }
 
+constexpr int kMaxRows = 8;
+
+__global__ void async_rows_kernel(const float* src, int rows, bool wait_each, float* out) {
+  EMU_STATIC_SHARED(tile, float4[kMaxRows][32]);
+  const int t = threadIdx.x;
+  for (int r = 0; r < rows; ++r) {
+    dk::copy_async_16(&tile[r][t], src + 128 * r + 4 * t, 16);
+    if (wait_each) {
+      dk::copy_async_commit();
+      dk::copy_async_wait<0>();
+    }
+  }
+  dk::copy_async_commit();
+  dk::copy_async_wait<0>();
+  float sum = 0.0f;
+  for (int r = 0; r < rows; ++r) sum += tile[r][t].x;
+  out[t] = sum;
+}
+
 __global__ void async_bug_kernel(emu_test::AsyncBug bug, const float* src, float* out) {
   EMU_STATIC_SHARED(tile, float4[32]);
   const int t = threadIdx.x;
@@ -75,6 +94,10 @@ void async_tile(const float* src, int valid, float* out, int threads, cudaStream
 
 void async_groups(const float* src, float* out, cudaStream_t stream) {
   launch(async_groups_kernel, 1, 1, 0, stream, src, out);
+}
+
+void async_rows(const float* src, int rows, bool wait_each, float* out, cudaStream_t stream) {
+  launch(async_rows_kernel, 1, 32, 0, stream, src, rows < kMaxRows ? rows : kMaxRows, wait_each, out);
 }
 
 void async_bug(AsyncBug bug, const float* src, float* out, cudaStream_t stream) {

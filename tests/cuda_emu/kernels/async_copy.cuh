@@ -17,6 +17,11 @@ void async_tile(const float* src, int valid, float* out, int threads, cudaStream
 // after wait_group 1 (out[0..8)) and again after wait_group 0 (out[8..16)).
 void async_groups(const float* src, float* out, cudaStream_t stream = nullptr);
 
+// One warp: thread t copies src[128 r + 4 t, + 4) for r < rows into a shared tile, in a loop, with a
+// wait after each copy (wait_each) or one wait after the loop; out[t] = the sum of its copies' first
+// floats. For the profile's loads in flight: rows copies at once, or one at a time.
+void async_rows(const float* src, int rows, bool wait_each, float* out, cudaStream_t stream = nullptr);
+
 enum class AsyncBug {
   global_destination,  // the destination is global memory
   misaligned_source,   // the source is 4 bytes past a 16-byte boundary
