@@ -61,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_emu/emu_memory.hpp"
 #include "cuda_emu/emu_types.hpp"
 
 namespace cuda_emu {
@@ -97,7 +98,9 @@ struct KernelProfile {
   std::uint64_t blocks = 0, profiled_blocks = 0;
   AccessCounts global_load, global_store, global_atomic;
   AccessCounts shared_load, shared_store, shared_atomic;
-  double dram_read_bytes = 0, dram_write_bytes = 0;  // distinct sectors x 32 (an L2 that holds the launch)
+  // Distinct sectors x 32 (an L2 that holds the launch); from a sample of the blocks, scaled to the
+  // grid with no allocation counted for more than its size.
+  double dram_read_bytes = 0, dram_write_bytes = 0;
   int load_instructions = 0;  // distinct global load instructions
   // Global loads a thread issues before it executes one of them again, on average: the loads of
   // one loop iteration, which nothing orders (a loop with one load: 1; unrolled by four: 4; two
@@ -293,13 +296,39 @@ class LaunchRecorder {
   }
 
   void finish() {
-    profile.dram_read_bytes = 32.0 * double(read_sectors_.size()) * block_weight;
-    profile.dram_write_bytes = 32.0 * double(write_sectors_.size()) * block_weight;
+    profile.dram_read_bytes = distinct_bytes_scaled(read_sectors_);
+    profile.dram_write_bytes = distinct_bytes_scaled(write_sectors_);
     profile.load_instructions = int(load_pcs_.size());
     profile.loads_in_flight = windows_ > 0 ? std::clamp(window_loads_ / windows_, 1.0, 8.0) : 1.0;
   }
 
  private:
+  // The bytes of distinct sectors, scaled to the grid. A sample of the blocks stands for the others
+  // by block_weight, but what every block reads alike (the keys and values each query block of an
+  // attention kernel reads) is no new traffic for the blocks not recorded: no device allocation
+  // counts for more than its own sectors.
+  double distinct_bytes_scaled(const std::unordered_set<std::uintptr_t>& set) const {
+    if (block_weight == 1) return 32.0 * double(set.size());
+    std::vector<std::uintptr_t> sectors(set.begin(), set.end());
+    std::sort(sectors.begin(), sectors.end());
+    double bytes = 0;
+    for (std::size_t i = 0; i < sectors.size();) {
+      std::uintptr_t lo = 0, hi = 0;
+      const std::uintptr_t first = sectors[i] << 5;
+      std::size_t j = i + 1;
+      if (detail::device_block_of(reinterpret_cast<const void*>(first), lo, hi) ||
+          detail::device_block_of(reinterpret_cast<const void*>(first + 31), lo, hi)) {
+        while (j < sectors.size() && (sectors[j] << 5) < hi) ++j;
+        const double allocation = 32.0 * double(((hi - 1) >> 5) - (lo >> 5) + 1);
+        bytes += std::min(32.0 * double(j - i) * block_weight, allocation);
+      } else {
+        bytes += 32.0 * block_weight;  // not in a live allocation (freed since): scaled as it is
+      }
+      i = j;
+    }
+    return bytes;
+  }
+
   // Splits each thread's global loads, in the order it made them (the recording keeps each thread's
   // order), into windows that end where an instruction repeats: a window's loads have no load of
   // the same instruction between them, as one loop iteration's. A thread does not wait for its

@@ -121,6 +121,21 @@ TEST_CASE("emu profile: a large grid is sampled and scaled to every block", "[em
   CHECK(y.download() == values);  // every block ran, recorded or not
 }
 
+TEST_CASE("emu profile: a sample counts what every block reads alike once, as the whole grid does", "[emu][profile]") {
+  // Every thread of 64 blocks reads x[0], of an 8-float allocation: one sector for the whole launch.
+  // The 13 blocks of a sample read it too; scaled by 64 / 13 they would stand for 4.9 sectors.
+  const int n = 256 * 64;
+  DeviceBuffer<float> x(std::vector<float>(8, 2.0f)), y(n);
+  const cuda_emu::KernelProfile all = profile_one([&] { emu_test::broadcast_copy(x.get(), y.get(), n); });
+  const cuda_emu::KernelProfile some =
+      profile_one([&] { emu_test::broadcast_copy(x.get(), y.get(), n); }, cuda_emu::ProfileSettings{.max_blocks = 16});
+  CHECK(some.profiled_blocks == 13);
+  CHECK(all.dram_read_bytes == 32);
+  CHECK(some.dram_read_bytes == 32);
+  // The writes, distinct in every block, scale as before.
+  CHECK(some.dram_write_bytes == Approx(all.dram_write_bytes).epsilon(1e-12));
+}
+
 TEST_CASE("emu profile: where the warp converges, lanes that skipped an access pair up again", "[emu][profile]") {
   DeviceBuffer<float> x(std::vector<float>(32 * 32, 1.0f)), y(32 * 32);
   // Converged after each row: one load request per row, as a GPU issues it.
