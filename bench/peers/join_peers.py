@@ -30,8 +30,10 @@ def read_lines(path):
 
 
 def parse_kernel_bench(lines, known):
-    """kernel_bench's GPU table -> (copy GB/s or None, {name: row}). A row's name is one of
-    `known` when it starts the line, else the text before the first run of two or more spaces."""
+    """kernel_bench's GPU table -> (copy GB/s or None, {name: row}). A row's name is the one of
+    `known` ({name: size}) whose name and size make up the row's text before its time (a name may
+    begin another: "attention rows" and "attention rows backward"), else the text before the first
+    run of two or more spaces."""
     copy, rows, order = None, {}, []
     for line in lines:
         m = COPY.search(line)
@@ -42,7 +44,8 @@ def parse_kernel_bench(lines, known):
         if not m:
             continue
         rest = m.group("rest")
-        name = next((k for k in sorted(known, key=len, reverse=True) if rest.startswith(k + " ")), None)
+        name = next((k for k, size in known.items() if re.fullmatch(re.escape(k) + r"\s+" + re.escape(size), rest)),
+                    None)
         if name is None:
             name = re.split(r"\s{2,}", rest.strip())[0]
         rows[name] = {"ms": float(m.group("ms")), "rate": float(m.group("rate")), "unit": m.group("unit"),
@@ -53,8 +56,8 @@ def parse_kernel_bench(lines, known):
 
 def parse_torch(lines):
     """kernels_torch.py's JSON lines -> (copy GB/s, the copy-rate row, {name: row}, order,
-    {name: why not timed})."""
-    copy, info, rows, order, skipped = None, {}, {}, [], {}
+    {name: why not timed}, {name: size} of those not timed)."""
+    copy, info, rows, order, skipped, sizes = None, {}, {}, [], {}, {}
     for line in lines:
         if not line.startswith("{"):
             continue
@@ -66,15 +69,18 @@ def parse_torch(lines):
             copy, info = j.get("gbps"), j
         elif "skipped" in j:
             skipped[j["name"]] = j["skipped"]
+            sizes[j["name"]] = j.get("size", "")
         elif "name" in j:
             rows[j["name"]] = j
             order.append(j["name"])
-    return copy, info, rows, order, skipped
+    return copy, info, rows, order, skipped, sizes
 
 
 def kernels(kernel_bench_log, torch_log):
-    t_copy, t_info, t_rows, t_order, t_skipped = parse_torch(read_lines(torch_log))
-    d_copy, d_rows, d_order = parse_kernel_bench(read_lines(kernel_bench_log), set(t_rows) | set(t_skipped))
+    t_copy, t_info, t_rows, t_order, t_skipped, t_sizes = parse_torch(read_lines(torch_log))
+    known = {name: row.get("size", "") for name, row in t_rows.items()}
+    known.update(t_sizes)
+    d_copy, d_rows, d_order = parse_kernel_bench(read_lines(kernel_bench_log), known)
     print(f"define (kernel_bench): copy rate {d_copy or 0:.0f} GB/s; pytorch (kernels_torch.py, torch "
           f"{t_info.get('torch', '?')} on {t_info.get('gpu', '?')}): copy rate {t_copy or 0:.0f} GB/s")
     print(f"{'case':<28} {'define ms':>10} {'torch ms':>10} {'define/torch':>13} {'define':>11} {'torch':>11}")

@@ -76,13 +76,14 @@ def main(argv):
         if rows[name].get("size") != bench[name][1]:
             errors.append(f"{name!r} ran at {rows[name].get('size')}, kernel_bench's small size is {bench[name][1]}")
 
-    # 3. The join on a table in kernel_bench --device cuda's format (the times made up).
+    # 3. The join on a table in kernel_bench --device cuda's format (the times made up), at the sizes the
+    #    peer ran (the small ones here, the GPU ones on a GPU).
     table = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"check-kernel-peers-{os.getpid()}")
     os.makedirs(table, exist_ok=True)
     with open(os.path.join(table, "kernel_bench.log"), "w") as f:
         f.write("device cuda:0: measured copy bandwidth 1000 GB/s, SGEMM 4096^3 10000 GFLOP/s\n\n")
         for name in bench_order:
-            f.write(f"{name:<28} {bench[name][0]:>22} {1.0:>8.3f}ms {100:>7.0f} GB/s {10:>8.0f}%\n")
+            f.write(f"{name:<28} {bench[name][1]:>22} {1.0:>8.3f}ms {100:>7.0f} GB/s {10:>8.0f}%\n")
     with open(os.path.join(table, "kernels_torch.log"), "w") as f:
         f.write(run.stdout)
     join = subprocess.run([sys.executable, JOIN, "kernels", os.path.join(table, "kernel_bench.log"),
