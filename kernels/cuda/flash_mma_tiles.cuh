@@ -88,6 +88,27 @@ __device__ __forceinline__ void add_rows_product(float (&acc)[kN][4], const ATil
   }
 }
 
+// The A fragments of the warp's 16 rows of a (from a_row0) over kD columns, as add_rows_product loads
+// them, for a kernel that multiplies the same rows by every tile; and that product from them.
+template <int kD, typename ATile>
+__device__ __forceinline__ void load_row_fragments(std::uint32_t (&af)[kD / 8][2], const ATile& a, int a_row0,
+                                                   int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kD / 8; ++kk) ldmatrix_x2(af[kk], &a[a_row0 + lane % 16][8 * kk]);
+}
+template <typename T, int kD, int kN, typename BTile>
+__device__ __forceinline__ void add_rows_product(float (&acc)[kN][4], const std::uint32_t (&af)[kD / 8][2],
+                                                 const BTile& b, int lane, int b_row0 = 0) {
+#pragma unroll
+  for (int kk = 0; kk < kD / 8; ++kk)
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      std::uint32_t bf[1];
+      ldmatrix_x1(bf, &b[b_row0 + 8 * n + lane % 8][8 * kk]);
+      mma_16x8x8<T>(acc[n], af[kk], bf);
+    }
+}
+
 // acc[o] += F b for 16-bit A fragments F (16 x 8 kN, from registers) and b's rows b_row0 .. + 8 kN - 1,
 // columns 8 o .. 8 o + 7: B's fragment by ldmatrix.x1.trans of b's rows.
 template <typename T, int kN, int kO, typename BTile>

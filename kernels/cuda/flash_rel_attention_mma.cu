@@ -30,7 +30,10 @@
 // sm_80, four blocks an SM, and spilled). sm_75 keeps two: its 64 KiB of shared memory hold one block anyway,
 // and its ptxas spilled at 168. The query-block kernels compute the position product before the score
 // product, so that the two sets of fragments are never live together: the other order took the forward
-// with head dim 64 to 174 registers on sm_90 and spilled at 168.
+// with head dim 64 to 174 registers on sm_90 and spilled at 168. The forward keeps the warp's query
+// fragments in registers across key tiles (both products of every tile multiply them: shared-memory
+// wavefronts bound these kernels): 164 registers at head dim 64 on sm_90, 168 at 32, no spills. The dQ
+// kernel, at the bound already, loads them from shared memory each time.
 //
 // Shared-memory access: the window rows are kS floats with kS % 32 in {8, 24}, so a warp's float-pair
 // writes of a product (rows g, columns 2 t of 8) fall in distinct banks; the shifted reads meet each
@@ -200,11 +203,12 @@ __device__ __forceinline__ void copy_values_and_keep(QueryBlockTiles<kD, kKeys>&
 
 // A key tile of a query-block kernel, its keys and band in shared memory: the bias dots; then
 // sc = Q K^T for the warp's 16 rows, and the warp's position product Q band[win0 ..]^T into its
-// window rows. Ends at a barrier: the bias dots and the window rows ready, every warp done with the
-// keys and the band.
-template <typename T, int kD, int kKeys, int kN>
+// window rows; times_q(acc, tile, row0) adds the warp's Q times rows row0 .. of tile to acc. Ends at a
+// barrier: the bias dots and the window rows ready, every warp done with the keys and the band.
+template <typename T, int kD, int kKeys, int kN, typename TimesQ>
 __device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& ts, float (&sc)[kN][4],
-                                                   const BiasLanes& u, const BiasLanes& w, int warp, int lane) {
+                                                   const BiasLanes& u, const BiasLanes& w, int warp, int lane,
+                                                   const TimesQ& times_q) {
   using Tiles = QueryBlockTiles<kD, kKeys>;
   bias_dots_words<T, kD>(ts.uk, ts.k, u, kKeys);
   bias_dots_words<T, kD>(ts.wr, ts.band, w, Tiles::kBand);
@@ -212,11 +216,11 @@ __device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& t
   {  // the position product first, to shared memory: its fragments and sc's are never live together
     float pos[Tiles::kWin / 8][4];
     zero_fragments(pos);
-    add_rows_product<T, kD>(pos, ts.q, 16 * warp, ts.band, lane, kMmaRows - 16 * (warp + 1));
+    times_q(pos, ts.band, kMmaRows - 16 * (warp + 1));
     write_window(ts.win[warp], pos, lane / 4, lane % 4);
   }
   zero_fragments(sc);
-  add_rows_product<T, kD>(sc, ts.q, 16 * warp, ts.k, lane);
+  times_q(sc, ts.k, 0);
   __syncthreads();  // the bias dots of every thread, the window rows of the warp's lanes
 }
 
@@ -262,16 +266,26 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
   // values are in flight while its bias dots and products run, the next tile's keys and band while its
   // softmax and P V run. Group order: Q with the first keys and band, then per tile its values and the
   // next keys and band; wait_group 1 lands all but the newest.
+  // The warp's query fragments stay in registers for every tile (both products of a tile multiply
+  // them): Q is its own group, waited for while the first keys and band are in flight.
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
+  copy_async_commit();
   copy_keys_and_band(ts, a, bh, row0, key_first, key_end);
   copy_async_commit();
+  copy_async_wait<1>();  // Q
+  __syncthreads();
+  std::uint32_t qf[kD / 8][2];
+  load_row_fragments<kD>(qf, ts.q, 16 * warp, lane);
+  const auto times_q = [&](auto& acc, const auto& tile, int tile_row0) {
+    add_rows_product<T, kD>(acc, qf, tile, lane, tile_row0);
+  };
   for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
     copy_values_and_keep(ts, a, bh, row0, rows, key0, key_end);
     copy_async_commit();
-    copy_async_wait<1>();  // Q, this tile's keys and band
+    copy_async_wait<1>();  // this tile's keys and band
     __syncthreads();
     float sc[kN][4];
-    query_block_scores<T>(ts, sc, u, w, warp, lane);
+    query_block_scores<T>(ts, sc, u, w, warp, lane, times_q);
     if (key0 + kKeys < key_end) copy_keys_and_band(ts, a, bh, row0, key0 + kKeys, key_end);
     copy_async_commit();
 #pragma unroll
@@ -481,7 +495,9 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_m
     copy_async_wait<1>();  // Q, dO, this tile's keys and band
     __syncthreads();
     float sc[kN][4], dp[kN][4];  // S (unscaled, without the position part and the bias dots) and dD
-    query_block_scores<T>(ts, sc, u, w, warp, lane);
+    query_block_scores<T>(ts, sc, u, w, warp, lane, [&](auto& acc, const auto& tile, int tile_row0) {
+      add_rows_product<T, kD>(acc, ts.q, 16 * warp, tile, lane, tile_row0);
+    });
     copy_async_wait<0>();  // this tile's values
     __syncthreads();
     zero_fragments(dp);
