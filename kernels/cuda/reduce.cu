@@ -329,6 +329,22 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_rows_kernel(Op op, cons
   }
 }
 
+// The parts of a block's `lanes` outputs (thread part * lanes + col holds part `part` of output col)
+// combined by a tree in shared memory, in a fixed order; part 0 gets the result. Each thread writes
+// only its own slot, and a slot is read by another thread only between two barriers, so the next tree
+// can overwrite slots without a trailing barrier. Every thread of the block calls it.
+template <typename Op>
+__device__ __forceinline__ typename Op::acc_t combine_parts(Aligned<typename Op::acc_t>* slots, typename Op::acc_t acc,
+                                                            int part, int parts, int lanes) {
+  slots[threadIdx.x].v = acc;
+  __syncthreads();
+  for (int half = parts / 2; half > 0; half /= 2) {
+    if (part < half) slots[threadIdx.x].v = Op::combine(slots[threadIdx.x].v, slots[threadIdx.x + half * lanes].v);
+    __syncthreads();
+  }
+  return slots[threadIdx.x].v;
+}
+
 // Columns layout: thread (part, col) adds rows part, part + parts, ... of output col; the parts
 // of one output then combine by a tree in shared memory. kVec > 1 (sums): col owns kVec neighbouring
 // outputs, contiguous in x, and reads them as one 16-byte piece a row.
@@ -360,23 +376,14 @@ __global__ void __launch_bounds__(kReduceThreads)
         add_pieces<Op, kVec>(acc, reinterpret_cast<const Vec<typename Op::value_t, kVec>*>(x + off[0]), r_begin + part,
                              r_end, parts, g.reduced.strides[0][0] / kVec);
     }
-    // One tree per component. Each thread writes only its own slot, and a slot is read by another
-    // thread only between two barriers, so the next tree can overwrite slots without a trailing barrier.
-    // The components move down a slot each round: the loop (barriers inside) need not be unrolled
-    // for acc to stay in registers (indexed by c, it went to local memory: ptxas spills).
+    // One tree per component. The components move down a slot each round: the loop (barriers inside)
+    // need not be unrolled for acc to stay in registers (indexed by c, it went to local memory: ptxas
+    // spills).
     for (int c = 0; c < kVec; ++c) {
-      part_results[threadIdx.x].v = acc[0];
+      const Acc total = combine_parts<Op>(part_results, acc[0], part, parts, lanes);
 #pragma unroll
       for (int i = 0; i + 1 < kVec; ++i) acc[i] = acc[i + 1];
-      __syncthreads();
-      for (int half = parts / 2; half > 0; half /= 2) {
-        if (part < half)
-          part_results[threadIdx.x].v =
-              Op::combine(part_results[threadIdx.x].v, part_results[threadIdx.x + half * lanes].v);
-        __syncthreads();
-      }
-      if (part == 0 && o < g.outputs)
-        store_result(op, g, partial, o + c, off[1] + c * g.out_step, part_results[threadIdx.x].v);
+      if (part == 0 && o < g.outputs) store_result(op, g, partial, o + c, off[1] + c * g.out_step, total);
     }
   }
 }
@@ -414,20 +421,11 @@ __global__ void __launch_bounds__(kReduceThreads)
       }
       acc = Op::combine(Op::combine(a[0], a[1]), Op::combine(a[2], a[3]));
     }
-    // As in the columns kernel: each thread writes only its own slot, read by others only between
-    // two barriers, so the next outputs' tree needs no trailing barrier.
-    part_results[threadIdx.x].v = acc;
-    __syncthreads();
-    for (int half = parts / 2; half > 0; half /= 2) {
-      if (part < half)
-        part_results[threadIdx.x].v =
-            Op::combine(part_results[threadIdx.x].v, part_results[threadIdx.x + half * lanes].v);
-      __syncthreads();
-    }
+    acc = combine_parts<Op>(part_results, acc, part, parts, lanes);
     if (part == 0 && o < g.outputs) {
       std::int64_t off[2];
       g.kept.get(o, off);
-      op.write(off[1], part_results[threadIdx.x].v);
+      op.write(off[1], acc);
     }
   }
 }
