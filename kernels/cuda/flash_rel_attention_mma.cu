@@ -18,7 +18,8 @@
 // of a query tile with their window of 32 positions; the dr kernel (16 positions a warp) the product
 // of each 16 queries with their window of 32 keys (and of 16 rows of dO with 32 values); the dq
 // kernel writes dS shifted into the window, so that dq's position part is one more fragment product
-// with the band. The bias dots u . k and w . r are kKeys + kBand dots of length d per tile, in float.
+// with the band. The biases u and w join the queries' fragments (q + u for the keys, q + w for the
+// band), rounded to 16 bits as the products load them, as Transformer-XL's reference forms them.
 //
 // Head dims up to 64: with the band tile and the window rows, 128 does not fit 48 KiB of static
 // shared memory at 64 queries a block; wider heads take the FFMA kernels on widened copies.
@@ -31,9 +32,9 @@
 // and its ptxas spilled at 168. The query-block kernels compute the position product before the score
 // product, so that the two sets of fragments are never live together: the other order took the forward
 // with head dim 64 to 174 registers on sm_90 and spilled at 168. The forward keeps the warp's query
-// fragments in registers across key tiles (both products of every tile multiply them: shared-memory
-// wavefronts bound these kernels): 164 registers at head dim 64 on sm_90, 168 at 32, no spills. The dQ
-// kernel, at the bound already, loads them from shared memory each time.
+// fragments, q + u and q + w, in registers across key tiles (shared-memory wavefronts bound these
+// kernels): 168 registers at head dim 64 on sm_90, 152 at 32, no spills (sm_75, sm_80, sm_90). The other
+// kernels load q's fragments from shared memory where they multiply them and add the bias pair there.
 //
 // Shared-memory access: the window rows are kS floats with kS % 32 in {8, 24}, so a warp's float-pair
 // writes of a product (rows g, columns 2 t of 8) fall in distinct banks; the shifted reads meet each
@@ -105,32 +106,74 @@ __device__ __forceinline__ float word_value(std::uint16_t bits) {
   return load_value(T::from_bits(bits));
 }
 
-// A bias vector (u or w, d <= 64 elements) spread over a warp: lane l holds elements l and l + 32, in
-// float, read once a kernel.
-struct BiasLanes {
-  float lo, hi;
-};
-template <typename T>
-__device__ __forceinline__ BiasLanes bias_lanes(const std::uint16_t* __restrict__ bias, int depth) {
-  const int lane = threadIdx.x % 32;
-  return {lane < depth ? word_value<T>(bias[lane]) : 0.0f, lane + 32 < depth ? word_value<T>(bias[lane + 32]) : 0.0f};
+// The biases join the queries, as in Transformer-XL's reference: a score is (q_i + u) . k_j +
+// (q_i + w) . r_p, and q + u, q + w are formed fragment by fragment, in float and rounded once to T,
+// where the products load q's rows. A lane's fragment register of a row holds its columns 8 kk + 2 t
+// and + 1 (as the A operand from ldmatrix.x2 and as the B operand from ldmatrix.x1 alike), so one
+// pair of the bias row serves it. Adding them to the scores as kKeys + kBand dots u . k and w . r a
+// tile instead read every key and band row once more from shared memory, which binds these kernels.
+
+// The block's bias rows u and w of head h, 16-bit words as they are, zeros past d (so are the tiles'
+// columns there). Plain stores: the caller's barrier publishes them.
+template <int kD>
+__device__ __forceinline__ void load_bias_rows(std::uint16_t (&bias)[2][kD], const std::uint16_t* __restrict__ u,
+                                               const std::uint16_t* __restrict__ w, int depth) {
+  for (int i = threadIdx.x; i < 2 * kD; i += kFlashThreads) {
+    const int c = i % kD;
+    bias[i / kD][c] = c < depth ? (i < kD ? u : w)[c] : std::uint16_t{0};
+  }
 }
 
-// dots[i] = bias . tile[i] for i < n, in float: warp w takes rows w, w + 4, ...; each lane multiplies
-// its two elements (the tile's columns past d are zeros) and the warp sums the products in a fixed
-// butterfly order, the same bits in every run. Consecutive lanes read consecutive words of a row: no
-// bank conflict.
-template <typename T, int kD, int kN, int kRowsT, int kStride>
-__device__ __forceinline__ void bias_dots_words(float (&dots)[kN], const std::uint16_t (&tile)[kRowsT][kStride],
-                                                const BiasLanes& bias, int n) {
-  static_assert(kD == 32 || kD == 64, "the tile sets of head dims 32 and 64");
-  const int lane = threadIdx.x % 32;
-  for (int i = static_cast<int>(threadIdx.x) / 32; i < n; i += kMmaWarps) {  // warp-uniform
-    float x = bias.lo * word_value<T>(tile[i][lane]);
-    if constexpr (kD > 32) x += bias.hi * word_value<T>(tile[i][lane + 32]);
+// x + the bias pair b, word by word: in float, rounded once to T.
+template <typename T>
+__device__ __forceinline__ std::uint32_t plus_pair(std::uint32_t x, std::uint32_t b) {
+  const float lo =
+      word_value<T>(static_cast<std::uint16_t>(x & 0xffffu)) + word_value<T>(static_cast<std::uint16_t>(b & 0xffffu));
+  const float hi =
+      word_value<T>(static_cast<std::uint16_t>(x >> 16)) + word_value<T>(static_cast<std::uint16_t>(b >> 16));
+  return mma_pack(to_bits<T>(lo), to_bits<T>(hi));
+}
+__device__ __forceinline__ std::uint32_t bias_pair(const std::uint16_t* bias_row, int kk, int lane) {
+  return *reinterpret_cast<const std::uint32_t*>(bias_row + 8 * kk + 2 * (lane % 4));
+}
+
+// acc[n] += (A + 1 bias^T) B^T: add_rows_product with the bias row added to the rows of a.
+template <typename T, int kD, int kN, typename ATile, typename BTile>
+__device__ __forceinline__ void add_biased_rows_product(float (&acc)[kN][4], const ATile& a, int a_row0,
+                                                        const std::uint16_t* a_bias, const BTile& b, int lane,
+                                                        int b_row0 = 0) {
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(kFullMask, x, offset);
-    if (lane == 0) dots[i] = x;
+  for (int kk = 0; kk < kD / 8; ++kk) {
+    std::uint32_t af[2];
+    ldmatrix_x2(af, &a[a_row0 + lane % 16][8 * kk]);
+    const std::uint32_t bias = bias_pair(a_bias, kk, lane);
+    af[0] = plus_pair<T>(af[0], bias);
+    af[1] = plus_pair<T>(af[1], bias);
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      std::uint32_t bf[1];
+      ldmatrix_x1(bf, &b[b_row0 + 8 * n + lane % 8][8 * kk]);
+      mma_16x8x8<T>(acc[n], af, bf);
+    }
+  }
+}
+
+// acc[n] += A (B + 1 bias^T)^T: add_rows_product with the bias row added to the rows of b.
+template <typename T, int kD, int kN, typename ATile, typename BTile>
+__device__ __forceinline__ void add_rows_biased_product(float (&acc)[kN][4], const ATile& a, int a_row0, const BTile& b,
+                                                        const std::uint16_t* b_bias, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kD / 8; ++kk) {
+    std::uint32_t af[2];
+    ldmatrix_x2(af, &a[a_row0 + lane % 16][8 * kk]);
+    const std::uint32_t bias = bias_pair(b_bias, kk, lane);
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      std::uint32_t bf[1];
+      ldmatrix_x1(bf, &b[8 * n + lane % 8][8 * kk]);
+      bf[0] = plus_pair<T>(bf[0], bias);
+      mma_16x8x8<T>(acc[n], af, bf);
+    }
   }
 }
 
@@ -165,7 +208,7 @@ __device__ __forceinline__ void add_bias_outer_fragments(float (&acc)[kO][4], co
 // Their shared tiles: the queries, a key tile's keys and values, the band of r they meet (band row b
 // is position key0 + (Tq - 1) - (row0 + kMmaRows - 1) + b: query row rr meets key c at band row
 // c - rr + kMmaRows - 1), each warp's window rows (warp w's window starts at band row kMmaRows -
-// 16 (w + 1)), the bias dots u . k and w . band, and the dropout keep flags.
+// 16 (w + 1)), the bias rows u and w, and the dropout keep flags.
 template <int kD, int kKeys>
 struct QueryBlockTiles {
   static constexpr int kStride = kD + 8;  // 16-bit words per shared row
@@ -176,8 +219,7 @@ struct QueryBlockTiles {
   alignas(16) std::uint16_t v[kKeys][kStride];
   alignas(16) std::uint16_t band[kBand][kStride];
   alignas(16) float win[kMmaWarps][16][kS];
-  float uk[kKeys];
-  float wr[kBand];
+  alignas(16) std::uint16_t bias[2][kD];
   std::uint8_t keep[kMmaRows][kKeys];
 };
 
@@ -201,34 +243,29 @@ __device__ __forceinline__ void copy_values_and_keep(QueryBlockTiles<kD, kKeys>&
   if (a.drop.on) fill_keep(ts.keep, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
 }
 
-// A key tile of a query-block kernel, its keys and band in shared memory: the bias dots; then
-// sc = Q K^T for the warp's 16 rows, and the warp's position product Q band[win0 ..]^T into its
-// window rows; times_q(acc, tile, row0) adds the warp's Q times rows row0 .. of tile to acc. Ends at a
-// barrier: the bias dots and the window rows ready, every warp done with the keys and the band.
-template <typename T, int kD, int kKeys, int kN, typename TimesQ>
-__device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& ts, float (&sc)[kN][4],
-                                                   const BiasLanes& u, const BiasLanes& w, int warp, int lane,
-                                                   const TimesQ& times_q) {
+// A key tile of a query-block kernel, its keys and band in shared memory: sc = (Q + u) K^T for the
+// warp's 16 rows, and the warp's position product (Q + w) band[win0 ..]^T into its window rows;
+// times_qu(acc, keys) and times_qw(acc, band, row0) add those products (from band row row0) to acc.
+// Ends at a barrier: the window rows ready, every warp done with the keys and the band.
+template <typename T, int kD, int kKeys, int kN, typename TimesQu, typename TimesQw>
+__device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& ts, float (&sc)[kN][4], int warp,
+                                                   int lane, const TimesQu& times_qu, const TimesQw& times_qw) {
   using Tiles = QueryBlockTiles<kD, kKeys>;
-  bias_dots_words<T, kD>(ts.uk, ts.k, u, kKeys);
-  bias_dots_words<T, kD>(ts.wr, ts.band, w, Tiles::kBand);
-
   {  // the position product first, to shared memory: its fragments and sc's are never live together
     float pos[Tiles::kWin / 8][4];
     zero_fragments(pos);
-    times_q(pos, ts.band, kMmaRows - 16 * (warp + 1));
+    times_qw(pos, ts.band, kMmaRows - 16 * (warp + 1));
     write_window(ts.win[warp], pos, lane / 4, lane % 4);
   }
   zero_fragments(sc);
-  times_q(sc, ts.k, 0);
-  __syncthreads();  // the bias dots of every thread, the window rows of the warp's lanes
+  times_qu(sc, ts.k);
+  __syncthreads();  // the window rows of the warp's lanes
 }
 
-// The position part and the bias dots of the score of the warp's row rl, key c: window column c - rl + 15.
+// The position part of the score of the warp's row rl, key c: window column c - rl + 15.
 template <int kD, int kKeys>
-__device__ __forceinline__ float position_and_bias(const QueryBlockTiles<kD, kKeys>& ts, int warp, int rl, int c) {
-  const int j = c - rl + 15;
-  return ts.win[warp][rl][j] + ts.uk[c] + ts.wr[kMmaRows - 16 * (warp + 1) + j];
+__device__ __forceinline__ float position_part(const QueryBlockTiles<kD, kKeys>& ts, int warp, int rl, int c) {
+  return ts.win[warp][rl][c - rl + 15];
 }
 
 // The forward.
@@ -245,9 +282,8 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
   const std::int64_t bh = blockIdx.x, row0 = static_cast<std::int64_t>(blockIdx.y) * kMmaRows;
   const int rows = static_cast<int>(s.tq - row0 < kMmaRows ? s.tq - row0 : kMmaRows);
 
-  const BiasLanes u = bias_lanes<T>(a.u + (bh % s.heads) * s.d, s.d),
-                  w = bias_lanes<T>(a.w + (bh % s.heads) * s.d, s.d);
   load_words<kMmaRows, kD>(ts.q, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
+  load_bias_rows(ts.bias, a.u + (bh % s.heads) * s.d, a.w + (bh % s.heads) * s.d, s.d);
   int local[2];
   float m[2], l[2], acc[kO][4];
   std::int64_t first[2], end[2];  // each row's visible keys; none for rows past the end
@@ -263,21 +299,29 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
   zero_fragments(acc);
 
   // The copies are pipelined (asynchronous from sm_80), as in flash_attention_mma.cu's forward: a tile's
-  // values are in flight while its bias dots and products run, the next tile's keys and band while its
+  // values are in flight while its products run, the next tile's keys and band while its
   // softmax and P V run. Group order: Q with the first keys and band, then per tile its values and the
   // next keys and band; wait_group 1 lands all but the newest.
-  // The warp's query fragments stay in registers for every tile (both products of a tile multiply
-  // them): Q is its own group, waited for while the first keys and band are in flight.
+  // The warp's query fragments, q + u and q + w, stay in registers for every tile: Q is its own group,
+  // waited for while the first keys and band are in flight.
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
   copy_async_commit();
   copy_keys_and_band(ts, a, bh, row0, key_first, key_end);
   copy_async_commit();
   copy_async_wait<1>();  // Q
   __syncthreads();
-  std::uint32_t qf[kD / 8][2];
-  load_row_fragments<kD>(qf, ts.q, 16 * warp, lane);
-  const auto times_q = [&](auto& acc, const auto& tile, int tile_row0) {
-    add_rows_product<T, kD>(acc, qf, tile, lane, tile_row0);
+  std::uint32_t qu[kD / 8][2], qw[kD / 8][2];
+  load_row_fragments<kD>(qu, ts.q, 16 * warp, lane);
+#pragma unroll
+  for (int kk = 0; kk < kD / 8; ++kk)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      qw[kk][i] = plus_pair<T>(qu[kk][i], bias_pair(ts.bias[1], kk, lane));
+      qu[kk][i] = plus_pair<T>(qu[kk][i], bias_pair(ts.bias[0], kk, lane));
+    }
+  const auto times_qu = [&](auto& acc, const auto& keys) { add_rows_product<T, kD>(acc, qu, keys, lane); };
+  const auto times_qw = [&](auto& acc, const auto& band, int band_row0) {
+    add_rows_product<T, kD>(acc, qw, band, lane, band_row0);
   };
   for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform: barriers are safe
     copy_values_and_keep(ts, a, bh, row0, rows, key0, key_end);
@@ -285,7 +329,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
     copy_async_wait<1>();  // this tile's keys and band
     __syncthreads();
     float sc[kN][4];
-    query_block_scores<T>(ts, sc, u, w, warp, lane, times_q);
+    query_block_scores<T>(ts, sc, warp, lane, times_qu, times_qw);
     if (key0 + kKeys < key_end) copy_keys_and_band(ts, a, bh, row0, key0 + kKeys, key_end);
     copy_async_commit();
 #pragma unroll
@@ -295,14 +339,14 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
         const int hh = e >> 1, c = 8 * n + 2 * t + (e & 1);
         const std::int64_t key = key0 + c;
         const bool valid = key < key_end && key >= first[hh] && key < end[hh];
-        sc[n][e] = valid ? (sc[n][e] + position_and_bias(ts, warp, g + 8 * hh, c)) * a.scale : neg_inf();
+        sc[n][e] = valid ? (sc[n][e] + position_part(ts, warp, g + 8 * hh, c)) * a.scale : neg_inf();
       }
     std::uint32_t pa[kN][2];  // P (dropped out, 16-bit) as the A fragments of P V
     online_softmax_fragments<T>(sc, m, l, acc, pa, ts.keep, local, a.drop, t);
     copy_async_wait<1>();  // this tile's values
     __syncthreads();
     add_fragment_product<T>(acc, pa, ts.v, lane);
-    __syncthreads();  // the next tile overwrites the values, the keep flags, the window rows and the bias dots
+    __syncthreads();  // the next tile overwrites the values, the keep flags and the window rows
   }
 
   finish_fragments<T>(m, l, acc, a.out + bh * s.tq * s.dv, a.lse + bh * s.tq, local, row0, s.tq, s.dv, t);
@@ -310,7 +354,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
 
 // ---------------------------------------------------------------------------------------------
 // Backward. Each kernel recomputes the scores of its tiles from the fragments of the products and
-// the bias dots, and P = exp(scale S - lse).
+// P = exp(scale S - lse).
 
 // dk and dv of 64 keys (16 a warp: the rows of S^T), over every query tile that sees one of them.
 template <typename T, int kD, int kQ>
@@ -326,7 +370,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_kv_
   constexpr int kS = window_stride(32);
   static_assert(kQ % 16 == 0, "query tiles of whole 16-row products");
   static_assert(
-      2 * (2 * kKeys + 2 * kQ + kBand) * kStride + 4 * (kMmaWarps * 16 * kS + 2 * kQ + kKeys + kBand) + kQ * kKeys <=
+      2 * ((2 * kKeys + 2 * kQ + kBand) * kStride + 2 * kD) + 4 * (kMmaWarps * 16 * kS + 2 * kQ) + kQ * kKeys <=
           kSharedLimit,
       "tensor-core relative dk/dv tiles exceed 48 KiB of shared memory");
   EMU_STATIC_SHARED_ALIGN16(k_s, std::uint16_t[kKeys][kStride]);
@@ -337,8 +381,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_kv_
   EMU_STATIC_SHARED_ALIGN16(win_s, float[kMmaWarps][16][kS]);
   EMU_STATIC_SHARED(lse_s, float[kQ]);
   EMU_STATIC_SHARED(delta_s, float[kQ]);
-  EMU_STATIC_SHARED(uk_s, float[kKeys]);
-  EMU_STATIC_SHARED(wr_s, float[kBand]);
+  EMU_STATIC_SHARED_ALIGN16(bias_s, std::uint16_t[2][kD]);  // u, w
   EMU_STATIC_SHARED(keep_s, std::uint8_t[kQ][kKeys]);
 
   const RelShape& s = a.shape;
@@ -354,11 +397,8 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_kv_
 
   load_words<kKeys, kD>(k_s, a.k + bh * s.tk * s.d, key0, s.tk, s.d);
   load_words<kKeys, kD>(v_s, a.v + bh * s.tk * s.dv, key0, s.tk, s.dv);
-  copy_async_commit();
-  copy_async_wait<0>();
-  __syncthreads();
-  const BiasLanes u_lanes = bias_lanes<T>(u, s.d), w_lanes = bias_lanes<T>(w, s.d);
-  bias_dots_words<T, kD>(uk_s, k_s, u_lanes, kKeys);        // read after the loop's first barrier
+  load_bias_rows(bias_s, u, w, s.d);
+  copy_async_commit();  // k_s, v_s: waited for with the first query tile, read after its barrier
   const int local[2] = {16 * warp + g, 16 * warp + g + 8};  // this lane's keys (rows of S^T)
   float dk[kO][4], dv[kO][4], score_sums[2] = {0.0f, 0.0f};
   zero_fragments(dk);
@@ -382,23 +422,21 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_kv_
     copy_async_commit();
     copy_async_wait<0>();
     __syncthreads();
-    bias_dots_words<T, kD>(wr_s, band_s, w_lanes, kBand);
-    __syncthreads();
 
-    // S^T = K Q^T and dD^T = V dO^T: element e of [n] is (key local[e >> 1], query 8 n + 2 t + (e & 1)).
+    // S^T = K (Q + u)^T and dD^T = V dO^T: element e of [n] is (key local[e >> 1], query 8 n + 2 t + (e & 1)).
     float st[kN][4], dpt[kN][4];
     zero_fragments(st);
     zero_fragments(dpt);
-    add_rows_product<T, kD>(st, k_s, 16 * warp, q_s, lane);
+    add_rows_biased_product<T, kD>(st, k_s, 16 * warp, q_s, bias_s[0], lane);
     add_rows_product<T, kD>(dpt, v_s, 16 * warp, do_s, lane);
-    // The position term, 16 queries at a time: their product with the warp's window, read back at
+    // The position term, 16 queries at a time: (q + w) times the warp's window, read back at
     // (query ql, key kl of the warp) -> window column kl - ql + 15.
 #pragma unroll
     for (int mq = 0; mq < kQ / 16; ++mq) {
       const int base = 16 * (warp - mq) + kQ - 16;
       float pos[4][4];
       zero_fragments(pos);
-      add_rows_product<T, kD>(pos, q_s, 16 * mq, band_s, lane, base);
+      add_biased_rows_product<T, kD>(pos, q_s, 16 * mq, bias_s[1], band_s, lane, base);
       __syncwarp();  // the warp's reads of the previous window are done
       write_window(win_s[warp], pos, g, t);
       __syncwarp();
@@ -419,8 +457,8 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_kv_
         const int c = local[e >> 1], rr = 8 * n + 2 * t + (e & 1);
         const bool valid = rr < rows && c < keys && s.visible(row0 + rr, key0 + c);
         const bool keep = a.drop.on && valid && keep_s[rr][c] != 0;
-        const float score = st[n][e] + uk_s[c] + wr_s[c - rr + kQ - 1];
-        const ElementGrads eg = element_grads(a.scale, a.drop, score, dpt[n][e], lse_s[rr], delta_s[rr], valid, keep);
+        const ElementGrads eg =
+            element_grads(a.scale, a.drop, st[n][e], dpt[n][e], lse_s[rr], delta_s[rr], valid, keep);
         de[e] = eg.dropped;
         ge[e] = eg.grad_score;
         score_sums[e >> 1] += eg.grad_score;
@@ -465,9 +503,8 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_m
   const int rows = static_cast<int>(s.tq - row0 < kMmaRows ? s.tq - row0 : kMmaRows);
   const int win0 = kMmaRows - 16 * (warp + 1);
 
-  const BiasLanes u = bias_lanes<T>(a.u + (bh % s.heads) * s.d, s.d),
-                  w = bias_lanes<T>(a.w + (bh % s.heads) * s.d, s.d);
   load_words<kMmaRows, kD>(ts.q, a.q + bh * s.tq * s.d, row0, s.tq, s.d);
+  load_bias_rows(ts.bias, a.u + (bh % s.heads) * s.d, a.w + (bh % s.heads) * s.d, s.d);
   load_words<kMmaRows, kD>(do_s, a.grad_out + bh * s.tq * s.dv, row0, s.tq, s.dv);
   const int local[2] = {16 * warp + g, 16 * warp + g + 8};
   float lse[2], delta[2];
@@ -486,7 +523,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_m
 
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
   for (std::int64_t key0 = key_first; key0 < key_end; key0 += kKeys) {  // block-uniform
-    // The values in flight while the bias dots and the score products run (asynchronous from sm_80);
+    // The values in flight while the score products run (asynchronous from sm_80);
     // the keys and band are read to the end of the tile, so the next tile's cannot come sooner.
     copy_keys_and_band(ts, a, bh, row0, key0, key_end);
     copy_async_commit();
@@ -494,10 +531,15 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_m
     copy_async_commit();
     copy_async_wait<1>();  // Q, dO, this tile's keys and band
     __syncthreads();
-    float sc[kN][4], dp[kN][4];  // S (unscaled, without the position part and the bias dots) and dD
-    query_block_scores<T>(ts, sc, u, w, warp, lane, [&](auto& acc, const auto& tile, int tile_row0) {
-      add_rows_product<T, kD>(acc, ts.q, 16 * warp, tile, lane, tile_row0);
-    });
+    float sc[kN][4], dp[kN][4];  // S (unscaled, without the position part) and dD
+    query_block_scores<T>(
+        ts, sc, warp, lane,
+        [&](auto& acc, const auto& keys) {
+          add_biased_rows_product<T, kD>(acc, ts.q, 16 * warp, ts.bias[0], keys, lane);
+        },
+        [&](auto& acc, const auto& band, int band_row0) {
+          add_biased_rows_product<T, kD>(acc, ts.q, 16 * warp, ts.bias[1], band, lane, band_row0);
+        });
     copy_async_wait<0>();  // this tile's values
     __syncthreads();
     zero_fragments(dp);
@@ -513,7 +555,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_m
         const std::int64_t key = key0 + c;
         const bool valid = key < key_end && key >= first[hh] && key < end[hh];
         const bool keep = a.drop.on && valid && ts.keep[local[hh]][c] != 0;
-        const float score = sc[n][e] + position_and_bias(ts, warp, g + 8 * hh, c);
+        const float score = sc[n][e] + position_part(ts, warp, g + 8 * hh, c);
         ge[n][e] = element_grads(a.scale, a.drop, score, dp[n][e], lse[hh], delta[hh], valid, keep).grad_score;
       }
       grad_score[n][0] = mma_pack(to_bits<T>(ge[n][0]), to_bits<T>(ge[n][1]));
@@ -563,7 +605,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_r_m
   constexpr int kS = window_stride(32);
   static_assert(kQ % 16 == 0, "query tiles of whole 16-row products");
   static_assert(
-      2 * (kPos + 2 * kQ + 2 * kKeyBand) * kStride + 4 * (kMmaWarps * 16 * kS + 2 * kQ + kKeyBand + kPos) + kQ * kPos <=
+      2 * ((kPos + 2 * kQ + 2 * kKeyBand) * kStride + 2 * kD) + 4 * (kMmaWarps * 16 * kS + 2 * kQ) + kQ * kPos <=
           kSharedLimit,
       "tensor-core relative dr tiles exceed 48 KiB of shared memory");
   EMU_STATIC_SHARED_ALIGN16(r_s, std::uint16_t[kPos][kStride]);
@@ -574,8 +616,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_r_m
   EMU_STATIC_SHARED_ALIGN16(win_s, float[kMmaWarps][16][kS]);
   EMU_STATIC_SHARED(lse_s, float[kQ]);
   EMU_STATIC_SHARED(delta_s, float[kQ]);
-  EMU_STATIC_SHARED(uk_s, float[kKeyBand]);
-  EMU_STATIC_SHARED(wr_s, float[kPos]);
+  EMU_STATIC_SHARED_ALIGN16(bias_s, std::uint16_t[2][kD]);  // u, w
   EMU_STATIC_SHARED(keep_s, std::uint8_t[kQ][kPos]);
 
   const RelShape& s = a.shape;
@@ -591,11 +632,8 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_r_m
   const std::uint16_t* w = a.w + h * s.d;
 
   load_words<kPos, kD>(r_s, a.r + h * s.tk * s.d, pos0, s.tk, s.d);
-  copy_async_commit();
-  copy_async_wait<0>();
-  __syncthreads();
-  const BiasLanes u_lanes = bias_lanes<T>(u, s.d), w_lanes = bias_lanes<T>(w, s.d);
-  bias_dots_words<T, kD>(wr_s, r_s, w_lanes, kPos);         // read after the loop's first barrier
+  load_bias_rows(bias_s, u, w, s.d);
+  copy_async_commit();  // r_s: waited for with the first query tile, read after its barrier
   const int local[2] = {16 * warp + g, 16 * warp + g + 8};  // this lane's positions (rows of dS^T)
   float dr[kO][4], score_sums[2] = {0.0f, 0.0f};
   zero_fragments(dr);
@@ -621,17 +659,15 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_r_m
       copy_async_commit();
       copy_async_wait<0>();
       __syncthreads();
-      bias_dots_words<T, kD>(uk_s, k_band, u_lanes, kKeyBand);
-      __syncthreads();
 
       // Scores and dD along the diagonals, element e of [n] at (position local[e >> 1], query
-      // 8 n + 2 t + (e & 1)): R Q^T, then the key and value terms 16 queries at a time, each the
-      // product of the queries (rows of dO) with their window of keys (values), read back at
+      // 8 n + 2 t + (e & 1)): R (Q + w)^T, then the key and value terms 16 queries at a time, each the
+      // product of the queries plus u (rows of dO) with their window of keys (values), read back at
       // (query ql, position pl of the warp) -> window column pl + ql.
       float st[kN][4], dpt[kN][4];
       zero_fragments(st);
       zero_fragments(dpt);
-      add_rows_product<T, kD>(st, r_s, 16 * warp, q_s, lane);
+      add_rows_biased_product<T, kD>(st, r_s, 16 * warp, q_s, bias_s[1], lane);
 #pragma unroll
       for (int mq = 0; mq < kQ / 16; ++mq) {
         const int base = 16 * (warp + mq);
@@ -640,7 +676,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_r_m
           float prod[4][4];
           zero_fragments(prod);
           if (part == 0)
-            add_rows_product<T, kD>(prod, q_s, 16 * mq, k_band, lane, base);
+            add_biased_rows_product<T, kD>(prod, q_s, 16 * mq, bias_s[0], k_band, lane, base);
           else
             add_rows_product<T, kD>(prod, do_s, 16 * mq, v_band, lane, base);
           __syncwarp();  // the warp's reads of the previous window are done
@@ -664,8 +700,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_r_m
           const int pl = local[e >> 1], rr = 8 * n + 2 * t + (e & 1);
           const bool valid = pl < npos && rr < rows && pos0 + pl >= pos_first && band_key0 + pl + rr >= 0;
           const bool keep = a.drop.on && valid && keep_s[rr][pl] != 0;
-          const float score = st[n][e] + uk_s[pl + rr] + wr_s[pl];
-          ge[e] = element_grads(a.scale, a.drop, score, dpt[n][e], lse_s[rr], delta_s[rr], valid, keep).grad_score;
+          ge[e] = element_grads(a.scale, a.drop, st[n][e], dpt[n][e], lse_s[rr], delta_s[rr], valid, keep).grad_score;
           score_sums[e >> 1] += ge[e];
         }
         grad_score[n][0] = mma_pack(to_bits<T>(ge[0]), to_bits<T>(ge[1]));
