@@ -1,6 +1,6 @@
 // Entry points of the fused relative-attention family: checks (shared with the unfused family,
-// kernels/rel_attention_common.h), output allocation, the empty cases, 16-bit widening, dispatch, and
-// the sums that turn the backends' two parts of dq into dq, du and dw. The backends see contiguous
+// kernels/rel_attention_common.h), output allocation, the empty cases, 16-bit widening and dispatch.
+// The backends see contiguous
 // tensors of one float dtype with B * H * Tq > 0 (kernels/contracts/flash_rel_attention.inc).
 #include "kernels/flash_rel_attention.h"
 
@@ -92,29 +92,25 @@ RelAttentionGrads flash_rel_attention_backward(const Tensor& grad_out_in, const 
     fail(op, "lse is {}, the forward gives {} for {} inputs", dtype_name(lse_in.dtype()),
          dtype_name(statistics_dtype(q_in.dtype())), dtype_name(q_in.dtype()));
 
-  // dq = dqu + dqw, du = sum dqu, dw = sum dqw: the backends write the two parts of dq, in float32 for
-  // 16-bit inputs (lse's dtype), so that each of dq, du and dw is rounded to 16 bits once.
-  const TensorOptions parts{statistics_dtype(q_in.dtype()), q_in.device()};
-  const Tensor grad_qu = needs.q || needs.u ? empty(q_in.shape(), parts) : Tensor();
-  const Tensor grad_qw = needs.q || needs.w ? empty(q_in.shape(), parts) : Tensor();
   RelAttentionGrads g;
+  if (needs.q) g.grad_q = empty_like_of(q_in.shape(), q_in);
   if (needs.k) g.grad_k = empty_like_of(k_in.shape(), q_in);
   if (needs.v) g.grad_v = empty_like_of(v_in.shape(), q_in);
   if (needs.r) g.grad_r = empty_like_of(r_in.shape(), q_in);
+  if (needs.u) g.grad_u = empty_like_of(u_in.shape(), q_in);
+  if (needs.w) g.grad_w = empty_like_of(w_in.shape(), q_in);
+  const std::initializer_list<const Tensor*> grads{&g.grad_q, &g.grad_k, &g.grad_v, &g.grad_r, &g.grad_u, &g.grad_w};
   if (b * h * tq == 0) {  // no query: every gradient is zero
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&grad_qu, &grad_qw, &g.grad_k, &g.grad_v, &g.grad_r})
+    for (const Tensor* t : grads)
       if (t->defined() && t->numel() > 0) fill(*t, 0.0);
-  } else if (grad_qu.defined() || grad_qw.defined() || needs.k || needs.v || needs.r) {
+  } else if (needs.q || needs.k || needs.v || needs.r || needs.u || needs.w) {
     const Tensor q = contiguous(q_in), k = contiguous(k_in), v = contiguous(v_in), r = contiguous(r_in),
                  u = contiguous(u_in), w = contiguous(w_in);
     const Tensor grad_out = contiguous(grad_out_in), out = contiguous(out_in), lse = contiguous(lse_in);
-    DEFINE_BACKEND_CALL(op, q, flash_rel_attention_backward, grad_out, q, k, v, r, u, w, out, lse, grad_qu, grad_qw,
-                        g.grad_k, g.grad_v, g.grad_r, params.window, params.dropout, params.seed, params.offset,
-                        params.scale);
+    DEFINE_BACKEND_CALL(op, q, flash_rel_attention_backward, grad_out, q, k, v, r, u, w, out, lse, g.grad_q, g.grad_k,
+                        g.grad_v, g.grad_r, g.grad_u, g.grad_w, params.window, params.dropout, params.seed,
+                        params.offset, params.scale);
   }
-  if (needs.u) g.grad_u = narrow(sum(grad_qu, {0, 2}, false), u_in.dtype());
-  if (needs.w) g.grad_w = narrow(sum(grad_qw, {0, 2}, false), w_in.dtype());
-  if (needs.q) g.grad_q = narrow(binary(BinaryOp::Add, grad_qu, grad_qw), q_in.dtype());
   return g;
 }
 

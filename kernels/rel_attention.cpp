@@ -78,6 +78,17 @@ void gemm_per_batch(const Tensor& x, const Tensor& r, const Tensor& out, bool tr
     gemm(batch_element(x, b), r, batch_element(out, b), trans_x, trans_r, 1.0, 0.0);
 }
 
+void finish_query_grads(const Tensor& grad_qu, const Tensor& grad_qw, const Tensor& grad_q, const Tensor& grad_u,
+                        const Tensor& grad_w) {
+  if (grad_u.defined()) copy_into(grad_u, sum(grad_qu, {0, 2}, false));
+  if (grad_w.defined()) copy_into(grad_w, sum(grad_qw, {0, 2}, false));
+  if (!grad_q.defined()) return;
+  if (grad_q.dtype() == grad_qu.dtype())
+    binary_into(BinaryOp::Add, grad_q, grad_qu, grad_qw);
+  else
+    copy_into(grad_q, binary(BinaryOp::Add, grad_qu, grad_qw));
+}
+
 }  // namespace rel_attention_common
 
 using namespace rel_attention_common;

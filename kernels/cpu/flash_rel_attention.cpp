@@ -80,9 +80,9 @@ void flash_rel_attention_forward(const Tensor& q, const Tensor& k, const Tensor&
 
 void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& r, const Tensor& u, const Tensor& w, const Tensor&, const Tensor&,
-                                  const Tensor& grad_qu, const Tensor& grad_qw, const Tensor& grad_k,
-                                  const Tensor& grad_v, const Tensor& grad_r, std::int64_t window, double p,
-                                  std::uint64_t seed, std::uint64_t offset, double scale) {
+                                  const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v,
+                                  const Tensor& grad_r, const Tensor& grad_u, const Tensor& grad_w, std::int64_t window,
+                                  double p, std::uint64_t seed, std::uint64_t offset, double scale) {
   // P again (the unfused backward needs it whole; dropout does not change it).
   const ScoreParts s = score_parts(q, k, r, u, w);
   const Tensor probs = ::define::kernels::rel_attention_softmax(s.ac, s.bd, {.window = window, .scale = scale}).probs;
@@ -96,11 +96,18 @@ void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const
   if (grad_v.defined()) gemm(sg.dropped, grad_out, grad_v, true, false, 1.0, 0.0);  // dv = D^T dO
   if (grad_k.defined())
     gemm(ds, binary(BinaryOp::Add, q, per_head_bias(u)), grad_k, true, false, 1.0, 0.0);  // dk = dS^T (q + u)
-  if (grad_qu.defined()) gemm(ds, k, grad_qu, false, false, 1.0, 0.0);                    // dqu = dS k
-  if (!grad_qw.defined() && !grad_r.defined()) return;
+  const TensorOptions parts{q.dtype(), q.device()};
+  const Tensor grad_qu = grad_q.defined() || grad_u.defined() ? empty(q.shape(), parts) : Tensor();
+  const Tensor grad_qw = grad_q.defined() || grad_w.defined() ? empty(q.shape(), parts) : Tensor();
+  if (grad_qu.defined()) gemm(ds, k, grad_qu, false, false, 1.0, 0.0);  // dqu = dS k
+  if (!grad_qw.defined() && !grad_r.defined()) {
+    finish_query_grads(grad_qu, grad_qw, grad_q, grad_u, grad_w);
+    return;
+  }
   // The position parts see dS through the shift: dBD = unshift(dS).
   const Tensor grad_bd = ::define::kernels::rel_attention_unshift(ds);
   if (grad_qw.defined()) gemm_per_batch(grad_bd, r, grad_qw, false, false);  // dqw = dBD r
+  finish_query_grads(grad_qu, grad_qw, grad_q, grad_u, grad_w);
   if (grad_r.defined()) {  // dr = sum_b dBD[b]^T (q + w)[b], accumulating (B > 0 by the contract)
     const Tensor qw = binary(BinaryOp::Add, q, per_head_bias(w));
     for (std::int64_t b = 0; b < q.size(0); ++b)

@@ -40,6 +40,7 @@
 #include "kernels/cuda/flash_tiles.cuh"
 #include "kernels/flash_rel_attention.h"
 #include "kernels/reduce.h"
+#include "kernels/rel_attention_common.h"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -658,12 +659,12 @@ void flash_rel_attention_forward(const Tensor& q, const Tensor& k, const Tensor&
 
 void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& r, const Tensor& u, const Tensor& w, const Tensor& out,
-                                  const Tensor& lse, const Tensor& grad_qu, const Tensor& grad_qw, const Tensor& grad_k,
-                                  const Tensor& grad_v, const Tensor& grad_r, std::int64_t window, double p,
-                                  std::uint64_t seed, std::uint64_t offset, double scale) {
+                                  const Tensor& lse, const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v,
+                                  const Tensor& grad_r, const Tensor& grad_u, const Tensor& grad_w, std::int64_t window,
+                                  double p, std::uint64_t seed, std::uint64_t offset, double scale) {
   const char* op = "flash_rel_attention_backward";
-  if (flash_rel_attention_backward_mma(grad_out, q, k, v, r, u, w, out, lse, grad_qu, grad_qw, grad_k, grad_v, grad_r,
-                                       window, p, seed, offset, scale))
+  if (flash_rel_attention_backward_mma(grad_out, q, k, v, r, u, w, out, lse, grad_q, grad_k, grad_v, grad_r, grad_u,
+                                       grad_w, window, p, seed, offset, scale))
     return;
   if (is_float16(q.dtype())) {  // the FFMA tiles are float32's: widened copies, gradients rounded once
     const auto wide = [](const Tensor& t) {
@@ -672,16 +673,20 @@ void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const
     const auto wide_out = [&](const Tensor& t) {
       return t.defined() ? empty(t.shape(), {DType::Float32, q.device()}) : Tensor();
     };
-    // grad_qu and grad_qw are float32 already (the contract).
-    const Tensor gk = wide_out(grad_k), gv = wide_out(grad_v), gr = wide_out(grad_r);
+    const Tensor gq = wide_out(grad_q), gk = wide_out(grad_k), gv = wide_out(grad_v), gr = wide_out(grad_r),
+                 gu = wide_out(grad_u), gw = wide_out(grad_w);
     flash_rel_attention_backward(wide(grad_out), wide(q), wide(k), wide(v), wide(r), wide(u), wide(w), wide(out), lse,
-                                 grad_qu, grad_qw, gk, gv, gr, window, p, seed, offset, scale);
-    const Tensor* got[] = {&gk, &gv, &gr};
-    const Tensor* into[] = {&grad_k, &grad_v, &grad_r};
-    for (int i = 0; i < 3; ++i)
+                                 gq, gk, gv, gr, gu, gw, window, p, seed, offset, scale);
+    const Tensor* got[] = {&gq, &gk, &gv, &gr, &gu, &gw};
+    const Tensor* into[] = {&grad_q, &grad_k, &grad_v, &grad_r, &grad_u, &grad_w};
+    for (int i = 0; i < 6; ++i)
       if (into[i]->defined()) ::define::kernels::copy_into(*into[i], *got[i]);
     return;
   }
+  // The dq kernel writes dq's two parts; dq, du and dw are formed from them afterwards.
+  const auto part = [&](bool needed) { return needed ? empty(q.shape(), {DType::Float32, q.device()}) : Tensor(); };
+  const Tensor grad_qu = part(grad_q.defined() || grad_u.defined()),
+               grad_qw = part(grad_q.defined() || grad_w.defined());
   dispatch_head_dim(op, q, v, [&]<int kD>() {
     using Tiles = RelTiles<kD>;
     const std::int64_t batch = q.size(0), heads = q.size(1), tk = k.size(2), rows = batch * heads * q.size(2);
@@ -716,6 +721,7 @@ void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const
       if (batch > 1) ::define::kernels::copy_into(grad_r, ::define::kernels::sum(parts, {0}, false));
     }
   });
+  rel_attention_common::finish_query_grads(grad_qu, grad_qw, grad_q, grad_u, grad_w);
 }
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

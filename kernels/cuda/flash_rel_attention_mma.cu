@@ -5,7 +5,10 @@
 // kernels/cuda/flash_rel_attention.cu (forward over key tiles with an online softmax; backward as
 // dk/dv per key tile, dq per query tile, dr per position tile and batch element, no atomics), and the
 // same rounding as kernels/cuda/flash_attention_mma.cu: P, D and dS rounded to 16 bits where they
-// multiply a tile, every sum in float, each result rounded once.
+// multiply a tile, every sum in float, each result rounded once. The dq kernel writes dq = dqu + dqw
+// in 16 bits and each query block's column sums of dqu and dqw; one small kernel sums those into du
+// and dw, the same one the batch parts of dr: no float32 dq in memory, and two short launches where
+// generic sums, an add and casts would take ten.
 //
 // The position term. Query i meets key j at position j + (Tq - 1) - i of r, so its score is
 //   q_i . k_j + q_i . r_{j + (Tq - 1) - i} + u . k_j + w . r_{j + (Tq - 1) - i}.
@@ -91,8 +94,8 @@ struct RelMmaArgs {
   float* lse;          // written by the forward, read by the backward
   const std::uint16_t* grad_out;
   const float* delta;
-  float* grad_qu;  // null when not asked for; float32 (the contract)
-  float* grad_qw;
+  std::uint16_t* grad_q;  // null when not asked for
+  float* bias_parts;      // [B][query blocks][2][H][d]: each query block's column sums of dqu and dqw
   std::uint16_t* grad_k;
   std::uint16_t* grad_v;
   float* grad_r;  // [B, H, Tk, d] float32: each batch element's part, summed afterwards
@@ -486,7 +489,23 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_kv_
   }
 }
 
-// dqu and dqw of 64 queries (16 a warp), over every key tile they see.
+// The column sums of a warp's 16 x 8 kO fragments over its 16 rows, in a fixed butterfly order: lane t
+// (g = 0) writes columns 8 o + 2 t and + 1 of sums; every lane takes part in the shuffles.
+template <int kO>
+__device__ __forceinline__ void warp_column_sums(const float (&acc)[kO][4], float* sums, int lane) {
+#pragma unroll
+  for (int o = 0; o < kO; ++o)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      float x = acc[o][j] + acc[o][j + 2];  // rows g and g + 8
+#pragma unroll
+      for (int offset = 4; offset < 32; offset *= 2) x += __shfl_xor_sync(kFullMask, x, offset);
+      if (lane < 4) sums[8 * o + 2 * lane + j] = x;
+    }
+}
+
+// dq = dqu + dqw of 64 queries (16 a warp), over every key tile they see, rounded once to T, and the
+// block's column sums of dqu and dqw (its parts of du and dw, summed by sum_parts_kernel).
 template <typename T, int kD, int kKeys>
 __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_mma_kernel(RelMmaArgs a) {
   EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBlocks);
@@ -587,9 +606,58 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_m
     __syncthreads();  // the next key tile overwrites every tile but the queries and dO
   }
 
-  const float one[2] = {1.0f, 1.0f};
-  if (a.grad_qu != nullptr) store_fragments<float>(a.grad_qu + bh * s.tq * s.d, dqu, one, local, row0, s.tq, s.d, t);
-  if (a.grad_qw != nullptr) store_fragments<float>(a.grad_qw + bh * s.tq * s.d, dqw, one, local, row0, s.tq, s.d, t);
+  // Rows past Tq saw no key: their dqu and dqw are zeros, and add nothing to the sums.
+  if (a.bias_parts != nullptr) {     // grid-uniform. The window rows are free after the loop's last barrier.
+    float* sums = &ts.win[0][0][0];  // [warp][dqu, dqw][kD]
+    static_assert(sizeof(ts.win) >= sizeof(float) * kMmaWarps * 2 * kD, "the warps' column sums fit the window rows");
+    warp_column_sums(dqu, sums + 2 * warp * kD, lane);
+    warp_column_sums(dqw, sums + (2 * warp + 1) * kD, lane);
+    __syncthreads();
+    const std::int64_t b = bh / s.heads, h = bh % s.heads;
+    float* row = a.bias_parts + (b * gridDim.y + blockIdx.y) * 2 * s.heads * s.d;  // this block's row of parts
+    for (int i = threadIdx.x; i < 2 * kD; i += kFlashThreads) {
+      const int part = i / kD, c = i % kD;
+      float total = 0.0f;
+      for (int w = 0; w < kMmaWarps; ++w) total += sums[(2 * w + part) * kD + c];
+      if (c < s.d) row[(part * s.heads + h) * s.d + c] = total;
+    }
+  }
+  if (a.grad_q != nullptr) {
+#pragma unroll
+    for (int o = 0; o < kO; ++o)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dqu[o][e] += dqw[o][e];
+    const float one[2] = {1.0f, 1.0f};
+    store_fragments<T>(a.grad_q + bh * s.tq * s.d, dqu, one, local, row0, s.tq, s.d, t);
+  }
+}
+
+// out[j] = the sum over i < n of parts[i m + j], in the order of i, rounded once to T, for j < m: out is
+// out0 for j < m0 and out1 past it (from its start); a null one skips its columns. Neighbouring
+// threads read neighbouring words of each part; a thread has kAhead loads in flight (unrolled in the
+// emulator too, so that its profile sees them), then adds them in order. It sums dr's batch parts and
+// du's and dw's parts.
+template <typename T>
+__global__ void sum_parts_kernel(const float* __restrict__ parts, std::int64_t n, std::int64_t m, std::int64_t m0,
+                                 std::uint16_t* __restrict__ out0, std::uint16_t* __restrict__ out1) {
+  for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
+       j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::uint16_t* const base = j < m0 ? out0 : out1;
+    if (base == nullptr) continue;
+    std::uint16_t* const out = j < m0 ? base + j : base + (j - m0);
+    constexpr int kAhead = 8;
+    float total = 0.0f;
+    std::int64_t i = 0;
+    for (; i + kAhead <= n; i += kAhead) {
+      float x[kAhead];
+      EMU_UNROLL
+      for (int k = 0; k < kAhead; ++k) x[k] = parts[(i + k) * m + j];
+#pragma unroll
+      for (int k = 0; k < kAhead; ++k) total += x[k];
+    }
+    for (; i < n; ++i) total += parts[i * m + j];
+    *out = to_bits<T>(total);
+  }
 }
 
 // Batch element b's part of dr for 64 positions (16 a warp) of head h, over every query tile.
@@ -781,10 +849,10 @@ bool flash_rel_attention_forward_mma(const Tensor& q, const Tensor& k, const Ten
 
 bool flash_rel_attention_backward_mma(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                       const Tensor& r, const Tensor& u, const Tensor& w, const Tensor& out,
-                                      const Tensor& lse, const Tensor& grad_qu, const Tensor& grad_qw,
-                                      const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_r,
-                                      std::int64_t window, double p, std::uint64_t seed, std::uint64_t offset,
-                                      double scale) {
+                                      const Tensor& lse, const Tensor& grad_q, const Tensor& grad_k,
+                                      const Tensor& grad_v, const Tensor& grad_r, const Tensor& grad_u,
+                                      const Tensor& grad_w, std::int64_t window, double p, std::uint64_t seed,
+                                      std::uint64_t offset, double scale) {
   const char* op = "flash_rel_attention_backward (tensor cores)";
   if (!rel_mma_applies(q, v, {&k, &r, &u, &w, &out, &grad_out, &grad_k, &grad_v, &grad_r}, lse)) return false;
   const std::int64_t batch = q.size(0), heads = q.size(1), tk = k.size(2), rows = batch * heads * q.size(2);
@@ -794,10 +862,16 @@ bool flash_rel_attention_backward_mma(const Tensor& grad_out, const Tensor& q, c
   args.lse = lse.data<float>();
   args.grad_out = words(grad_out);
   args.delta = delta.data<float>();
-  args.grad_qu = data_or_null(grad_qu);
-  args.grad_qw = data_or_null(grad_qw);
+  args.grad_q = words_or_null(grad_q);
   args.grad_k = words_or_null(grad_k);
   args.grad_v = words_or_null(grad_v);
+  // Each query block's column sums of dqu and dqw, summed afterwards into du and dw.
+  const std::int64_t query_blocks = ceil_div(q.size(2), kMmaRows), depth = q.size(3);
+  Tensor bias_parts;
+  if (grad_u.defined() || grad_w.defined()) {
+    bias_parts = empty({batch * query_blocks, 2 * heads * depth}, {DType::Float32, q.device()});
+    args.bias_parts = bias_parts.data<float>();
+  }
   const bool half = q.dtype() == DType::Float16;
   if (half)
     launch_rows("flash_rel_attention_backward (delta)",
@@ -821,7 +895,7 @@ bool flash_rel_attention_backward_mma(const Tensor& grad_out, const Tensor& q, c
       if (grad_k.defined() || grad_v.defined())
         launch_checked(op, rel_backward_kv_mma_kernel<T, kD, Tiles::kKvRows>, flash_grid(op, q, tk, kMmaRows),
                        kFlashThreads, 0, args);
-      if (grad_qu.defined() || grad_qw.defined())
+      if (grad_q.defined() || grad_u.defined() || grad_w.defined())
         launch_checked(op, rel_backward_q_mma_kernel<T, kD, Tiles::kQKeys>, flash_grid(op, q, q.size(2), kMmaRows),
                        kFlashThreads, 0, args);
       if (grad_r.defined())
@@ -835,7 +909,19 @@ bool flash_rel_attention_backward_mma(const Tensor& grad_out, const Tensor& q, c
     else
       launch.template operator()<BFloat16>();
   });
-  if (grad_r.defined()) ::define::kernels::copy_into(grad_r, ::define::kernels::sum(parts, {0}, false));
+  // The sums of the parts, each in one fixed order, rounded once.
+  const auto sum_parts = [&](const Tensor& from, std::int64_t n, std::int64_t m0, const Tensor& out0,
+                             const Tensor& out1) {
+    const std::int64_t m = from.numel() / n;
+    if (half)
+      launch_checked(op, sum_parts_kernel<Half>, dim3(grid_for(m)), dim3(kBlockSize), 0, from.data<float>(), n, m, m0,
+                     words_or_null(out0), words_or_null(out1));
+    else
+      launch_checked(op, sum_parts_kernel<BFloat16>, dim3(grid_for(m)), dim3(kBlockSize), 0, from.data<float>(), n, m,
+                     m0, words_or_null(out0), words_or_null(out1));
+  };
+  if (grad_r.defined()) sum_parts(parts, batch, heads * tk * depth, grad_r, Tensor());
+  if (bias_parts.defined()) sum_parts(bias_parts, batch * query_blocks, heads * depth, grad_u, grad_w);
   return true;
 }
 

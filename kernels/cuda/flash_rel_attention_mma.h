@@ -18,14 +18,13 @@ bool flash_rel_attention_forward_mma(const Tensor& q, const Tensor& k, const Ten
                                      std::int64_t window, double p, std::uint64_t seed, std::uint64_t offset,
                                      double scale);
 
-// Its backward on tensor cores, when the same holds and grad_out, grad_k, grad_v and grad_r share the
-// inputs' dtype (grad_qu and grad_qw are float32: the contract); returns false, having done nothing,
-// when not.
+// Its backward on tensor cores, when the same holds and grad_out and the gradients share the inputs'
+// dtype; returns false, having done nothing, when not.
 bool flash_rel_attention_backward_mma(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                       const Tensor& r, const Tensor& u, const Tensor& w, const Tensor& out,
-                                      const Tensor& lse, const Tensor& grad_qu, const Tensor& grad_qw,
-                                      const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_r,
-                                      std::int64_t window, double p, std::uint64_t seed, std::uint64_t offset,
-                                      double scale);
+                                      const Tensor& lse, const Tensor& grad_q, const Tensor& grad_k,
+                                      const Tensor& grad_v, const Tensor& grad_r, const Tensor& grad_u,
+                                      const Tensor& grad_w, std::int64_t window, double p, std::uint64_t seed,
+                                      std::uint64_t offset, double scale);
 
 }  // namespace define::kernels::DEFINE_CUDA_NS

@@ -120,9 +120,9 @@ void flash_rel_attention_forward(const Tensor& q, const Tensor& k, const Tensor&
 
 void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& r, const Tensor& u, const Tensor& w, const Tensor&, const Tensor&,
-                                  const Tensor& grad_qu, const Tensor& grad_qw, const Tensor& grad_k,
-                                  const Tensor& grad_v, const Tensor& grad_r, std::int64_t window, double p,
-                                  std::uint64_t seed, std::uint64_t offset, double scale) {
+                                  const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v,
+                                  const Tensor& grad_r, const Tensor& grad_u, const Tensor& grad_w, std::int64_t window,
+                                  double p, std::uint64_t seed, std::uint64_t offset, double scale) {
   const Geometry g = geometry(q, v, window);
   const std::int64_t heads_total = q.size(0) * g.heads;
   DEFINE_DISPATCH_FLOAT(q.dtype(), "flash_rel_attention_backward", [&] {
@@ -134,9 +134,9 @@ void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const
     const scalar_t* wd = w.data<scalar_t>();
     const scalar_t* gd = grad_out.data<scalar_t>();
     // Sums in double, written once at the end.
-    std::vector<double> dqu(static_cast<std::size_t>(q.numel())), dqw(static_cast<std::size_t>(q.numel())),
-        dk(static_cast<std::size_t>(k.numel())), dv(static_cast<std::size_t>(v.numel())),
-        dr(static_cast<std::size_t>(r.numel()));
+    std::vector<double> dq(static_cast<std::size_t>(q.numel())), dk(static_cast<std::size_t>(k.numel())),
+        dv(static_cast<std::size_t>(v.numel())), dr(static_cast<std::size_t>(r.numel())),
+        du(static_cast<std::size_t>(u.numel())), dw(static_cast<std::size_t>(w.numel()));
     Row row(g.tk);
     std::vector<double> dprob(static_cast<std::size_t>(g.tk)), factor(static_cast<std::size_t>(g.tk));
     for (std::int64_t bh = 0; bh < heads_total; ++bh) {
@@ -166,8 +166,9 @@ void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const
             const double qc = double(qd[ri * g.d + c]);
             const double kc = double(kd[(bh * g.tk + j) * g.d + c]);
             const double rc = double(rd[(h * g.tk + pos) * g.d + c]);
-            dqu[static_cast<std::size_t>(ri * g.d + c)] += ds * kc;
-            dqw[static_cast<std::size_t>(ri * g.d + c)] += ds * rc;
+            dq[static_cast<std::size_t>(ri * g.d + c)] += ds * (kc + rc);  // dqu + dqw
+            du[static_cast<std::size_t>(h * g.d + c)] += ds * kc;          // the sums of dqu and dqw
+            dw[static_cast<std::size_t>(h * g.d + c)] += ds * rc;
             dk[static_cast<std::size_t>((bh * g.tk + j) * g.d + c)] += ds * (qc + double(ud[h * g.d + c]));
             dr[static_cast<std::size_t>((h * g.tk + pos) * g.d + c)] += ds * (qc + double(wd[h * g.d + c]));
           }
@@ -181,11 +182,12 @@ void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const
       scalar_t* d = t.data<scalar_t>();
       for (std::size_t e = 0; e < sums.size(); ++e) d[e] = static_cast<scalar_t>(sums[e]);
     };
-    store(grad_qu, dqu);
-    store(grad_qw, dqw);
+    store(grad_q, dq);
     store(grad_k, dk);
     store(grad_v, dv);
     store(grad_r, dr);
+    store(grad_u, du);
+    store(grad_w, dw);
   });
 }
 

@@ -383,6 +383,46 @@ TEST_CASE("flash relative attention kernels: 16-bit inputs where the tensor core
   }
 }
 
+TEST_CASE("flash relative attention kernels: each gradient asked for alone is the full backward's, bit for bit",
+          "[cuda][flash_rel_attention][family:flash_rel_attention]") {
+  register_emu();
+  if (define::test::kernel_test_device() != Device::emu()) return;
+  // The backends form dq, du and dw from dq's two parts (the tensor-core dq kernel: dq itself and each
+  // query block's column sums): asking for any one of them alone must not change it or need the others.
+  using Grads = kernels::RelAttentionGrads;
+  using Needs = kernels::RelAttentionNeeds;
+  Tensor Grads::*const grads[] = {&Grads::grad_q, &Grads::grad_k, &Grads::grad_v,
+                                  &Grads::grad_r, &Grads::grad_u, &Grads::grad_w};
+  bool Needs::*const needs[] = {&Needs::q, &Needs::k, &Needs::v, &Needs::r, &Needs::u, &Needs::w};
+  const Problem s{2, 2, 70, 90, 32, 24, 40, 0.1};  // two query blocks of the tensor-core kernels
+  const auto check = [&](const Inputs& in, const std::string& what) {
+    const kernels::FlashAttentionOutput f =
+        kernels::flash_rel_attention_forward(in.q, in.k, in.v, in.r, in.u, in.w, s.params());
+    const Grads all =
+        kernels::flash_rel_attention_backward(in.up, in.q, in.k, in.v, in.r, in.u, in.w, f.out, f.lse, s.params(), {});
+    for (int i = 0; i < 6; ++i) {
+      Needs one_need{false, false, false, false, false, false};
+      one_need.*needs[i] = true;
+      const Grads one = kernels::flash_rel_attention_backward(in.up, in.q, in.k, in.v, in.r, in.u, in.w, f.out, f.lse,
+                                                              s.params(), one_need);
+      for (int j = 0; j < 6; ++j) {
+        if (j == i)
+          check_identical(one.*grads[j], all.*grads[j], what + " " + kNames[j + 2] + " alone");
+        else
+          CHECK_FALSE((one.*grads[j]).defined());
+      }
+    }
+  };
+  for (const auto& [dtype, arch] :
+       {std::tuple{DType::Float32, 80}, std::tuple{DType::Float16, 75}, std::tuple{DType::BFloat16, 80}}) {
+    const EmuDeviceScope scope({.arch = arch});
+    check(cast_inputs(Inputs(s, 4), dtype).on_device(), std::string(dtype_name(dtype)) + " emulated device");
+  }
+  check(Inputs(s, 4), "CPU");
+  const kernels::CpuBackendGuard guard(kernels::Backend::Ref);
+  check(Inputs(s, 4), "reference");
+}
+
 TEST_CASE("flash relative attention kernels: the tensor-core kernels are bit-identical under every emulator schedule",
           "[cuda][flash_rel_attention][family:flash_rel_attention]") {
   register_emu();
