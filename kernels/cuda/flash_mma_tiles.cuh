@@ -23,22 +23,22 @@ namespace {
 constexpr int kMmaWarps = kFlashThreads / 32;
 constexpr int kMmaRows = 16 * kMmaWarps;  // a block's query rows: 16 per warp
 
-// tile[r][c] = src[(row0 + r) * width + c] for 0 <= row0 + r < rows and c < width, 0 elsewhere (c < kCols):
-// 16-bit words as they are. Rows whose width is a multiple of 8 from a 16-byte aligned source (head
-// dims 32, 64, 128 and every multiple of 8) move in 16-byte pieces: a warp's request is 512 bytes,
-// where 2-byte words made it 64 and left the copy latency-bound (kernel_bench --profile); shared
-// rows are kStride words, a multiple of 8, so the pieces stay aligned there too. The pieces are
-// asynchronous copies (kernels/cuda/async_copy.cuh; plain loads and stores before sm_80): the
-// caller commits them and waits before its barrier. Other widths are copied word by word at once.
-template <int kRowsT, int kCols, int kStride>
-__device__ __forceinline__ void load_words(std::uint16_t (&tile)[kRowsT][kStride],
-                                           const std::uint16_t* __restrict__ src, std::int64_t row0, std::int64_t rows,
-                                           int width) {
-  static_assert(kCols % 8 == 0 && kStride % 8 == 0, "16-byte pieces of shared rows (tiles aligned to 16 bytes)");
+// tile[r][c] = src[(row0 + r) * width + c] for r < n, 0 <= row0 + r < rows and c < width, 0 elsewhere
+// (c < kCols): 16-bit words as they are. tile[r] is a shared row of a multiple of 8 words, 16-byte
+// aligned (an array's row, or a ring's). Rows whose width is a multiple of 8 from a 16-byte aligned
+// source (head dims 32, 64, 128 and every multiple of 8) move in 16-byte pieces: a warp's request is
+// 512 bytes, where 2-byte words made it 64 and left the copy latency-bound (kernel_bench --profile).
+// The pieces are asynchronous copies (kernels/cuda/async_copy.cuh; plain loads and stores before
+// sm_80): the caller commits them and waits before its barrier. Other widths are copied word by word
+// at once.
+template <int kCols, typename Tile>
+__device__ __forceinline__ void load_rows(Tile&& tile, int n, const std::uint16_t* __restrict__ src, std::int64_t row0,
+                                          std::int64_t rows, int width) {
+  static_assert(kCols % 8 == 0 && sizeof(tile[0]) % 16 == 0, "16-byte pieces of shared rows");
   if (width % 8 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {  // block-uniform
     constexpr int kPieces = kCols / 8;
 #pragma unroll 1
-    for (int t = threadIdx.x; t < kRowsT * kPieces; t += kFlashThreads) {
+    for (int t = threadIdx.x; t < n * kPieces; t += kFlashThreads) {
       const int r = t / kPieces, c = 8 * (t % kPieces);
       const std::int64_t g = row0 + r;
       const bool inside = g >= 0 && g < rows && c < width;
@@ -47,11 +47,18 @@ __device__ __forceinline__ void load_words(std::uint16_t (&tile)[kRowsT][kStride
     return;
   }
 #pragma unroll 4
-  for (int t = threadIdx.x; t < kRowsT * kCols; t += kFlashThreads) {
+  for (int t = threadIdx.x; t < n * kCols; t += kFlashThreads) {
     const int r = t / kCols, c = t % kCols;
     const std::int64_t g = row0 + r;
     tile[r][c] = g >= 0 && g < rows && c < width ? src[g * width + c] : std::uint16_t{0};
   }
+}
+// The same for the kRowsT rows of a shared array.
+template <int kRowsT, int kCols, int kStride>
+__device__ __forceinline__ void load_words(std::uint16_t (&tile)[kRowsT][kStride],
+                                           const std::uint16_t* __restrict__ src, std::int64_t row0, std::int64_t rows,
+                                           int width) {
+  load_rows<kCols>(tile, kRowsT, src, row0, rows, width);
 }
 
 // d += a * b on the tensor cores, for T's format.

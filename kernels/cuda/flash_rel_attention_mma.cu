@@ -208,12 +208,13 @@ __device__ __forceinline__ void add_bias_outer_fragments(float (&acc)[kO][4], co
 // ---------------------------------------------------------------------------------------------
 // The forward and the dq kernel: one block per 64 queries (16 a warp), over the key tiles they see.
 
-// Their shared tiles: the queries, a key tile's keys and values, the band of r they meet (band row b
-// is position key0 + (Tq - 1) - (row0 + kMmaRows - 1) + b: query row rr meets key c at band row
-// c - rr + kMmaRows - 1), each warp's window rows (warp w's window starts at band row kMmaRows -
-// 16 (w + 1)), the bias rows u and w, and the dropout keep flags.
+// The dq kernel's shared tiles: the queries, a key tile's keys and values, the band of r they meet
+// (band row b is position key0 + (Tq - 1) - (row0 + kMmaRows - 1) + b: query row rr meets key c at
+// band row c - rr + kMmaRows - 1), each warp's window rows (warp w's window starts at band row
+// kMmaRows - 16 (w + 1)), the bias rows u and w, and the dropout keep flags.
 template <int kD, int kKeys>
 struct QueryBlockTiles {
+  static constexpr int kTileKeys = kKeys, kDepth = kD;
   static constexpr int kStride = kD + 8;  // 16-bit words per shared row
   static constexpr int kBand = kMmaRows + kKeys;
   static constexpr int kWin = kKeys + 16, kS = window_stride(kWin);
@@ -226,22 +227,76 @@ struct QueryBlockTiles {
   std::uint8_t keep[kMmaRows][kKeys];
 };
 
+// The forward's shared tiles: as the dq kernel's, but the band is a ring of kRing rows indexed by
+// position (ring row p mod kRing holds position p), so that a key tile copies only the kKeys positions
+// it adds to the previous tile's band (the band's copies were three fifths of the forward's global
+// reads at 32 keys a tile); and the queries share their space with the window rows: they are in
+// registers before the first window is written.
+template <int kD, int kKeys>
+struct ForwardTiles {
+  static constexpr int kTileKeys = kKeys, kDepth = kD;
+  static constexpr int kStride = kD + 8;
+  static constexpr int kBand = kMmaRows + kKeys;
+  static constexpr int kRing = 128;
+  static_assert(kRing >= kBand + kKeys && (kRing & (kRing - 1)) == 0,
+                "a power of two that holds a tile's band and the next tile's new positions");
+  static constexpr int kWin = kKeys + 16, kS = window_stride(kWin);
+  union {
+    alignas(16) std::uint16_t q[kMmaRows][kStride];
+    alignas(16) float win[kMmaWarps][16][kS];
+  };
+  alignas(16) std::uint16_t k[kKeys][kStride];
+  alignas(16) std::uint16_t v[kKeys][kStride];
+  alignas(16) std::uint16_t ring[kRing][kStride];
+  alignas(16) std::uint16_t bias[2][kD];
+  std::uint8_t keep[kMmaRows][kKeys];
+  static_assert(sizeof(q) <= sizeof(win), "the queries fit the window rows");
+};
+
+// A band of a ring of shared rows: band row b is ring row (first + b) mod kRing.
+template <int kRing, int kStride>
+struct RingBand {
+  std::uint16_t (*rows)[kStride];
+  int first;
+  __device__ __forceinline__ std::uint16_t (&operator[](int b) const)[kStride] {
+    return rows[(first + b) & (kRing - 1)];
+  }
+};
+
+// The position of band row 0 for the key tile at key0 of the query block at row0.
+__device__ __forceinline__ std::int64_t band_position(const RelShape& s, std::int64_t row0, std::int64_t key0) {
+  return key0 + (s.tq - 1) - (row0 + kMmaRows - 1);
+}
+
 // The copies of a key tile of a query-block kernel (asynchronous from sm_80; the caller commits and
-// waits): its keys and the band of r they meet, and apart from them its values, with the keep flags.
+// waits): its keys and the band of r they meet (the forward: the positions its ring lacks, all of the
+// band for the first tile), and apart from them its values, with the keep flags.
 template <int kD, int kKeys>
 __device__ __forceinline__ void copy_keys_and_band(QueryBlockTiles<kD, kKeys>& ts, const RelMmaArgs& a, std::int64_t bh,
                                                    std::int64_t row0, std::int64_t key0, std::int64_t key_end) {
   const RelShape& s = a.shape;
   load_words<kKeys, kD>(ts.k, a.k + bh * s.tk * s.d, key0, key_end, s.d);
   load_words<QueryBlockTiles<kD, kKeys>::kBand, kD>(ts.band, a.r + (bh % s.heads) * s.tk * s.d,
-                                                    key0 + (s.tq - 1) - (row0 + kMmaRows - 1), s.tk, s.d);
+                                                    band_position(s, row0, key0), s.tk, s.d);
 }
 template <int kD, int kKeys>
-__device__ __forceinline__ void copy_values_and_keep(QueryBlockTiles<kD, kKeys>& ts, const RelMmaArgs& a,
-                                                     std::int64_t bh, std::int64_t row0, int rows, std::int64_t key0,
-                                                     std::int64_t key_end) {
+__device__ __forceinline__ void copy_keys_and_band(ForwardTiles<kD, kKeys>& ts, const RelMmaArgs& a, std::int64_t bh,
+                                                   std::int64_t row0, std::int64_t key0, std::int64_t key_end,
+                                                   bool first_tile) {
+  using Tiles = ForwardTiles<kD, kKeys>;
   const RelShape& s = a.shape;
-  load_words<kKeys, kD>(ts.v, a.v + bh * s.tk * s.dv, key0, key_end, s.dv);
+  load_words<kKeys, kD>(ts.k, a.k + bh * s.tk * s.d, key0, key_end, s.d);
+  const std::int64_t p0 = band_position(s, row0, key0) + (first_tile ? 0 : Tiles::kBand - kKeys);
+  const int n = first_tile ? Tiles::kBand : kKeys;
+  load_rows<kD>(RingBand<Tiles::kRing, Tiles::kStride>{ts.ring, static_cast<int>(p0 & (Tiles::kRing - 1))}, n,
+                a.r + (bh % s.heads) * s.tk * s.d, p0, s.tk, s.d);
+}
+template <typename Tiles>
+__device__ __forceinline__ void copy_values_and_keep(Tiles& ts, const RelMmaArgs& a, std::int64_t bh, std::int64_t row0,
+                                                     int rows, std::int64_t key0, std::int64_t key_end) {
+  constexpr int kKeys = Tiles::kTileKeys;
+  const RelShape& s = a.shape;
+  load_words<kKeys, Tiles::kDepth>(ts.v, a.v + bh * s.tk * s.dv, key0, key_end, s.dv);
   const int keys = static_cast<int>(key_end - key0 < kKeys ? key_end - key0 : kKeys);
   if (a.drop.on) fill_keep(ts.keep, a.drop.stream, bh, s.tq, s.tk, row0, rows, key0, keys);
 }
@@ -250,14 +305,13 @@ __device__ __forceinline__ void copy_values_and_keep(QueryBlockTiles<kD, kKeys>&
 // warp's 16 rows, and the warp's position product (Q + w) band[win0 ..]^T into its window rows;
 // times_qu(acc, keys) and times_qw(acc, band, row0) add those products (from band row row0) to acc.
 // Ends at a barrier: the window rows ready, every warp done with the keys and the band.
-template <typename T, int kD, int kKeys, int kN, typename TimesQu, typename TimesQw>
-__device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& ts, float (&sc)[kN][4], int warp,
-                                                   int lane, const TimesQu& times_qu, const TimesQw& times_qw) {
-  using Tiles = QueryBlockTiles<kD, kKeys>;
+template <typename T, typename Tiles, typename Band, int kN, typename TimesQu, typename TimesQw>
+__device__ __forceinline__ void query_block_scores(Tiles& ts, const Band& band, float (&sc)[kN][4], int warp, int lane,
+                                                   const TimesQu& times_qu, const TimesQw& times_qw) {
   {  // the position product first, to shared memory: its fragments and sc's are never live together
     float pos[Tiles::kWin / 8][4];
     zero_fragments(pos);
-    times_qw(pos, ts.band, kMmaRows - 16 * (warp + 1));
+    times_qw(pos, band, kMmaRows - 16 * (warp + 1));
     write_window(ts.win[warp], pos, lane / 4, lane % 4);
   }
   zero_fragments(sc);
@@ -266,8 +320,8 @@ __device__ __forceinline__ void query_block_scores(QueryBlockTiles<kD, kKeys>& t
 }
 
 // The position part of the score of the warp's row rl, key c: window column c - rl + 15.
-template <int kD, int kKeys>
-__device__ __forceinline__ float position_part(const QueryBlockTiles<kD, kKeys>& ts, int warp, int rl, int c) {
+template <typename Tiles>
+__device__ __forceinline__ float position_part(const Tiles& ts, int warp, int rl, int c) {
   return ts.win[warp][rl][c - rl + 15];
 }
 
@@ -276,9 +330,9 @@ template <typename T, int kD, int kKeys>
 __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_kernel(RelMmaArgs a) {
   EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads, kRelMmaBlocks);
   constexpr int kN = kKeys / 8, kO = kD / 8;
-  static_assert(sizeof(QueryBlockTiles<kD, kKeys>) <= kSharedLimit,
-                "tensor-core relative forward tiles exceed 48 KiB of shared memory");
-  EMU_STATIC_SHARED_ALIGN16(ts, QueryBlockTiles<kD, kKeys>);
+  using Tiles = ForwardTiles<kD, kKeys>;
+  static_assert(sizeof(Tiles) <= kSharedLimit, "tensor-core relative forward tiles exceed 48 KiB of shared memory");
+  EMU_STATIC_SHARED_ALIGN16(ts, Tiles);
 
   const RelShape& s = a.shape;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
@@ -306,10 +360,11 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
   // softmax and P V run. Group order: Q with the first keys and band, then per tile its values and the
   // next keys and band; wait_group 1 lands all but the newest.
   // The warp's query fragments, q + u and q + w, stay in registers for every tile: Q is its own group,
-  // waited for while the first keys and band are in flight.
+  // waited for while the first keys and band are in flight. The next tile's band positions go to ring
+  // rows this tile does not read.
   const std::int64_t key_first = s.key_begin(row0), key_end = s.key_end(row0 + rows - 1);
   copy_async_commit();
-  copy_keys_and_band(ts, a, bh, row0, key_first, key_end);
+  copy_keys_and_band(ts, a, bh, row0, key_first, key_end, /*first_tile=*/true);
   copy_async_commit();
   copy_async_wait<1>();  // Q
   __syncthreads();
@@ -332,8 +387,10 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_forward_mma_
     copy_async_wait<1>();  // this tile's keys and band
     __syncthreads();
     float sc[kN][4];
-    query_block_scores<T>(ts, sc, warp, lane, times_qu, times_qw);
-    if (key0 + kKeys < key_end) copy_keys_and_band(ts, a, bh, row0, key0 + kKeys, key_end);
+    const RingBand<Tiles::kRing, Tiles::kStride> band{
+        ts.ring, static_cast<int>(band_position(s, row0, key0) & (Tiles::kRing - 1))};
+    query_block_scores<T>(ts, band, sc, warp, lane, times_qu, times_qw);
+    if (key0 + kKeys < key_end) copy_keys_and_band(ts, a, bh, row0, key0 + kKeys, key_end, /*first_tile=*/false);
     copy_async_commit();
 #pragma unroll
     for (int n = 0; n < kN; ++n)
@@ -552,7 +609,7 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_m
     __syncthreads();
     float sc[kN][4], dp[kN][4];  // S (unscaled, without the position part) and dD
     query_block_scores<T>(
-        ts, sc, warp, lane,
+        ts, ts.band, sc, warp, lane,
         [&](auto& acc, const auto& keys) {
           add_biased_rows_product<T, kD>(acc, ts.q, 16 * warp, ts.bias[0], keys, lane);
         },
