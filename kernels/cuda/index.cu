@@ -273,7 +273,11 @@ __global__ void group_starts_kernel(const K* __restrict__ sorted_keys, std::int6
 // ---------------------------------------------------------------------------------------------
 // Grouped row sums: out[o, v, i] = (accumulate ? out[o, v, i] : 0) + sum over the group of row v
 // (positions j in increasing order) of src[o, j, i]; row skip_row keeps its start value. One
-// thread per output element, consecutive threads along i (coalesced when inner is large).
+// thread per output element, consecutive threads along i (coalesced when inner is large). A thread
+// walks its group kAhead positions a round: their order entries, then their rows, each set of loads
+// issued together (unrolled in the emulator too, so that its profile sees them in flight), then the
+// adds in position order. One load at a time left the kernel latency-bound (an embedding's groups
+// hold a few rows each: two dependent loads a row).
 
 struct RowLayout {
   std::int64_t outer = 1, rows = 1, inner = 1;
@@ -294,9 +298,20 @@ __global__ void sum_grouped_rows_kernel(T* out, const T* __restrict__ src, const
     // 16-bit rows add in float and round once.
     compute_t<T> acc = accumulate ? load_value(*dst) : compute_t<T>(0);
     if (v != skip_row) {
+      constexpr int kAhead = 8;
       const T* column = src + o * layout.src_stride[0] + i * layout.src_stride[2];
       const std::int64_t end = starts[v + 1];
-      for (std::int64_t q = starts[v]; q < end; ++q) acc += load_value(column[order[q] * layout.src_stride[1]]);
+      for (std::int64_t q = starts[v]; q < end; q += kAhead) {
+        std::int64_t at[kAhead];
+        EMU_UNROLL
+        for (int k = 0; k < kAhead; ++k) at[k] = q + k < end ? order[q + k] : 0;
+        compute_t<T> x[kAhead];
+        EMU_UNROLL
+        for (int k = 0; k < kAhead; ++k) x[k] = q + k < end ? load_value(column[at[k] * layout.src_stride[1]]) : 0;
+#pragma unroll
+        for (int k = 0; k < kAhead; ++k)
+          if (q + k < end) acc += x[k];
+      }
     }
     *dst = store_value<T>(acc);
   }
