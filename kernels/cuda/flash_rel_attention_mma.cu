@@ -911,7 +911,9 @@ bool flash_rel_attention_backward_mma(const Tensor& grad_out, const Tensor& q, c
                                       const Tensor& grad_w, std::int64_t window, double p, std::uint64_t seed,
                                       std::uint64_t offset, double scale) {
   const char* op = "flash_rel_attention_backward (tensor cores)";
-  if (!rel_mma_applies(q, v, {&k, &r, &u, &w, &out, &grad_out, &grad_k, &grad_v, &grad_r}, lse)) return false;
+  if (!rel_mma_applies(q, v, {&k, &r, &u, &w, &out, &grad_out, &grad_q, &grad_k, &grad_v, &grad_r, &grad_u, &grad_w},
+                       lse))
+    return false;
   const std::int64_t batch = q.size(0), heads = q.size(1), tk = k.size(2), rows = batch * heads * q.size(2);
   const std::int64_t dv = v.size(3);
   Tensor delta = empty({rows}, {DType::Float32, q.device()});
