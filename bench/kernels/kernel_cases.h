@@ -97,6 +97,12 @@ inline std::vector<Case> cases() {
                  Tensor x = uniform({r, k}, d);
                  return Problem{f32_bytes(1.0 * r * k + k), 0, [=] { (void)kernels::column_sum(x); }};
                }});
+  // A bias gradient under mixed precision: the same sum of 16-bit rows, in float, rounded once.
+  c.push_back({"column_sum float16", "matmul", "16384x4096", "1024x1024", [](Device d, bool gpu) {
+                 const std::int64_t r = gpu ? 16384 : 1024, k = gpu ? 4096 : 1024;
+                 Tensor x = kernels::cast(uniform({r, k}, d), DType::Float16);
+                 return Problem{2.0 * (1.0 * r * k + k), 0, [=] { (void)kernels::column_sum(x); }};
+               }});
   c.push_back({"log_softmax", "softmax", "4096x32000", "256x10000", [](Device d, bool gpu) {
                  const std::int64_t r = gpu ? 4096 : 256, v = gpu ? 32000 : 10000;
                  Tensor x = uniform({r, v}, d);

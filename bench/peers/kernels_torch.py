@@ -108,6 +108,13 @@ def cases(dev, gpu):
               sum_batch_time))
     # define's column_sum (a GEMM-family kernel for bias gradients) is the same reduction in PyTorch.
     c.append(("column_sum", f"{r}x{k}", f32_bytes(1.0 * r * k + k), 0, sum_first))
+    if gpu:  # a bias gradient under mixed precision: float16 rows summed
+        def sum_first_half():
+            x = uniform((r, k), dev, torch.float16)
+            return lambda: x.sum(0)
+        c.append(("column_sum float16", f"{r}x{k}", 2.0 * (1.0 * r * k + k), 0, sum_first_half))
+    else:
+        skip("column_sum float16", f"{r}x{k}", "float16 on the GPU only")
 
     rv, v = (4096, 32000) if gpu else (256, 10000)
 

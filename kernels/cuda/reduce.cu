@@ -24,12 +24,13 @@
 // Memory-level parallelism: each thread of a sum walks its elements four at a time into four
 // independent accumulators (combined in a fixed order at the end), so four loads per thread are in
 // flight where a single accumulator would wait for each load before issuing the next. Where x allows
-// it (float32, aligned, the dim read contiguously of stride 1: pieces_fit), sums read pieces: a rows
-// lane takes whole 16-byte pieces of its row (a component accumulator each), a columns thread owns the
-// two outputs of an 8-byte piece, and four pieces are in flight a thread (64 or 32 bytes, where four
-// scalar loads are 16: the performance model put the scalar column sum at 71% of an H200's copy rate,
-// bound by latency). The block count aims at eight blocks per multiprocessor of the device (at least
-// kTargetBlocks).
+// it (float32 aligned, the dim read contiguously of stride 1: pieces_fit; 16-bit columns too), sums
+// read pieces: a rows lane takes whole pieces of 4 elements of its row (a component accumulator each), a
+// columns thread owns the two outputs of a piece of 2, and four pieces are in flight a thread (64 or 32
+// bytes of float32, where four scalar loads are 16: the performance model put the scalar column sum at
+// 71% of an H200's copy rate, bound by latency; 16 bytes of 16-bit columns, where four loads were 8 and
+// the model put a float16 column sum at 37%). The block count aims at eight blocks per multiprocessor of the device (at
+// least kTargetBlocks).
 //
 // Determinism: every choice (layout, lanes, splits) depends on the shapes, the strides and the
 // device's multiprocessor count alone (the count only on GPUs with more than 64), and
@@ -60,11 +61,11 @@ namespace {
 
 // Every reduction block has this many threads (8 warps).
 constexpr int kReduceThreads = 256;
-// float32 sums where the layout allows: rows read 16-byte pieces (4 floats), columns 8-byte pieces (a
-// thread owns 2 outputs; with 4, the four accumulators of each and the tree's rounds spilled registers
-// on sm_80 / sm_90).
-constexpr int kRowPieceFloats = 4;
-constexpr int kColumnPieceFloats = 2;
+// Sums where the layout allows: rows read pieces of 4 floats, columns pieces of 2 floats or 16-bit
+// values (a thread owns 2 outputs; with 4, the four accumulators of each and the tree's rounds spilled
+// registers on sm_80 / sm_90).
+constexpr int kRowPieceElements = 4;
+constexpr int kColumnPieceElements = 2;
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 // Below this many blocks (or eight per multiprocessor, when that is more) the reduced range is
@@ -226,8 +227,8 @@ __device__ __forceinline__ typename Op::acc_t accumulate_walk(const Op& op, cons
   return Op::combine(Op::combine(a0, a1), Op::combine(a2, a3));
 }
 
-// The 16-byte path of sums (the host checked that every piece is aligned): a[c] += component c of
-// pieces[i * stride] for i = p, p + step, ... below end, four pieces (64 bytes) loaded a thread before
+// The piece path of sums (the host checked that every piece is aligned): a[c] += component c of
+// pieces[i * stride] for i = p, p + step, ... below end, four pieces (64 bytes of float32) loaded a thread before
 // any is added, where the element walk above has four 4-byte loads in flight.
 template <typename Op, int kVec>
 __device__ __forceinline__ void add_pieces(typename Op::acc_t (&a)[kVec], const Vec<typename Op::value_t, kVec>* pieces,
@@ -288,8 +289,8 @@ __device__ __forceinline__ typename Op::acc_t warp_reduce(typename Op::acc_t acc
   return acc;
 }
 
-// Rows layout: g.lanes threads per output walk its reduced index together; kVec > 1: in 16-byte
-// pieces of a contiguous row (sums).
+// Rows layout: g.lanes threads per output walk its reduced index together; kVec > 1: in pieces of kVec
+// elements of a contiguous row (sums).
 template <typename Op, int kVec>
 __global__ void __launch_bounds__(kReduceThreads) reduce_rows_kernel(Op op, const typename Op::value_t* __restrict__ x,
                                                                      ReduceGeometry g, typename Op::acc_t* partial) {
@@ -347,7 +348,7 @@ __device__ __forceinline__ typename Op::acc_t combine_parts(Aligned<typename Op:
 
 // Columns layout: thread (part, col) adds rows part, part + parts, ... of output col; the parts
 // of one output then combine by a tree in shared memory. kVec > 1 (sums): col owns kVec neighbouring
-// outputs, contiguous in x, and reads them as one 16-byte piece a row.
+// outputs, contiguous in x, and reads them as one piece a row.
 template <typename Op, int kVec>
 __global__ void __launch_bounds__(kReduceThreads)
     reduce_columns_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
@@ -456,7 +457,7 @@ struct ReducePlan {
   Layout layout;
   ReduceGeometry geometry;
   dim3 grid;
-  bool pieces = false;  // the 16-byte path: kernels instantiated with kVec = 16 / sizeof(element)
+  bool pieces = false;  // the piece path: kernels instantiated with kVec = kRowPieceElements / kColumnPieceElements
 };
 
 // One dim of the iteration: its size and its strides in x and in the output.
@@ -518,7 +519,7 @@ OffsetCalc<N> offset_calc(const char* op, const std::vector<DimRun>& dims) {
   return c;
 }
 
-// Whether a sum can read x in 16-byte pieces of `vec` elements: x on a 16-byte boundary, the dim that
+// Whether a sum can read x in pieces of `vec` elements: x on a 16-byte boundary, the dim that
 // is read contiguously (the reduced one for rows, the last kept one for columns) of stride 1 and every
 // other stride a multiple of vec, so that every piece a thread loads is aligned; for columns the last
 // kept dim whole pieces (a piece's outputs are one run of outputs), and one reduced dim at most.
@@ -537,7 +538,7 @@ bool pieces_fit(const Tensor& x, Layout layout, const std::vector<DimRun>& kept,
 }
 
 // Plans out[kept] = reduce over the dims marked in `reduce` of x. `out` has x's rank with size 1
-// on the reduced dims (its strides place the results). `pieces`: the op can take the 16-byte path.
+// on the reduced dims (its strides place the results). `pieces`: the op can take the piece path.
 ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, const std::vector<bool>& reduce,
                           bool pieces = false) {
   std::vector<DimRun> kept, reduced;
@@ -562,10 +563,11 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
                     ? Layout::Rows
                     : Layout::Columns;
 
-  const std::int64_t vec = plan.layout == Layout::Rows ? kRowPieceFloats : kColumnPieceFloats;
-  // float32 alone: the float64 and 16-bit instantiations (2 and 8 a piece) spilled registers.
-  plan.pieces =
-      pieces && x.dtype() == DType::Float32 && g.outputs > 0 && pieces_fit(x, plan.layout, kept, reduced, vec);
+  const std::int64_t vec = plan.layout == Layout::Rows ? kRowPieceElements : kColumnPieceElements;
+  // float32, and 16-bit columns (a bias gradient under mixed precision): float64's 16-byte pieces of 2
+  // and the 16-bit rows kernel's pieces of 4 spilled registers (sm_80 / sm_90; sm_61).
+  const bool piece_type = x.dtype() == DType::Float32 || (is_float16(x.dtype()) && plan.layout == Layout::Columns);
+  plan.pieces = pieces && piece_type && g.outputs > 0 && pieces_fit(x, plan.layout, kept, reduced, vec);
   // Rows: a lane's elements come in pieces of `per_read`; columns: a thread owns that many outputs.
   const std::int64_t per_read = plan.pieces ? vec : 1;
   const std::int64_t length = std::max<std::int64_t>(g.length, 1);
@@ -632,7 +634,13 @@ void run_reduction(const char* name, const Op& op, const Tensor& x, const Reduce
   };
   if constexpr (Op::kWalkUnrolled && std::is_same_v<typename Op::value_t, float>) {
     if (plan.pieces) {
-      launch_layout.template operator()<kRowPieceFloats, kColumnPieceFloats>();
+      launch_layout.template operator()<kRowPieceElements, kColumnPieceElements>();
+    } else {
+      launch_layout.template operator()<1, 1>();
+    }
+  } else if constexpr (Op::kWalkUnrolled && is_float16_v<typename Op::value_t>) {
+    if (plan.pieces) {  // columns alone (plan_reduction)
+      launch_layout.template operator()<1, kColumnPieceElements>();
     } else {
       launch_layout.template operator()<1, 1>();
     }
