@@ -1,7 +1,7 @@
 // Entry points of the fused relative-attention family: checks (shared with the unfused family,
 // kernels/rel_attention_common.h), output allocation, the empty cases, 16-bit widening and dispatch.
-// The backends see contiguous
-// tensors of one float dtype with B * H * Tq > 0 (kernels/contracts/flash_rel_attention.inc).
+// The backends see contiguous tensors of one float dtype with B * H * Tq > 0 and write every gradient
+// asked for (kernels/contracts/flash_rel_attention.inc).
 #include "kernels/flash_rel_attention.h"
 
 #include <initializer_list>
