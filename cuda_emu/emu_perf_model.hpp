@@ -11,7 +11,10 @@
 //            scalar load keeps 128 bytes in flight per warp, unrolled by four 512; the cp.async
 //            copies a thread issues before its wait count together, as a GPU runs them;
 //   l2       32-byte sectors the requests move between L2 and the multiprocessors / L2 bandwidth:
-//            a request that uses 4 bytes of each sector moves 8x the data it needs;
+//            a request that uses 4 bytes of each sector moves 8x the data it needs; a load of a
+//            sector its block read before is served by the L1 and moves nothing (the L1 is taken
+//            to hold what a block re-reads; on sm_61 only read-only loads, const __restrict__ or
+//            __ldg, are cached there, which the emulator cannot tell apart);
 //   shared   shared-memory wavefronts / (multiprocessors x one wavefront a clock): bank conflicts;
 //   fp32     FLOPs / peak FP32 rate;
 //   tensor   the profile's mma.sync FLOPs / peak tensor rate for 16-bit inputs with float accumulation.
@@ -25,7 +28,7 @@
 // accumulation: the RTX 2080 Ti's is half its float16-accumulation rate (GeForce Turing); the H200's
 // is the peak of the sm_90a warpgroup instructions (wgmma), which mma.sync does not reach on Hopper,
 // so there a tensor-bound estimate is a lower bound. The model ignores instruction issue, arithmetic
-// latency, atomics' serialisation and the L1 cache; it says which limit binds and by how much, not
+// latency, atomics' serialisation and L1 hits across blocks; it says which limit binds and by how much, not
 // a cycle count. Its figures are checked against GPU measurements in docs/results.md.
 #pragma once
 
@@ -123,7 +126,8 @@ inline Estimate estimate(const KernelProfile& p, const GpuSpec& g, int registers
     const double sustained_gbs = std::min(g.copy_gbs, in_flight / g.latency_ns);  // bytes per ns = GB/s
     e.latency_us = dram_bytes / (sustained_gbs * 1e3);
   }
-  const double sectors = p.global_load.sectors + p.global_store.sectors + 2 * p.global_atomic.sectors;
+  const double sectors =
+      p.global_load.sectors - p.l1_hit_sectors + p.global_store.sectors + 2 * p.global_atomic.sectors;
   e.l2_us = 32.0 * sectors / (g.l2_gbs * 1e3);
   const double wavefronts = p.shared_load.sectors + p.shared_store.sectors + 2 * p.shared_atomic.sectors;
   e.shared_us = wavefronts / (g.sms * g.clock_ghz * 1e3);

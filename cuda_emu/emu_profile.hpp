@@ -13,7 +13,8 @@
 //     (ncu: l1tex__t_sectors_pipe_lsu_mem_global_op_{ld,st}.sum and the sector efficiency
 //     smsp__sass_average_data_bytes_per_sector_mem_global_op_{ld,st}.pct), and the distinct sectors
 //     of the launch: the DRAM traffic if the L2 kept everything the launch touched once
-//     (dram__bytes_{read,write}.sum, a lower bound);
+//     (dram__bytes_{read,write}.sum, a lower bound), and the load sectors a block had read before,
+//     which its multiprocessor's L1 serves;
 //   * shared memory: wavefronts per request from the 32 four-byte banks (a request whose lanes
 //     hit different words of one bank takes as many wavefronts as that bank has words; lanes
 //     reading one word share it; 8- and 16-byte accesses are split into half- and quarter-warp
@@ -101,6 +102,10 @@ struct KernelProfile {
   // Distinct sectors x 32 (an L2 that holds the launch); from a sample of the blocks, scaled to the
   // grid with no allocation counted for more than its size.
   double dram_read_bytes = 0, dram_write_bytes = 0;
+  // Sectors of global loads (not cp.async copies) that their block had read before: served by the
+  // multiprocessor's L1 rather than moved from L2 again (a row kernel re-reading its weights for
+  // every row). Within a block only, as if its L1 held what the block re-reads.
+  double l1_hit_sectors = 0;
   int load_instructions = 0;  // distinct global load instructions
   // Global loads a thread issues before it executes one of them again, on average: the loads of
   // one loop iteration, which nothing orders (a loop with one load: 1; unrolled by four: 4; two
@@ -276,6 +281,7 @@ class LaunchRecorder {
   // Adds one block's accesses (sorted here).
   void add_block(std::vector<RecordedAccess>& acc) {
     count_load_windows(acc);
+    block_reads_.clear();
     std::sort(acc.begin(), acc.end(), [](const RecordedAccess& x, const RecordedAccess& y) {
       if (x.pc != y.pc) return x.pc < y.pc;
       if (x.instance != y.instance) return x.instance < y.instance;
@@ -410,9 +416,15 @@ class LaunchRecorder {
     distinct.insert(sectors.begin(), sectors.end());
     if (kind & kAtomic) read_sectors_.insert(sectors.begin(), sectors.end());  // an atomic reads and writes
     if (!(kind & (kWrite | kAtomic))) load_pcs_.insert(a[0].pc);
+    if (kind == kRead) {  // a plain load: sectors its block read before hit the L1
+      double hits = 0;
+      for (const std::uintptr_t s : sectors) hits += block_reads_.insert(s).second ? 0 : 1;
+      profile.l1_hit_sectors += w * hits;
+    }
   }
 
   std::unordered_set<std::uintptr_t> read_sectors_, write_sectors_;
+  std::unordered_set<std::uintptr_t> block_reads_;  // sectors the current block has loaded
   std::unordered_set<const void*> load_pcs_;
   double window_loads_ = 0, windows_ = 0;
 };

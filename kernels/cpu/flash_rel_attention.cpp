@@ -100,19 +100,17 @@ void flash_rel_attention_backward(const Tensor& grad_out, const Tensor& q, const
   const Tensor grad_qu = grad_q.defined() || grad_u.defined() ? empty(q.shape(), parts) : Tensor();
   const Tensor grad_qw = grad_q.defined() || grad_w.defined() ? empty(q.shape(), parts) : Tensor();
   if (grad_qu.defined()) gemm(ds, k, grad_qu, false, false, 1.0, 0.0);  // dqu = dS k
-  if (!grad_qw.defined() && !grad_r.defined()) {
-    finish_query_grads(grad_qu, grad_qw, grad_q, grad_u, grad_w);
-    return;
+  if (grad_qw.defined() || grad_r.defined()) {
+    // The position parts see dS through the shift: dBD = unshift(dS).
+    const Tensor grad_bd = ::define::kernels::rel_attention_unshift(ds);
+    if (grad_qw.defined()) gemm_per_batch(grad_bd, r, grad_qw, false, false);  // dqw = dBD r
+    if (grad_r.defined()) {  // dr = sum_b dBD[b]^T (q + w)[b], accumulating (B > 0 by the contract)
+      const Tensor qw = binary(BinaryOp::Add, q, per_head_bias(w));
+      for (std::int64_t b = 0; b < q.size(0); ++b)
+        gemm(batch_element(grad_bd, b), batch_element(qw, b), grad_r, true, false, 1.0, b == 0 ? 0.0 : 1.0);
+    }
   }
-  // The position parts see dS through the shift: dBD = unshift(dS).
-  const Tensor grad_bd = ::define::kernels::rel_attention_unshift(ds);
-  if (grad_qw.defined()) gemm_per_batch(grad_bd, r, grad_qw, false, false);  // dqw = dBD r
   finish_query_grads(grad_qu, grad_qw, grad_q, grad_u, grad_w);
-  if (grad_r.defined()) {  // dr = sum_b dBD[b]^T (q + w)[b], accumulating (B > 0 by the contract)
-    const Tensor qw = binary(BinaryOp::Add, q, per_head_bias(w));
-    for (std::int64_t b = 0; b < q.size(0); ++b)
-      gemm(batch_element(grad_bd, b), batch_element(qw, b), grad_r, true, false, 1.0, b == 0 ? 0.0 : 1.0);
-  }
 }
 
 }  // namespace define::kernels::cpu

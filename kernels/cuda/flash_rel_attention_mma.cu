@@ -53,6 +53,7 @@
 
 #include "kernels/copy.h"
 #include "kernels/cuda/flash_mma_tiles.cuh"
+#include "kernels/cuda/load_ahead.cuh"
 #include "kernels/reduce.h"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -691,9 +692,8 @@ __global__ void __launch_bounds__(kFlashThreads, kRelMmaBlocks) rel_backward_q_m
 
 // out[j] = the sum over i < n of parts[i m + j], in the order of i, rounded once to T, for j < m: out is
 // out0 for j < m0 and out1 past it (from its start); a null one skips its columns. Neighbouring
-// threads read neighbouring words of each part; a thread has kAhead loads in flight (unrolled in the
-// emulator too, so that its profile sees them), then adds them in order. It sums dr's batch parts and
-// du's and dw's parts.
+// threads read neighbouring words of each part; a thread has eight loads in flight
+// (add_loaded_in_order). It sums dr's batch parts and du's and dw's parts.
 template <typename T>
 __global__ void sum_parts_kernel(const float* __restrict__ parts, std::int64_t n, std::int64_t m, std::int64_t m0,
                                  std::uint16_t* __restrict__ out0, std::uint16_t* __restrict__ out1) {
@@ -702,17 +702,9 @@ __global__ void sum_parts_kernel(const float* __restrict__ parts, std::int64_t n
     std::uint16_t* const base = j < m0 ? out0 : out1;
     if (base == nullptr) continue;
     std::uint16_t* const out = j < m0 ? base + j : base + (j - m0);
-    constexpr int kAhead = 8;
     float total = 0.0f;
-    std::int64_t i = 0;
-    for (; i + kAhead <= n; i += kAhead) {
-      float x[kAhead];
-      EMU_UNROLL
-      for (int k = 0; k < kAhead; ++k) x[k] = parts[(i + k) * m + j];
-#pragma unroll
-      for (int k = 0; k < kAhead; ++k) total += x[k];
-    }
-    for (; i < n; ++i) total += parts[i * m + j];
+    add_loaded_in_order<8>(
+        0, n, 1, [&](std::int64_t i) { return parts[i * m + j]; }, [&](float x) { total += x; });
     *out = to_bits<T>(total);
   }
 }

@@ -28,6 +28,7 @@
 #include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/gather_rows.cuh"
 #include "kernels/cuda/index_check.cuh"
+#include "kernels/cuda/load_ahead.cuh"
 #include "kernels/cuda/sum_rows_by_index.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -78,29 +79,42 @@ __global__ void scatter_add_columns_kernel(T* out, const I* __restrict__ index, 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Stable LSD radix sort of index positions by index value (4-bit digits). Each pass splits the
-// keys into tiles of kTileItems; thread t of a tile owns kItemsPerThread consecutive items, so
-// thread order is position order. A pass is three launches:
-//   count_tile_digits:      per (digit, tile) item counts, stored digit-major;
-//   exclusive_scan_kernel:  their exclusive prefix sums = where each (digit, tile) run starts;
-//   scatter_tile_by_digit:  every item goes to run start + items of its digit before it in the
-//                           tile (a block-wide exclusive scan of per-thread digit counts).
-// Integer counts only, no atomics: the permutation is the same under any schedule.
+// Stable LSD radix sort of index positions by index value, 8-bit digits (a vocabulary of 10,000 rows
+// sorts in two passes, one of 267,735 in three). Each pass splits the keys into tiles of
+// kTileItems and takes two launches, three when there are many tiles:
+//   count_tile_digits:     each tile's histogram of digits (shared-memory integer atomics, whose
+//                          sum does not depend on their order), stored digit-major: counts[d][tile];
+//   exclusive_scan_kernel: (many tiles only) their exclusive prefix sums in place = where each
+//                          (digit, tile) run of the output starts;
+//   scatter_tile_by_digit: with few tiles, each block first sums the counts itself (thread d: its
+//                          digit's counts of the earlier tiles; a block scan over the digits' totals),
+//                          which costs a launch less than the scan kernel. Then it sorts its tile by
+//                          digit, stably, in shared memory (two splits by 4 bits, each a block-wide
+//                          scan of per-thread counts) and writes it out in sorted order: item s of
+//                          digit d goes to its run's start + s - the tile's first item of digit d, so
+//                          consecutive threads write consecutive places of a run.
+// Integer counts only: the permutation is the same under any schedule.
 
 constexpr int kSortThreads = 256;  // the block scans below assume exactly this block size
 constexpr int kSortWarps = kSortThreads / 32;
 constexpr int kItemsPerThread = 8;
-constexpr std::int64_t kTileItems = static_cast<std::int64_t>(kSortThreads) * kItemsPerThread;
-constexpr int kRadixBits = 4;
+constexpr int kTileItems = kSortThreads * kItemsPerThread;
+constexpr int kRadixBits = 8;
 constexpr int kDigits = 1 << kRadixBits;
+constexpr int kSplitBits = 4;  // a tile is sorted by a digit in two splits of this many bits
+// With at most this many tiles the scatter kernel sums the counts itself: each block reads all
+// kDigits x tiles of them (64 tiles, 128 KB a block from L2), which beats a launch up to about here.
+constexpr std::int64_t kFoldedScanTiles = 64;
+static_assert(kSortThreads == kDigits, "one thread per digit in the histogram and the run starts");
+static_assert(kRadixBits == 2 * kSplitBits, "a digit is sorted in two splits");
 
-// Sixteen 16-bit digit counters packed in four words, so a block scan over all digits at once
-// is four 64-bit scans. A tile holds at most kTileItems (2048) items, so no field overflows
-// into its neighbour.
+// Sixteen 16-bit counters, one per value of a 4-bit split, packed in four words, so a block scan
+// over all of them at once is four 64-bit scans. A tile holds at most kTileItems (2048) items, so
+// no field, and no sum of fields, overflows into its neighbour.
 struct DigitCounts {
   unsigned long long w[4];
 };
-static_assert(kDigits == 16 && kTileItems < (1 << 16), "DigitCounts packs 16 digits in 16-bit fields");
+static_assert((1 << kSplitBits) == 16 && kTileItems < (1 << 16), "DigitCounts packs 16 values in 16-bit fields");
 
 __device__ __forceinline__ DigitCounts operator+(const DigitCounts& a, const DigitCounts& b) {
   DigitCounts r;
@@ -116,19 +130,34 @@ __device__ __forceinline__ DigitCounts operator-(const DigitCounts& a, const Dig
   return r;
 }
 
-// Selects the word by comparisons rather than w[digit >> 2]: a run-time index into a register
+// Selects the word by comparisons rather than w[value >> 2]: a run-time index into a register
 // array would put the array in local memory.
-__device__ __forceinline__ unsigned count_of(const DigitCounts& c, unsigned digit) {
-  const unsigned q = digit >> 2;
+__device__ __forceinline__ unsigned count_of(const DigitCounts& c, unsigned value) {
+  const unsigned q = value >> 2;
   const unsigned long long word = q == 0 ? c.w[0] : q == 1 ? c.w[1] : q == 2 ? c.w[2] : c.w[3];
-  return static_cast<unsigned>(word >> (16 * (digit & 3))) & 0xffffu;
+  return static_cast<unsigned>(word >> (16 * (value & 3))) & 0xffffu;
 }
 
-__device__ __forceinline__ void add_one(DigitCounts& c, unsigned digit) {
-  const unsigned long long one = 1ull << (16 * (digit & 3));
-  const unsigned q = digit >> 2;
+__device__ __forceinline__ void add_one(DigitCounts& c, unsigned value) {
+  const unsigned long long one = 1ull << (16 * (value & 3));
+  const unsigned q = value >> 2;
 #pragma unroll
   for (unsigned j = 0; j < 4; ++j) c.w[j] += q == j ? one : 0ull;
+}
+
+// Field v of the result = the sum of fields 0..v-1 of c. Within a word, multiplying by
+// 1 + 2^16 + 2^32 + 2^48 shifted up one field adds every lower field into each; the words below
+// add their whole sum (the top field of the word times that multiplier) to every field.
+__device__ __forceinline__ DigitCounts exclusive_over_values(const DigitCounts& c) {
+  constexpr unsigned long long kEveryField = 0x0001000100010001ull;
+  DigitCounts r;
+  unsigned long long below = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    r.w[j] = (c.w[j] << 16) * kEveryField + below * kEveryField;
+    below += (c.w[j] * kEveryField) >> 48;
+  }
+  return r;
 }
 
 __device__ __forceinline__ DigitCounts shfl_up(const DigitCounts& c, unsigned delta) {
@@ -145,7 +174,7 @@ __device__ __forceinline__ std::int64_t shfl_up(std::int64_t v, unsigned delta) 
 // Exclusive prefix sum of `value` over the threads of a kSortThreads block, in thread order;
 // `total` receives the sum over the block. Every thread of the block must call it (barriers).
 template <typename V>
-__device__ V block_exclusive_scan(V value, V& total) {
+__device__ __forceinline__ V block_exclusive_scan(V value, V& total) {
   EMU_STATIC_SHARED(warp_sums, V[kSortWarps]);
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   V inclusive = value;
@@ -172,17 +201,6 @@ __device__ __forceinline__ unsigned digit_of(K key, int shift) {
   return static_cast<unsigned>(static_cast<unsigned long long>(key) >> shift) & (kDigits - 1);
 }
 
-// Digit counts of a thread's items of one tile (the items inside [0, n)).
-template <typename K>
-__device__ __forceinline__ DigitCounts count_thread_items(const K* keys, std::int64_t first, std::int64_t n,
-                                                          int shift) {
-  DigitCounts mine{};
-#pragma unroll
-  for (int k = 0; k < kItemsPerThread; ++k)
-    if (first + k < n) add_one(mine, digit_of(keys[first + k], shift));
-  return mine;
-}
-
 // verify: the first pass, which also checks every key against check's bound. Keys outside it are
 // sorted by their low digits like any other: the permutation stays in bounds, only the grouping
 // is wrong, and the error is reported.
@@ -191,65 +209,186 @@ __global__ void __launch_bounds__(kSortThreads)
     count_tile_digits_kernel(const K* __restrict__ keys, std::int64_t n, int shift, std::int64_t tiles,
                              std::int64_t* __restrict__ counts, bool verify, IndexCheck check) {
   EMU_CHECK_LAUNCH_BOUNDS(kSortThreads);
-  // Block-uniform loop: every thread of the block runs the same tiles (the scan has barriers).
+  EMU_STATIC_SHARED(histogram, unsigned[kDigits]);
+  // Block-uniform loop: every thread of the block runs the same tiles (barriers).
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const std::int64_t first = tile * kTileItems + threadIdx.x * kItemsPerThread;
-    if (verify)
-      for (int k = 0; k < kItemsPerThread && first + k < n; ++k) check.in_range(static_cast<std::int64_t>(keys[first + k]));
-    const DigitCounts mine = count_thread_items(keys, first, n, shift);
-    DigitCounts total;
-    block_exclusive_scan(mine, total);
-    if (threadIdx.x < kDigits) counts[threadIdx.x * tiles + tile] = count_of(total, threadIdx.x);
+    histogram[threadIdx.x] = 0;
+    __syncthreads();
+    const std::int64_t first = tile * kTileItems + threadIdx.x;
+    K key[kItemsPerThread];
+    EMU_UNROLL
+    for (int k = 0; k < kItemsPerThread; ++k)
+      key[k] = first + k * kSortThreads < n ? keys[first + k * kSortThreads] : K{};
+#pragma unroll
+    for (int k = 0; k < kItemsPerThread; ++k)
+      if (first + k * kSortThreads < n) atomicAdd(&histogram[digit_of(key[k], shift)], 1u);
+    if (verify) {  // a loop of its own, not unrolled: one copy of the check's reporting code
+#pragma unroll 1
+      for (int k = 0; k < kItemsPerThread && first + k * kSortThreads < n; ++k)
+        check.in_range(static_cast<std::int64_t>(keys[first + k * kSortThreads]));
+    }
+    __syncthreads();
+    counts[threadIdx.x * tiles + tile] = histogram[threadIdx.x];
+    __syncthreads();  // the histogram is cleared for the next tile
   }
 }
 
-// In-place exclusive prefix sum of data[0, m) by one block: each thread sums a contiguous chunk,
-// the block scans the chunk sums, then each thread rewrites its chunk.
+// In-place exclusive prefix sum of data[0, m) by one block, kTileItems values a round: each thread
+// loads its kItemsPerThread consecutive values of the round together, the block scans the
+// threads' sums, and the round's total carries into the next.
 __global__ void __launch_bounds__(kSortThreads) exclusive_scan_kernel(std::int64_t* data, std::int64_t m) {
   EMU_CHECK_LAUNCH_BOUNDS(kSortThreads);
-  const std::int64_t per_thread = (m + kSortThreads - 1) / kSortThreads;
-  const std::int64_t first = threadIdx.x * per_thread, last = first + per_thread < m ? first + per_thread : m;
-  std::int64_t sum = 0;
-  for (std::int64_t i = first; i < last; ++i) sum += data[i];
-  std::int64_t total;
-  std::int64_t running = block_exclusive_scan(sum, total);
-  for (std::int64_t i = first; i < last; ++i) {
-    const std::int64_t v = data[i];
-    data[i] = running;
-    running += v;
+  std::int64_t carry = 0;
+  for (std::int64_t round = 0; round < m; round += kTileItems) {
+    const std::int64_t first = round + threadIdx.x * kItemsPerThread;
+    std::int64_t v[kItemsPerThread];
+    EMU_UNROLL
+    for (int k = 0; k < kItemsPerThread; ++k) v[k] = first + k < m ? data[first + k] : 0;
+    std::int64_t sum = 0;
+#pragma unroll
+    for (int k = 0; k < kItemsPerThread; ++k) sum += v[k];
+    std::int64_t total;
+    std::int64_t running = carry + block_exclusive_scan(sum, total);
+#pragma unroll
+    for (int k = 0; k < kItemsPerThread; ++k) {
+      if (first + k < m) data[first + k] = running;
+      running += v[k];
+    }
+    carry += total;
   }
 }
 
-// order_in == nullptr: the input order is the identity (first pass).
+// Where thread d's digit's run of this tile starts in the output, from the digit-major counts
+// (kFoldedScanTiles tiles at most): the items of all smaller digits plus those of its own digit
+// in the earlier tiles. Every thread of the block must call it (barriers).
+__device__ __forceinline__ std::int64_t run_start_from_counts(const std::int64_t* __restrict__ counts,
+                                                              std::int64_t tiles, std::int64_t tile) {
+  const std::int64_t* mine = counts + threadIdx.x * tiles;
+  std::int64_t earlier = 0, all = 0;
+  for (std::int64_t t = 0; t < tiles; t += kItemsPerThread) {
+    std::int64_t c[kItemsPerThread];
+    EMU_UNROLL
+    for (int k = 0; k < kItemsPerThread; ++k) c[k] = t + k < tiles ? mine[t + k] : 0;
+#pragma unroll
+    for (int k = 0; k < kItemsPerThread; ++k) {
+      all += c[k];
+      if (t + k < tile) earlier += c[k];
+    }
+  }
+  std::int64_t total;
+  return block_exclusive_scan(all, total) + earlier;
+}
+
+// One stable split of a tile's `items` items by bits [bit, bit + kSplitBits) of their digit: thread
+// t takes places [8t, 8t + 8) of `from` (tile item numbers; the identity order when null), and each
+// item goes to place (items of smaller value) + (items of its value before it) of `to`.
+__device__ __forceinline__ void split_tile(const unsigned char* digits, const std::uint16_t* from, std::uint16_t* to,
+                                           int items, int bit) {
+  constexpr unsigned kMask = (1u << kSplitBits) - 1;
+  const int place = static_cast<int>(threadIdx.x) * kItemsPerThread;
+  std::uint16_t item[kItemsPerThread];
+  unsigned value[kItemsPerThread] = {};  // the items' bits [bit, bit + kSplitBits)
+  if (from != nullptr) {
+    // One 16-byte read of the thread's eight places (past `items` they hold stale numbers, unused).
+    const uint4 eight = *reinterpret_cast<const uint4*>(from + place);
+    const unsigned words[4] = {eight.x, eight.y, eight.z, eight.w};
+#pragma unroll
+    for (int k = 0; k < kItemsPerThread; ++k) {
+      item[k] = static_cast<std::uint16_t>(words[k / 2] >> (16 * (k % 2)));
+      if (place + k < items) value[k] = (digits[item[k]] >> bit) & kMask;
+    }
+  } else {
+    // The identity order: the thread's eight digits in one 8-byte read.
+    const uint2 eight = *reinterpret_cast<const uint2*>(digits + place);
+#pragma unroll
+    for (int k = 0; k < kItemsPerThread; ++k) {
+      item[k] = static_cast<std::uint16_t>(place + k);
+      value[k] = (((k < 4 ? eight.x : eight.y) >> (8 * (k % 4))) >> bit) & kMask;
+    }
+  }
+  DigitCounts mine{};
+#pragma unroll
+  for (int k = 0; k < kItemsPerThread; ++k)
+    if (place + k < items) add_one(mine, value[k]);
+  DigitCounts total;
+  DigitCounts before = block_exclusive_scan(mine, total);
+  before = before + exclusive_over_values(total);
+  DigitCounts seen{};
+#pragma unroll
+  for (int k = 0; k < kItemsPerThread; ++k) {
+    if (place + k < items) {
+      to[count_of(before, value[k]) + count_of(seen, value[k])] = item[k];
+      add_one(seen, value[k]);
+    }
+  }
+  __syncthreads();  // `to` is read next
+}
+
+// run_starts == nullptr: the block sums `counts` itself (kFoldedScanTiles tiles at most); else
+// run_starts holds the scanned counts. order_in == nullptr: the input order is the identity (first
+// pass).
 template <typename K>
 __global__ void __launch_bounds__(kSortThreads)
     scatter_tile_by_digit_kernel(const K* __restrict__ keys_in, const std::int64_t* __restrict__ order_in,
-                                 std::int64_t n, int shift, std::int64_t tiles,
+                                 std::int64_t n, int shift, std::int64_t tiles, const std::int64_t* __restrict__ counts,
                                  const std::int64_t* __restrict__ run_starts, K* __restrict__ keys_out,
                                  std::int64_t* __restrict__ order_out) {
   EMU_CHECK_LAUNCH_BOUNDS(kSortThreads);
-  EMU_STATIC_SHARED(tile_start, std::int64_t[kDigits]);
+  EMU_STATIC_SHARED_ALIGN16(digits, unsigned char[kTileItems]);  // digit of tile item l
+  EMU_STATIC_SHARED_ALIGN16(by_low, std::uint16_t[kTileItems]);  // tile items sorted by the digit's low half
+  EMU_STATIC_SHARED_ALIGN16(sorted, std::uint16_t[kTileItems]);  // ... then stably by its high half
+  EMU_STATIC_SHARED(run_start, std::int64_t[kDigits]);           // where the tile's run of each digit goes
+  EMU_STATIC_SHARED(first_of, int[kDigits]);                     // the tile's first sorted place of each digit
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    if (threadIdx.x < kDigits) tile_start[threadIdx.x] = run_starts[threadIdx.x * tiles + tile];
-    const std::int64_t first = tile * kTileItems + threadIdx.x * kItemsPerThread;
-    const DigitCounts mine = count_thread_items(keys_in, first, n, shift);
-    DigitCounts total;
-    const DigitCounts before = block_exclusive_scan(mine, total);  // its barriers also publish tile_start
-    // The keys are read again rather than kept from the count: keeping them in registers made
-    // ptxas spill on sm_90, and the second read hits the cache.
-    DigitCounts seen{};
+    const std::int64_t first = tile * kTileItems;
+    const int items = static_cast<int>(n - first < kTileItems ? n - first : kTileItems);
+    run_start[threadIdx.x] =
+        run_starts != nullptr ? run_starts[threadIdx.x * tiles + tile] : run_start_from_counts(counts, tiles, tile);
+    K key[kItemsPerThread];
+    EMU_UNROLL
+    for (int k = 0; k < kItemsPerThread; ++k) {
+      const int l = k * kSortThreads + static_cast<int>(threadIdx.x);
+      key[k] = l < items ? keys_in[first + l] : K{};
+    }
 #pragma unroll
     for (int k = 0; k < kItemsPerThread; ++k) {
-      if (first + k < n) {
-        const K key = keys_in[first + k];
-        const unsigned d = digit_of(key, shift);
-        const std::int64_t dest = tile_start[d] + count_of(before, d) + count_of(seen, d);
-        add_one(seen, d);
-        keys_out[dest] = key;
-        order_out[dest] = order_in != nullptr ? order_in[first + k] : first + k;
+      const int l = k * kSortThreads + static_cast<int>(threadIdx.x);
+      if (l < items) digits[l] = static_cast<unsigned char>(digit_of(key[k], shift));
+    }
+    __syncthreads();
+    split_tile(digits, nullptr, by_low, items, 0);
+    split_tile(digits, by_low, sorted, items, kSplitBits);
+    for (int s = static_cast<int>(threadIdx.x); s < items; s += kSortThreads) {
+      const unsigned d = digits[sorted[s]];
+      if (s == 0 || digits[sorted[s - 1]] != d) first_of[d] = s;
+    }
+    __syncthreads();
+    // Eight places a thread, four at a time: their key and order loads issued together, then the
+    // writes (all eight at once made ptxas spill on sm_80).
+    constexpr int kRound = 4;
+#pragma unroll
+    for (int k0 = 0; k0 < kItemsPerThread; k0 += kRound) {
+      int l[kRound];
+      std::int64_t order[kRound];
+      EMU_UNROLL
+      for (int k = 0; k < kRound; ++k) {
+        const int s = static_cast<int>(threadIdx.x) + (k0 + k) * kSortThreads;
+        l[k] = s < items ? sorted[s] : 0;
+        key[k] = s < items ? keys_in[first + l[k]] : K{};
+        order[k] = s < items && order_in != nullptr ? order_in[first + l[k]] : first + l[k];
+      }
+#pragma unroll
+      for (int k = 0; k < kRound; ++k) {
+        const int s = static_cast<int>(threadIdx.x) + (k0 + k) * kSortThreads;
+        if (s < items) {
+          const unsigned d = digits[l[k]];
+          const std::int64_t dest = run_start[d] + (s - first_of[d]);
+          keys_out[dest] = key[k];
+          order_out[dest] = order[k];
+        }
       }
     }
-    __syncthreads();  // tile_start is rewritten for the next tile
+    __syncthreads();  // the shared arrays are rewritten for the next tile
   }
 }
 
@@ -274,10 +413,9 @@ __global__ void group_starts_kernel(const K* __restrict__ sorted_keys, std::int6
 // Grouped row sums: out[o, v, i] = (accumulate ? out[o, v, i] : 0) + sum over the group of row v
 // (positions j in increasing order) of src[o, j, i]; row skip_row keeps its start value. One
 // thread per output element, consecutive threads along i (coalesced when inner is large). A thread
-// walks its group kAhead positions a round: their order entries, then their rows, each set of loads
-// issued together (unrolled in the emulator too, so that its profile sees them in flight), then the
-// adds in position order. One load at a time left the kernel latency-bound (an embedding's groups
-// hold a few rows each: two dependent loads a row).
+// walks its group eight positions a round (add_loaded_in_order): their order entries, then their
+// rows, then the adds in position order. One load at a time left the kernel latency-bound (an
+// embedding's groups hold a few rows each: two dependent loads a row).
 
 struct RowLayout {
   std::int64_t outer = 1, rows = 1, inner = 1;
@@ -298,20 +436,11 @@ __global__ void sum_grouped_rows_kernel(T* out, const T* __restrict__ src, const
     // 16-bit rows add in float and round once.
     compute_t<T> acc = accumulate ? load_value(*dst) : compute_t<T>(0);
     if (v != skip_row) {
-      constexpr int kAhead = 8;
       const T* column = src + o * layout.src_stride[0] + i * layout.src_stride[2];
-      const std::int64_t end = starts[v + 1];
-      for (std::int64_t q = starts[v]; q < end; q += kAhead) {
-        std::int64_t at[kAhead];
-        EMU_UNROLL
-        for (int k = 0; k < kAhead; ++k) at[k] = q + k < end ? order[q + k] : 0;
-        compute_t<T> x[kAhead];
-        EMU_UNROLL
-        for (int k = 0; k < kAhead; ++k) x[k] = q + k < end ? load_value(column[at[k] * layout.src_stride[1]]) : 0;
-#pragma unroll
-        for (int k = 0; k < kAhead; ++k)
-          if (q + k < end) acc += x[k];
-      }
+      add_loaded_in_order<8>(
+          starts[v], starts[v + 1], 1,
+          [&](std::int64_t q) { return load_value(column[order[q] * layout.src_stride[1]]); },
+          [&](compute_t<T> x) { acc += x; });
     }
     *dst = store_value<T>(acc);
   }
@@ -376,10 +505,12 @@ IndexGroups group_by_index(const char* op, const Tensor& index, std::int64_t row
     const int shift = pass * kRadixBits;
     launch_checked(op, count_tile_digits_kernel<K>, grid, kSortThreads, 0, keys_in, n, shift, tiles,
                    runs.data<std::int64_t>(), pass == 0, check);
-    launch_checked(op, exclusive_scan_kernel, 1, kSortThreads, 0, runs.data<std::int64_t>(), kDigits * tiles);
+    const bool folded = tiles <= kFoldedScanTiles;  // the scatter kernel sums the counts itself
+    if (!folded)
+      launch_checked(op, exclusive_scan_kernel, 1, kSortThreads, 0, runs.data<std::int64_t>(), kDigits * tiles);
+    const std::int64_t* counts = runs.data<std::int64_t>();
     launch_checked(op, scatter_tile_by_digit_kernel<K>, grid, kSortThreads, 0, keys_in, order_in, n, shift, tiles,
-                   static_cast<const std::int64_t*>(runs.data<std::int64_t>()), keys[out].data<K>(),
-                   order[out].data<std::int64_t>());
+                   counts, folded ? nullptr : counts, keys[out].data<K>(), order[out].data<std::int64_t>());
     keys_in = keys[out].data<K>();
     order_in = order[out].data<std::int64_t>();
   }

@@ -55,6 +55,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/float_sum.cuh"
+#include "kernels/cuda/load_ahead.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -234,20 +235,12 @@ template <typename Op, int kVec>
 __device__ __forceinline__ void add_pieces(typename Op::acc_t (&a)[kVec], const Vec<typename Op::value_t, kVec>* pieces,
                                            std::int64_t p, std::int64_t end, std::int64_t step, std::int64_t stride) {
   using Piece = Vec<typename Op::value_t, kVec>;
-  for (; p + 3 * step < end; p += 4 * step) {
-    Piece v[4];
-    EMU_UNROLL
-    for (int u = 0; u < 4; ++u) v[u] = pieces[(p + u * step) * stride];
+  add_loaded_in_order<4>(
+      p, end, step, [&](std::int64_t i) { return pieces[i * stride]; },
+      [&](const Piece& v) {
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
-#pragma unroll
-      for (int c = 0; c < kVec; ++c) Op::add(a[c], v[u].v[c]);
-  }
-  for (; p < end; p += step) {
-    const Piece v = pieces[p * stride];
-#pragma unroll
-    for (int c = 0; c < kVec; ++c) Op::add(a[c], v.v[c]);
-  }
+        for (int c = 0; c < kVec; ++c) Op::add(a[c], v.v[c]);
+      });
 }
 
 // Elements [begin, end) of a contiguous row (begin a multiple of kVec), lane `lane` of `lanes`: the

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -262,6 +263,56 @@ TEST_CASE("cuda index: index_add is deterministic and matches the reference", "[
         else check_close(got, ref, c.atol, 1e-5, what + ": vs reference");
         check_identical(got, cpu, what + ": vs cpu path");
       }
+    }
+  }
+}
+
+// The radix sort behind index_add at the sizes where its paths part: more than 64 tiles of 2,048
+// positions (the scan kernel sums the tiles' counts; with fewer the scatter kernel does), keys over
+// 17 bits (three 8-bit passes), every position of a tile in one digit, keys in falling order, and a
+// last tile of one position. Each row's terms are summed in position order, so a float32 result equal
+// to the CPU path's bit for bit, with hundreds of terms a row, shows the sort kept the order.
+TEST_CASE("cuda index: index_add's radix sort over many tiles, three passes and one-digit tiles",
+          "[cuda][index][family:index]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(21);
+  std::mt19937_64 key_gen(21);
+  constexpr std::int64_t kRows = 70000;
+  struct SortCase {
+    std::string name;
+    std::int64_t n;
+    std::function<std::int64_t(std::int64_t, std::mt19937_64&)> key;  // the key of position i
+  };
+  const auto spread = [](std::int64_t, std::mt19937_64& g) {  // 300 keys over every digit
+    return static_cast<std::int64_t>(g() % 300) * 233;
+  };
+  const std::vector<SortCase> cases = {
+      {"140,000 positions, 300 keys over 17 bits", 140000, spread},
+      {"140,000 positions, one key", 140000, [](std::int64_t, std::mt19937_64&) { return kRows - 1; }},
+      {"140,000 positions, falling keys", 140000,
+       [](std::int64_t i, std::mt19937_64&) { return (140000 - 1 - i) / 2 % kRows; }},
+      {"4,097 positions (a last tile of one), 300 keys", 4097, spread},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::int64_t> keys(static_cast<std::size_t>(c.n));
+    for (std::int64_t i = 0; i < c.n; ++i) keys[static_cast<std::size_t>(i)] = c.key(i, key_gen);
+    const Tensor index = from_vector(keys, {c.n});
+    for (DType dtype : {DType::Float32, DType::Int32}) {
+      const bool integral = dtype == DType::Int32;
+      const Tensor x =
+          integral ? rand_int({kRows, 1}, 100, {.dtype = dtype}, gen) : rand_uniform({kRows, 1}, -1, 1, {}, gen);
+      const Tensor src =
+          integral ? rand_int({c.n, 1}, 100, {.dtype = dtype}, gen) : rand_uniform({c.n, 1}, -1, 1, {}, gen);
+      const Tensor ref = on_cpu_backend(kernels::Backend::Ref, [&] { return kernels::index_add(x, 0, index, src); });
+      const Tensor cpu = on_cpu_backend(kernels::Backend::Cpu, [&] { return kernels::index_add(x, 0, index, src); });
+      const std::string what = "index_add " + c.name + " " + std::string(dtype_name(dtype));
+      const Inputs e = on_emu({x, index, src}, false);
+      const Tensor got = run_all_schedules([&] { return kernels::index_add(e.x, 0, e.index, e.src); }, what);
+      if (integral)
+        check_identical(got, ref, what + ": vs reference");
+      else
+        check_close(got, ref, 1e-3, 1e-5, what + ": vs reference");
+      check_identical(got, cpu, what + ": vs cpu path");
     }
   }
 }

@@ -74,6 +74,15 @@ TEST_CASE("perf model: each limit binds in its turn", "[emu][perf_model]") {
     CHECK(e.limiter == "l2 sectors");
     CHECK(e.l2_us == Approx(32.0 * (p.global_load.sectors + p.global_store.sectors) / (h200.l2_gbs * 1e3)));
   }
+  SECTION("L2 sectors: loads a block repeats are L1 hits and move nothing from L2") {
+    cuda_emu::KernelProfile p = streaming(1e9, 100000);
+    const double once = p.global_load.sectors;
+    p.global_load.sectors *= 3;  // every sector loaded three times by its block
+    p.l1_hit_sectors = 2 * once;
+    const cuda_emu::Estimate e = cuda_emu::estimate(p, h200, 32);
+    CHECK(e.l2_us == Approx(32.0 * (once + p.global_store.sectors) / (h200.l2_gbs * 1e3)));
+    CHECK(e.limiter == "dram");
+  }
   SECTION("shared wavefronts") {
     cuda_emu::KernelProfile p = streaming(1e6, 100000);
     p.shared_load.sectors = 1e9;

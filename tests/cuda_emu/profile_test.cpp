@@ -163,6 +163,28 @@ TEST_CASE("emu profile: loads in flight are the loads of one loop iteration", "[
   CHECK(looped.loads_in_flight == Approx(1.0).epsilon(0.15));
 }
 
+TEST_CASE("emu profile: a sector a block loads again is an L1 hit, one another block loads is not", "[emu][profile]") {
+  const int n = 512;
+  DeviceBuffer<float> x(std::size_t(n) * 8), y(n);
+  // Each of 2 blocks reads 8 rows of its 256 floats (256 sectors) in one loop, then again in a second.
+  const cuda_emu::KernelProfile looped = profile_one([&] { emu_test::looped_loads(x.get(), y.get(), n, 8); });
+  CHECK(looped.global_load.sectors == 1024);
+  CHECK(looped.l1_hit_sectors == 512);
+  const cuda_emu::KernelProfile four = profile_one([&] { emu_test::four_loads(x.get(), y.get(), n); });
+  CHECK(four.l1_hit_sectors == 0);
+  // The 8 warps of a block read one sector: 7 hits a block, and no block hits what another read.
+  const int blocks = 64;
+  DeviceBuffer<float> one(std::vector<float>(8, 2.0f)), out(std::size_t(256) * blocks);
+  const cuda_emu::KernelProfile all =
+      profile_one([&] { emu_test::broadcast_copy(one.get(), out.get(), 256 * blocks); });
+  CHECK(all.global_load.sectors == 8 * blocks);
+  CHECK(all.l1_hit_sectors == 7 * blocks);
+  const cuda_emu::KernelProfile some =
+      profile_one([&] { emu_test::broadcast_copy(one.get(), out.get(), 256 * blocks); },
+                  cuda_emu::ProfileSettings{.max_blocks = 16});
+  CHECK(some.l1_hit_sectors == Approx(7 * blocks));  // scaled from the sample
+}
+
 TEST_CASE("emu profile: nothing is recorded outside profile_start / profile_stop", "[emu][profile]") {
   DeviceBuffer<float> x(256), y(256);
   emu_test::strided_copy(x.get(), y.get(), 256, 1);
