@@ -9,6 +9,8 @@
 #     makes it 5-10x slower; full debug information (-g) in Debug only, line tables (-g1) otherwise:
 #     with the emulator's templates inlined into every kernel, -g made these the slowest files to
 #     compile (under the sanitizers about 1.7x the time of -g1), and backtraces need only lines;
+#   * -O1 under the sanitizers (the asan preset): with ASan and UBSan a kernel file takes about 1.5x
+#     as long to compile at -O2 as at -O1, and these files were a third of that preset's build;
 #   * in the fuzz preset, -O0 and no instrumentation at all: its targets never run a kernel;
 #   * ThreadSanitizer's instrumentation without its run-time library (-fsanitize=thread at compile
 #     time only): the emulator's race schedule is that library (cuda_emu/emu_race.hpp). Not in
@@ -36,6 +38,9 @@ function(define_add_emulated_kernels target)
     elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
       list(APPEND _options -fsanitize=thread -mllvm -tsan-instrument-func-entry-exit=0)
     endif()
+  endif()
+  if(DEFINE_SANITIZE)
+    list(APPEND _options -O1)
   endif()
   if(DEFINE_FUZZ)
     # The fuzz targets read bytes on the CPU and never launch a kernel: there the emulated kernels

@@ -8,7 +8,8 @@
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default: every target; named targets are the only
 # ones built)
 # Environment: BUILD_DIR, the fuzz preset's build folder (default build/fuzz, which the corpus,
-# artifacts and logs folders above are under); JOBS, the build's parallel jobs (default nproc).
+# artifacts and logs folders above are under); JOBS, the build's parallel jobs and the number of
+# targets fuzzed at once (default nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
@@ -28,31 +29,49 @@ cmake --build "$build" --target "${build_targets[@]}" -j "${JOBS:-$(nproc)}"
 
 bin="$build/tests/fuzz"
 mkdir -p "$build/logs"
-for t in "${targets[@]}"; do
-  inputs=()
+
+# One target: its seeds and regression inputs once, then SECONDS of fuzzing. What it reports goes to
+# $build/logs/<target>.summary, its exit status to <target>.status.
+fuzz_target() {
+  local t="$1" log="$build/logs/$1.log" summary="$build/logs/$1.summary" inputs=() d f
   for d in "tests/fuzz/corpus/$t" "tests/fuzz/regressions/$t"; do
     [ -d "$d" ] && while IFS= read -r -d '' f; do inputs+=("$f"); done < <(find "$d" -type f -print0 | sort -z)
   done
-  log="$build/logs/$t.log"
-  echo "== $t: ${#inputs[@]} seed and regression inputs, then ${secs} s of fuzzing"
+  echo "== $t: ${#inputs[@]} seed and regression inputs, then ${secs} s of fuzzing" > "$summary"
   # (With no file arguments libFuzzer would fuzz without end: every target has seeds.)
   if [ ${#inputs[@]} -eq 0 ] || ! "$bin/$t" -timeout=10 -rss_limit_mb=2048 "${inputs[@]}" > "$log" 2>&1; then
-    tail -n 60 "$log"
-    echo "$t: a seed or regression input fails (log: $log)" >&2
-    exit 1
+    { tail -n 60 "$log"; echo "$t: a seed or regression input fails (log: $log)"; } >> "$summary"
+    return 1
   fi
   # Absolute: fuzz_cli runs each input in a folder of its own (a crash file is written from there).
-  work="$build/corpus/$t" artifacts="$build_abs/artifacts/$t/"
+  local work="$build/corpus/$t" artifacts="$build_abs/artifacts/$t/" dict=() seeds=("tests/fuzz/corpus/$t")
   mkdir -p "$work" "$artifacts"
-  dict=() seeds=("tests/fuzz/corpus/$t")
   [ -f "tests/fuzz/$t.dict" ] && dict=("-dict=tests/fuzz/$t.dict")
   [ -d "tests/fuzz/regressions/$t" ] && seeds+=("tests/fuzz/regressions/$t")
   if ! "$bin/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$artifacts" "${dict[@]}" "$work" "${seeds[@]}" > "$log" 2>&1; then
-    tail -n 60 "$log"
-    echo "$t: FINDING (log: $log; the input is in $artifacts)" >&2
-    exit 1
+    { tail -n 60 "$log"; echo "$t: FINDING (log: $log; the input is in $artifacts)"; } >> "$summary"
+    return 1
   fi
-  grep -E '^#[0-9]+.*DONE|stat::number_of_executed_units' "$log" | sed "s/^/  /"
+  grep -E '^#[0-9]+.*DONE|stat::number_of_executed_units' "$log" | sed "s/^/  /" >> "$summary"
+}
+
+# The targets run side by side, JOBS at a time (each fuzzes one process on one core), and report in
+# order.
+jobs_max="${JOBS:-$(nproc)}"
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  # (In an && / || list the function runs without errexit and ends with its own status.)
+  ( fuzz_target "$t" && echo 0 > "$build/logs/$t.status" || echo 1 > "$build/logs/$t.status" ) &
 done
+wait
+failed=0
+for t in "${targets[@]}"; do
+  cat "$build/logs/$t.summary"
+  [ "$(cat "$build/logs/$t.status")" = 0 ] || failed=1
+done
+if [ $failed -ne 0 ]; then
+  echo "fuzz: findings or failing inputs above" >&2
+  exit 1
+fi
 echo "fuzz: no findings"

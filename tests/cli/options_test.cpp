@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "support/common.h"
 #include "tools/command.h"
 #include "tools/dispatch.h"
 #include "tools/options.h"
@@ -49,7 +50,7 @@ TEST_CASE("cli: a file name the system refuses is a define::Error naming it", "[
 }
 
 TEST_CASE("cli: --set data.dir replaces the config's data.corpus, and the other way round", "[cli]") {
-  const std::filesystem::path file = std::filesystem::temp_directory_path() / "define_options_test_alternatives.json";
+  const std::filesystem::path file = test::scratch_path("define_options_test_alternatives.json");
   std::ofstream(file) << R"({"data": {"corpus": "wikitext-103", "bptt": 5}, "model": {"type": "lstm_lm"}})";
   const cli::OptionSpec spec{.required = {"config"}, .repeated = {"set"}, .optional = {}, .flags = {}};
   const Config by_dir =
@@ -69,7 +70,7 @@ TEST_CASE("cli: --set data.dir replaces the config's data.corpus, and the other 
 }
 
 TEST_CASE("cli: a named corpus is found under WikiText's own file names too", "[cli]") {
-  const std::filesystem::path root = std::filesystem::temp_directory_path() / "define_options_test_wiki";
+  const std::filesystem::path root = test::scratch_path("define_options_test_wiki");
   std::filesystem::create_directories(root / "wikitext-103");
   for (const char* f : {"wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"})
     std::ofstream(root / "wikitext-103" / f) << "a b\n";

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / name;
+  const fs::path d = test::scratch_path(name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

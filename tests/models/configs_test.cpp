@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "models/delight_nmt.h"
 #include "models/registry.h"
+#include "nn/init.h"
 
 using namespace define;
 using namespace define::models;
@@ -19,6 +20,7 @@ namespace {
 // vocab: the data's vocabulary size, for configs that take it from the corpus (0: from the config).
 std::vector<ParameterPart> parts_of(const std::string& name, std::int64_t vocab = 0) {
   const Config cfg = Config::from_file(std::string(DEFINE_SOURCE_DIR) + "/configs/" + name);
+  const nn::init::ShapesOnlyGuard shapes_only;  // counts need shapes, not drawn values
   Generator gen(0);
   const BuiltModel m = build_model(cfg.section("model"), vocab, gen);
   cfg.section("model").require_all_used();
@@ -111,6 +113,7 @@ TEST_CASE("configs: DeFINE Table 2 Transformer-XL rows (context, DeFINE and inpu
     Config cfg = Config::from_file(std::string(DEFINE_SOURCE_DIR) + "/configs/" + name);
     cfg.set("model.vocab_size=1000");
     cfg.set("model.input.cutoffs=[200, 400, 600]");
+    const nn::init::ShapesOnlyGuard shapes_only;
     Generator gen(0);
     const BuiltModel m = build_model(cfg.section("model"), 0, gen);
     cfg.section("model").require_all_used();

@@ -3,10 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -76,6 +77,17 @@ std::string read_all(const std::filesystem::path& p) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+std::filesystem::path scratch_path(const std::string& name) {
+  static const std::filesystem::path root = [] {
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const std::string key = ec ? std::to_string(::getpid()) : exe.string();
+    return std::filesystem::temp_directory_path() / fmt::format("define-tests-{:016x}", std::hash<std::string>{}(key));
+  }();
+  std::filesystem::create_directories(root);
+  return root / name;
 }
 
 TempDir::TempDir() {

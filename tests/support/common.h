@@ -68,6 +68,12 @@ void skip_test_case(const std::string& reason);
 // The whole file as bytes ("" when it cannot be read).
 std::string read_all(const std::filesystem::path& p);
 
+// temp_directory_path() / "define-tests-<tag>" / name, the tag a hash of the running test
+// executable's path, its parent folder created: suites of two build trees (the release and asan
+// presets, a CI clone) may run at once without sharing scratch folders, and a suite's next run
+// reuses, and clears, its own. For the tests' named scratch folders; TempDir is for anonymous ones.
+std::filesystem::path scratch_path(const std::string& name);
+
 // A fresh folder under the system temp dir (unique to the process and the object), removed with
 // everything in it at the end of the test.
 class TempDir {

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/common.h"
+
 namespace define::test {
 
 void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int train_lines, int eval_lines) {
@@ -39,7 +41,7 @@ void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int
 }
 
 std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, int train_lines, int eval_lines) {
-  const std::filesystem::path root = std::filesystem::temp_directory_path() / name;
+  const std::filesystem::path root = scratch_path(name);
   std::filesystem::remove_all(root);
   write_tiny_corpus(root / "data", seed, train_lines, eval_lines);
   return root;
@@ -133,7 +135,7 @@ std::string reversed_in_capitals(const std::string& line) {
 }
 
 std::filesystem::path fresh_parallel_root(const std::string& name) {
-  const std::filesystem::path root = std::filesystem::temp_directory_path() / name;
+  const std::filesystem::path root = scratch_path(name);
   std::filesystem::remove_all(root);
   std::filesystem::create_directories(root / "data");
   write_split(root / "data", "train", 400, 1);

@@ -17,11 +17,11 @@ namespace define::test {
 // seed; train_lines sentences of 8 words (valid and test get 30 each unless given).
 void write_tiny_corpus(const std::filesystem::path& dir, std::uint64_t seed, int train_lines, int eval_lines = 30);
 
-// A fresh scratch folder temp_directory_path() / name (removed first if it exists) holding a tiny
+// A fresh scratch folder scratch_path(name) (support/common.h; removed first if it exists) holding a tiny
 // corpus in name / "data", written by write_tiny_corpus(seed, train_lines, eval_lines).
 std::filesystem::path fresh_root(const std::string& name, std::uint64_t seed, int train_lines, int eval_lines = 30);
 
-// A fresh scratch folder temp_directory_path() / name with a small generated parallel corpus in
+// A fresh scratch folder scratch_path(name) with a small generated parallel corpus in
 // name / "data" ({train,val,test}.{src,tgt}: 400 / 40 / 40 pairs of 2 to 5 words from a
 // 12-word vocabulary; the target is the source's words in reverse order, in capitals).
 std::filesystem::path fresh_parallel_root(const std::string& name);

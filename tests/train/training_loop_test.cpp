@@ -81,7 +81,7 @@ train::LoopSettings settings(std::int64_t max_steps, double clip, bool skip) {
 }
 
 fs::path fresh_run(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / name;
+  const fs::path d = test::scratch_path(name);
   fs::remove_all(d);
   return d;
 }
