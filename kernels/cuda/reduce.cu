@@ -85,7 +85,8 @@ template <typename T, bool kSquares = false, typename O = T>
 struct SumOp {
   using value_t = T;
   using acc_t = SumAcc<compute_t<T>>;
-  static constexpr bool kWalkUnrolled = true;
+  // A function, not a static constant: nvcc warns of a constant that an instantiation's kernels never read.
+  static constexpr bool walk_unrolled() { return true; }
   O* out;
   double scale;
 
@@ -118,7 +119,7 @@ template <typename T>
 struct MaxOp {
   using value_t = T;
   using acc_t = ArgMax<compute_t<T>>;  // a 16-bit value widens exactly and is stored back as it was
-  static constexpr bool kWalkUnrolled = false;
+  static constexpr bool walk_unrolled() { return false; }
   T* values;  // null for argmax
   std::int64_t* indices;
 
@@ -197,7 +198,7 @@ struct TwoDimWalk {
 
 // op's accumulation of base[reduced offset of r] for r = begin, begin + step, ... below end: four
 // loads in flight per thread (four accumulators over consecutive quads of the walk, combined in a
-// fixed order), then the remainder one at a time. Not for max / argmax (kWalkUnrolled false): four
+// fixed order), then the remainder one at a time. Not for max / argmax (walk_unrolled() false): four
 // (value, index) pairs spill registers at sm_61.
 template <typename Op>
 __device__ __forceinline__ typename Op::acc_t accumulate_walk(const Op& op, const typename Op::value_t* base,
@@ -206,7 +207,7 @@ __device__ __forceinline__ typename Op::acc_t accumulate_walk(const Op& op, cons
   using Acc = typename Op::acc_t;
   Acc a0 = op.identity(), a1 = op.identity(), a2 = op.identity(), a3 = op.identity();
   std::int64_t r = begin;
-  if (Op::kWalkUnrolled && reduced.ndim == 1) {  // the usual case: offsets without divisions
+  if (Op::walk_unrolled() && reduced.ndim == 1) {  // the usual case: offsets without divisions
     const std::int64_t s = reduced.strides[0][0];
     for (; r + 3 * step < end; r += 4 * step) {
       op.accumulate(a0, base + r * s, r);
@@ -214,7 +215,7 @@ __device__ __forceinline__ typename Op::acc_t accumulate_walk(const Op& op, cons
       op.accumulate(a2, base + (r + 2 * step) * s, r + 2 * step);
       op.accumulate(a3, base + (r + 3 * step) * s, r + 3 * step);
     }
-  } else if (Op::kWalkUnrolled && reduced.ndim == 2 && reduced.sizes[1] <= INT32_MAX / 2 && r + 3 * step < end) {
+  } else if (Op::walk_unrolled() && reduced.ndim == 2 && reduced.sizes[1] <= INT32_MAX / 2 && r + 3 * step < end) {
     TwoDimWalk walk(reduced, r, step);  // the same four in flight over two dims
     for (; r + 3 * step < end; r += 4 * step) {
       const std::int64_t o0 = walk.next(), o1 = walk.next(), o2 = walk.next(), o3 = walk.next();
@@ -625,13 +626,13 @@ void run_reduction(const char* name, const Op& op, const Tensor& x, const Reduce
     else
       launch_checked(name, reduce_columns_kernel<Op, kColumnPiece>, plan.grid, kReduceThreads, 0, op, px, g, partial);
   };
-  if constexpr (Op::kWalkUnrolled && std::is_same_v<typename Op::value_t, float>) {
+  if constexpr (Op::walk_unrolled() && std::is_same_v<typename Op::value_t, float>) {
     if (plan.pieces) {
       launch_layout.template operator()<kRowPieceElements, kColumnPieceElements>();
     } else {
       launch_layout.template operator()<1, 1>();
     }
-  } else if constexpr (Op::kWalkUnrolled && is_float16_v<typename Op::value_t>) {
+  } else if constexpr (Op::walk_unrolled() && is_float16_v<typename Op::value_t>) {
     if (plan.pieces) {  // columns alone (plan_reduction)
       launch_layout.template operator()<1, kColumnPieceElements>();
     } else {
