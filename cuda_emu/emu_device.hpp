@@ -19,9 +19,14 @@
 
 namespace cuda_emu::detail {
 
+[[noreturn, gnu::cold, gnu::noinline]] inline void called_outside_kernel(const char* what) {
+  throw std::logic_error(cat(what, " called outside a kernel"));
+}
+// Inlined into every warp primitive and tensor-core op: the error path is kept out of line.
 CUDA_EMU_UNINSTRUMENTED inline Runner& current_runner(const char* what) {
   Runner* r = tls_runner;
-  if (!r) throw std::logic_error(cat(what, " called outside a kernel"));
+  if (!r) [[unlikely]]
+    called_outside_kernel(what);
   return *r;
 }
 
