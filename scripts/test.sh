@@ -33,6 +33,9 @@ phase_done "install-deps"
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere (CI) reuses what an
 # earlier build of the same sources compiled.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
+# The test files compile with a precompiled header (tests/CMakeLists.txt), which ccache caches only
+# with these two sloppiness settings (otherwise it compiles them every time).
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:+$CCACHE_SLOPPINESS,}pch_defines,time_macros"
 
 # CI (CI set, as .ci/run's machines do) compiles the nvcc build for sm_75 and sm_90 only, where a
 # build without a GPU gives users sm_75, sm_80 and sm_90: sm_80 takes the same code paths as sm_90
