@@ -239,9 +239,11 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 
 // dx, and the partial column sums of dy * xhat and dy, of the rows of chunk blockIdx.x in one pass
 // (each output may be null: not needed).
-// Block (32, kFusedWarps); thread t owns columns t, t + kFusedThreads, ... (kPer of them, the last
-// ones possibly past the row's end) of every row; the rows of the chunk are taken in order, each by
-// the whole block (two block reductions a row: the sums of g and g * xhat).
+// Block (32, warps): kFusedWarps, or as many as a row shorter than kFusedThreads needs (one warp for
+// a row of 32 or fewer: the other warps would only add zeros, at two barriers a row). Thread t owns
+// columns t, t + threads, ... (kPer of them, the last ones possibly past the row's end) of every
+// row; the rows of the chunk are taken in order, each by the whole block (two block reductions a
+// row: the sums of g and g * xhat).
 constexpr int kFusedWarps = 8;
 constexpr int kFusedThreads = kWarp * kFusedWarps;
 constexpr int kFusedMaxPerThread = 8;  // columns per thread: rows up to 2,048 long
@@ -256,11 +258,12 @@ __global__ void __launch_bounds__(kFusedThreads)
   EMU_CHECK_LAUNCH_BOUNDS(kFusedThreads);
   using C = compute_t<T>;
   const int t = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+  const std::int64_t threads = static_cast<std::int64_t>(blockDim.x) * blockDim.y;
   C w[kPer];
   SumAcc<C> pw[kPer], pb[kPer];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+    const std::int64_t col = t + k * threads;
     w[k] = weight && col < cols ? static_cast<C>(load_value(weight[col])) : C(1);
     pw[k] = SumAcc<C>::zero();
     pb[k] = SumAcc<C>::zero();
@@ -274,7 +277,7 @@ __global__ void __launch_bounds__(kFusedThreads)
     if (!dx) {  // parameter gradients only: no row sums (block-uniform)
       EMU_UNROLL
       for (int k = 0; k < kPer; ++k) {
-        const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+        const std::int64_t col = t + k * threads;
         if (col < cols) {
           const C d = load_value(dy[row * cols + col]);
           pw[k].add(d * ((load_value(x[row * cols + col]) - mu) * rs));
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(kFusedThreads)
     // flight before the first is used.
     EMU_UNROLL
     for (int k = 0; k < kPer; ++k) {
-      const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+      const std::int64_t col = t + k * threads;
       xhat[k] = C(0);
       g[k] = C(0);
       if (col < cols) {
@@ -305,13 +308,13 @@ __global__ void __launch_bounds__(kFusedThreads)
     const C mean_g = sums[0].value() / static_cast<C>(cols), mean_gx = sums[1].value() / static_cast<C>(cols);
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
-      const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+      const std::int64_t col = t + k * threads;
       if (dx && col < cols) dx[row * cols + col] = store_value<T>(rs * (g[k] - mean_g - xhat[k] * mean_gx));
     }
   }
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    const std::int64_t col = t + static_cast<std::int64_t>(k) * kFusedThreads;
+    const std::int64_t col = t + k * threads;
     if (col < cols) {
       if (partial_w) partial_w[chunk * cols + col] = pw[k].value();
       if (partial_b) partial_b[chunk * cols + col] = pb[k].value();
@@ -511,13 +514,14 @@ void fused_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   C* partial_w = dweight.defined() ? partials.data<C>() : nullptr;
   C* partial_b = dbias.defined() ? partials.data<C>() + chunks * cols : nullptr;
   const std::int64_t per = (cols + kFusedThreads - 1) / kFusedThreads;
+  const unsigned warps = static_cast<unsigned>(std::min<std::int64_t>((cols + kWarp - 1) / kWarp, kFusedWarps));
   auto* kernel = per <= 1   ? layer_norm_backward_kernel<T, W, 1>
                  : per <= 2 ? layer_norm_backward_kernel<T, W, 2>
                  : per <= 4 ? layer_norm_backward_kernel<T, W, 4>
                             : layer_norm_backward_kernel<T, W, kFusedMaxPerThread>;
-  launch_checked(op, kernel, dim3(static_cast<unsigned>(chunks)), dim3(kWarp, kFusedWarps), 0, dy.data<T>(),
-                 x.data<T>(), optional_data<W>(weight), mean.data<C>(), rstd.data<C>(), optional_mutable_data<T>(dx),
-                 partial_w, partial_b, rows, cols, rows_per_chunk);
+  launch_checked(op, kernel, dim3(static_cast<unsigned>(chunks)), dim3(kWarp, warps), 0, dy.data<T>(), x.data<T>(),
+                 optional_data<W>(weight), mean.data<C>(), rstd.data<C>(), optional_mutable_data<T>(dx), partial_w,
+                 partial_b, rows, cols, rows_per_chunk);
   if (dweight.defined() || dbias.defined()) finish_params<C, W>(op, partial_w, partial_b, dweight, dbias, chunks, cols);
 }
 
