@@ -24,12 +24,12 @@
 // bit-identical for any schedule of the blocks and threads.
 //
 // The backward pass of rows up to 2,048 long reads dy and x once (layer_norm_backward_kernel): a
-// 256-thread block takes the rows of one chunk in turn, each thread owning the same columns of
-// every row, so it computes its elements of dx and adds their dy * xhat and dy to per-column sums
-// it keeps in registers, written as the chunk's partials at the end. Whichever gradients are
-// asked for, the same kernel computes them, so each comes out the same bits either way. Longer
-// rows take dx (layer_norm_dx_kernel) and the partials (layer_norm_param_partials_kernel)
-// separately, each reading the inputs.
+// 256-thread block (fewer warps for rows under 256) takes the rows of one chunk in turn, each
+// thread owning the same columns of every row, so it computes its elements of dx and adds their
+// dy * xhat and dy to per-column sums it keeps in registers, written as the chunk's partials at
+// the end. Whichever gradients are asked for, the same kernel computes them, so each comes out
+// the same bits either way. Longer rows take dx (layer_norm_dx_kernel) and the partials
+// (layer_norm_param_partials_kernel) separately, each reading the inputs.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
