@@ -513,8 +513,8 @@ void fused_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, con
   const Tensor partials = params ? empty({2, chunks, cols}, {dtype_of<C>::value, x.device()}) : Tensor();
   C* partial_w = dweight.defined() ? partials.data<C>() : nullptr;
   C* partial_b = dbias.defined() ? partials.data<C>() + chunks * cols : nullptr;
-  const std::int64_t per = (cols + kFusedThreads - 1) / kFusedThreads;
-  const unsigned warps = static_cast<unsigned>(std::min<std::int64_t>((cols + kWarp - 1) / kWarp, kFusedWarps));
+  const std::int64_t per = ceil_div(cols, kFusedThreads);
+  const unsigned warps = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(cols, kWarp), kFusedWarps));
   auto* kernel = per <= 1   ? layer_norm_backward_kernel<T, W, 1>
                  : per <= 2 ? layer_norm_backward_kernel<T, W, 2>
                  : per <= 4 ? layer_norm_backward_kernel<T, W, 4>
