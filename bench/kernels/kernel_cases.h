@@ -79,6 +79,12 @@ inline std::vector<Case> cases() {
                  Tensor x = uniform({r, k}, d);
                  return Problem{f32_bytes(1.0 * r * k + r), 0, [=] { (void)kernels::sum(x, {1}, false); }};
                }});
+  // Rows of 16-bit values (activations under mixed precision), read as 16-bit and summed in float.
+  c.push_back({"sum (last dim) float16", "reduce", "16384x4096", "1024x1024", [](Device d, bool gpu) {
+                 const std::int64_t r = gpu ? 16384 : 1024, k = gpu ? 4096 : 1024;
+                 Tensor x = kernels::cast(uniform({r, k}, d), DType::Float16);
+                 return Problem{2.0 * (1.0 * r * k + r), 0, [=] { (void)kernels::sum(x, {1}, false); }};
+               }});
   c.push_back({"sum (first dim)", "reduce", "16384x4096", "1024x1024", [](Device d, bool gpu) {
                  const std::int64_t r = gpu ? 16384 : 1024, k = gpu ? 4096 : 1024;
                  Tensor x = uniform({r, k}, d);

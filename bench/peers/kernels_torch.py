@@ -89,10 +89,22 @@ def cases(dev, gpu):
         return lambda: torch.add(a, b, out=y)
     c.append(("binary add (row broadcast)", f"{r}x{k} + {k}", f32_bytes(2.0 * r * k + k), 0, add))
 
+    def half_sum(name, dim, outputs):
+        """A float16 r x k tensor summed over dim (float16 on the GPU only)."""
+        if not gpu:
+            skip(name, f"{r}x{k}", "float16 on the GPU only")
+            return
+
+        def make():
+            x = uniform((r, k), dev, torch.float16)
+            return lambda: x.sum(dim)
+        c.append((name, f"{r}x{k}", 2.0 * (1.0 * r * k + outputs), 0, make))
+
     def sum_last():
         x = uniform((r, k), dev)
         return lambda: x.sum(1)
     c.append(("sum (last dim)", f"{r}x{k}", f32_bytes(1.0 * r * k + r), 0, sum_last))
+    half_sum("sum (last dim) float16", 1, r)  # rows of 16-bit activations under mixed precision
 
     def sum_first():
         x = uniform((r, k), dev)
@@ -108,13 +120,7 @@ def cases(dev, gpu):
               sum_batch_time))
     # define's column_sum (a GEMM-family kernel for bias gradients) is the same reduction in PyTorch.
     c.append(("column_sum", f"{r}x{k}", f32_bytes(1.0 * r * k + k), 0, sum_first))
-    if gpu:  # a bias gradient under mixed precision: float16 rows summed
-        def sum_first_half():
-            x = uniform((r, k), dev, torch.float16)
-            return lambda: x.sum(0)
-        c.append(("column_sum float16", f"{r}x{k}", 2.0 * (1.0 * r * k + k), 0, sum_first_half))
-    else:
-        skip("column_sum float16", f"{r}x{k}", "float16 on the GPU only")
+    half_sum("column_sum float16", 0, k)  # a bias gradient under mixed precision: float16 rows summed
 
     rv, v = (4096, 32000) if gpu else (256, 10000)
 

@@ -392,20 +392,47 @@ __global__ void __launch_bounds__(kSortThreads)
   }
 }
 
-// starts[v] = first position of key v in the sorted keys, for v in [0, rows]; group v is then
-// [starts[v], starts[v + 1]).
+// starts[v] = first position of key v in the n sorted keys, for v in [0, rows]; group v is then
+// [starts[v], starts[v + 1]). Each position marks the values its key's group starts: those in
+// (key[j - 1], key[j]] start at j, those up to key[0] at 0 and those past key[n - 1] at n, so a
+// thread loads two neighbouring keys once, where a binary search per value was log2(n) dependent
+// loads (latency-bound: 16 rounds for 65,536 positions). The two end runs are spread over the whole
+// grid, since they hold most of the values when the keys are few; an inner run longer than
+// kOwnRun values (keys far apart) is written by its whole warp, 32 values a store. A key outside
+// [0, rows), which the sort's check reports, counts as rows: the runs still cover every value, so
+// the starts stay in [0, n] and the grouped sum reads only the order's own positions.
 template <typename K>
 __global__ void group_starts_kernel(const K* __restrict__ sorted_keys, std::int64_t n, std::int64_t rows,
                                     std::int64_t* __restrict__ starts) {
+  constexpr std::int64_t kOwnRun = 8;
+  const auto key_at = [&](std::int64_t j) {
+    const auto k = static_cast<std::int64_t>(sorted_keys[j]);
+    return k >= 0 && k < rows ? k : rows;
+  };
+  const std::int64_t first = key_at(0), last = key_at(n - 1);
+  const std::int64_t threads = n > rows + 1 ? n : rows + 1;  // a thread for each position and value
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v <= rows; v += step) {
-    std::int64_t lo = 0, hi = n;
-    while (lo < hi) {
-      const std::int64_t mid = lo + (hi - lo) / 2;
-      if (static_cast<std::int64_t>(sorted_keys[mid]) < v) lo = mid + 1;
-      else hi = mid;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  // Every warp runs the same rounds (blockDim is a multiple of 32): the warp's shuffles below need
+  // all its lanes.
+  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x; base < threads; base += step) {
+    const std::int64_t t = base + threadIdx.x;
+    if (t <= first) starts[t] = 0;
+    if (t < rows - last) starts[last + 1 + t] = n;
+    std::int64_t begin = 0, end = 0;  // the values starting at position t
+    if (t >= 1 && t < n) {
+      begin = key_at(t - 1) + 1;
+      end = key_at(t) + 1;
     }
-    starts[v] = lo;
+    const bool own = end - begin <= kOwnRun;
+    if (own)
+      for (std::int64_t v = begin; v < end; ++v) starts[v] = t;
+    for (unsigned shared = __ballot_sync(kFullMask, !own); shared != 0; shared &= shared - 1) {
+      const int owner = __ffs(static_cast<int>(shared)) - 1;
+      const std::int64_t run_begin = __shfl_sync(kFullMask, begin, owner), run_end = __shfl_sync(kFullMask, end, owner),
+                         position = __shfl_sync(kFullMask, t, owner);
+      for (std::int64_t v = run_begin + lane; v < run_end; v += 32) starts[v] = position;
+    }
   }
 }
 
@@ -516,7 +543,7 @@ IndexGroups group_by_index(const char* op, const Tensor& index, std::int64_t row
   }
   index_check_launched();
   IndexGroups g{order[out ^ 1], empty({rows + 1}, {DType::Int64, dev})};
-  launch_checked(op, group_starts_kernel<K>, grid_for(rows + 1), kBlockSize, 0, keys_in, n, rows,
+  launch_checked(op, group_starts_kernel<K>, grid_for(std::max(n, rows + 1)), kBlockSize, 0, keys_in, n, rows,
                  g.starts.data<std::int64_t>());
   return g;
 }

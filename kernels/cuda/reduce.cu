@@ -24,13 +24,13 @@
 // Memory-level parallelism: each thread of a sum walks its elements four at a time into four
 // independent accumulators (combined in a fixed order at the end), so four loads per thread are in
 // flight where a single accumulator would wait for each load before issuing the next. Where x allows
-// it (float32 aligned, the dim read contiguously of stride 1: pieces_fit; 16-bit columns too), sums
-// read pieces: a rows lane takes whole pieces of 4 elements of its row (a component accumulator each), a
-// columns thread owns the two outputs of a piece of 2, and four pieces are in flight a thread (64 or 32
-// bytes of float32, where four scalar loads are 16: the performance model put the scalar column sum at
-// 71% of an H200's copy rate, bound by latency; 16 bytes of 16-bit columns, where four loads were 8 and
-// the model put a float16 column sum at 37%). The block count aims at eight blocks per multiprocessor of the device (at
-// least kTargetBlocks).
+// it (float32 or 16-bit, aligned, the dim read contiguously of stride 1: pieces_fit), sums read
+// pieces: a rows lane takes whole pieces of 4 float32 or 2 16-bit elements of its row (a component
+// accumulator each), a columns thread owns the two outputs of a piece of 2, and four pieces are in
+// flight a thread (64 or 32 bytes of float32, where four scalar loads are 16: the performance model
+// put the scalar column sum at 71% of an H200's copy rate, bound by latency; 16 bytes of 16-bit
+// values, where four loads were 8 and the model put a float16 column sum at 37%). The block count
+// aims at eight blocks per multiprocessor of the device (at least kTargetBlocks).
 //
 // Determinism: every choice (layout, lanes, splits) depends on the shapes, the strides and the
 // device's multiprocessor count alone (the count only on GPUs with more than 64), and
@@ -62,10 +62,12 @@ namespace {
 
 // Every reduction block has this many threads (8 warps).
 constexpr int kReduceThreads = 256;
-// Sums where the layout allows: rows read pieces of 4 floats, columns pieces of 2 floats or 16-bit
-// values (a thread owns 2 outputs; with 4, the four accumulators of each and the tree's rounds spilled
-// registers on sm_80 / sm_90).
+// Sums where the layout allows: rows read pieces of 4 floats or 2 16-bit values (pieces of 4 16-bit
+// values spilled registers on sm_61), columns pieces of 2 floats or 16-bit values (a thread owns 2
+// outputs; with 4, the four accumulators of each and the tree's rounds spilled registers on sm_80 /
+// sm_90).
 constexpr int kRowPieceElements = 4;
+constexpr int kHalfRowPieceElements = 2;
 constexpr int kColumnPieceElements = 2;
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -451,7 +453,7 @@ struct ReducePlan {
   Layout layout;
   ReduceGeometry geometry;
   dim3 grid;
-  bool pieces = false;  // the piece path: kernels instantiated with kVec = kRowPieceElements / kColumnPieceElements
+  bool pieces = false;  // the piece path: kernels instantiated with kVec = k*RowPieceElements / kColumnPieceElements
 };
 
 // One dim of the iteration: its size and its strides in x and in the output.
@@ -557,10 +559,12 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
                     ? Layout::Rows
                     : Layout::Columns;
 
-  const std::int64_t vec = plan.layout == Layout::Rows ? kRowPieceElements : kColumnPieceElements;
-  // float32, and 16-bit columns (a bias gradient under mixed precision): float64's 16-byte pieces of 2
-  // and the 16-bit rows kernel's pieces of 4 spilled registers (sm_80 / sm_90; sm_61).
-  const bool piece_type = x.dtype() == DType::Float32 || (is_float16(x.dtype()) && plan.layout == Layout::Columns);
+  const bool half = is_float16(x.dtype());
+  const std::int64_t vec = plan.layout == Layout::Columns ? kColumnPieceElements
+                           : half                         ? kHalfRowPieceElements
+                                                          : kRowPieceElements;
+  // float32 and 16-bit values: float64's 16-byte pieces of 2 spilled registers (sm_80 / sm_90).
+  const bool piece_type = x.dtype() == DType::Float32 || half;
   plan.pieces = pieces && piece_type && g.outputs > 0 && pieces_fit(x, plan.layout, kept, reduced, vec);
   // Rows: a lane's elements come in pieces of `per_read`; columns: a thread owns that many outputs.
   const std::int64_t per_read = plan.pieces ? vec : 1;
@@ -633,8 +637,8 @@ void run_reduction(const char* name, const Op& op, const Tensor& x, const Reduce
       launch_layout.template operator()<1, 1>();
     }
   } else if constexpr (Op::walk_unrolled() && is_float16_v<typename Op::value_t>) {
-    if (plan.pieces) {  // columns alone (plan_reduction)
-      launch_layout.template operator()<1, kColumnPieceElements>();
+    if (plan.pieces) {
+      launch_layout.template operator()<kHalfRowPieceElements, kColumnPieceElements>();
     } else {
       launch_layout.template operator()<1, 1>();
     }

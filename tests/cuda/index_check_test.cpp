@@ -77,6 +77,11 @@ TEST_CASE("cuda index checks: embedding reports a bad index at the next synchron
     check_clean([&] { kernels::embedding_backward(grad, emu_ids({0, 9, 9}, {3}, dtype), 10, -1); });
     check_reported([&] { kernels::embedding_backward(grad, emu_ids({1, 12, 2}, {3}, dtype), 10, -1); },
                    "embedding_backward: index 12 out of range for 10 rows");
+    // 257 sorts by its low eight bits among the 1s, so the sorted keys are not in order: the
+    // grouping stays within its arrays all the same.
+    const Tensor grad5 = emu_values({5, 3}, 2), unordered = emu_ids({5, 257, 2, 9, 1}, {5}, dtype);
+    check_reported([&] { kernels::embedding_backward(grad5, unordered, 10, -1); },
+                   "embedding_backward: index 257 out of range for 10 rows");
   }
 }
 

@@ -269,9 +269,10 @@ TEST_CASE("cuda index: index_add is deterministic and matches the reference", "[
 
 // The radix sort behind index_add at the sizes where its paths part: more than 64 tiles of 2,048
 // positions (the scan kernel sums the tiles' counts; with fewer the scatter kernel does), keys over
-// 17 bits (three 8-bit passes), every position of a tile in one digit, keys in falling order, and a
-// last tile of one position. Each row's terms are summed in position order, so a float32 result equal
-// to the CPU path's bit for bit, with hundreds of terms a row, shows the sort kept the order.
+// 17 bits (three 8-bit passes), every position of a tile in one digit, keys in falling order, a
+// last tile of one position, and keys far apart (long runs of empty rows between groups). Each
+// row's terms are summed in position order, so a float32 result equal to the CPU path's bit for
+// bit, with hundreds of terms a row, shows the sort kept the order.
 TEST_CASE("cuda index: index_add's radix sort over many tiles, three passes and one-digit tiles",
           "[cuda][index][family:index]") {
   REQUIRE(kernels::register_devices().emu);
@@ -292,6 +293,9 @@ TEST_CASE("cuda index: index_add's radix sort over many tiles, three passes and 
       {"140,000 positions, falling keys", 140000,
        [](std::int64_t i, std::mt19937_64&) { return (140000 - 1 - i) / 2 % kRows; }},
       {"4,097 positions (a last tile of one), 300 keys", 4097, spread},
+      // Every group's first position also starts the 34 empty rows before it: runs longer than a
+      // thread of the group-starts kernel writes alone, in every lane of a warp.
+      {"2,000 positions, keys 35 apart", 2000, [](std::int64_t i, std::mt19937_64&) { return i * 35; }},
   };
   for (const auto& c : cases) {
     std::vector<std::int64_t> keys(static_cast<std::size_t>(c.n));

@@ -64,6 +64,7 @@ const std::vector<Claim>& claims() {
       {"unary gelu"},
       {"binary add (row broadcast)"},
       Claim("sum (last dim)").loads_ahead(3),
+      Claim("sum (last dim) float16").loads_ahead(3),
       Claim("sum (first dim)").loads_ahead(3),
       Claim("column_sum").loads_ahead(3),
       Claim("sum (batch and time dims)").loads_ahead(3),

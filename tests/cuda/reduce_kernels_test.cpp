@@ -214,13 +214,13 @@ TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce
   CHECK(values(kernels::column_sum(to_test_device(zeros({0, 3})))) == std::vector<double>{0, 0, 0});
 }
 
-// float32 sums, and 16-bit column sums, read x in pieces where its layout allows (kernels/cuda/reduce.cu,
-// pieces_fit): the reduce kernels are instantiated with the piece's element count as their last template
-// argument (rows ", 4>", 16 bytes; columns ", 2>", 8 bytes of float32 or 4 of 16-bit values), 1 for the
-// element walk. Each case names the path it must take and is checked against the reference: rows with a
-// tail after the last whole piece, rows split across blocks (chunks of whole pieces), columns split across
-// blocks, two reduced dims that coalesce, and what must take the element walk (float64, 16-bit rows,
-// unaligned, odd strides).
+// float32 and 16-bit sums read x in pieces where its layout allows (kernels/cuda/reduce.cu, pieces_fit):
+// the reduce kernels are instantiated with the piece's element count as their last template argument
+// (rows ", 4>", 16 bytes of float32, or ", 2>", 4 bytes of 16-bit values; columns ", 2>", 8 bytes of
+// float32 or 4 of 16-bit values), 1 for the element walk. Each case names the path it must take and is
+// checked against the reference: rows with a tail after the last whole piece, rows split across blocks
+// (chunks of whole pieces), columns split across blocks, two reduced dims that coalesce, and what must
+// take the element walk (float64, unaligned, odd strides).
 TEST_CASE("reduce kernels: sums in pieces where the layout allows", "[cuda][reduce][family:reduce]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(25);
@@ -268,10 +268,14 @@ TEST_CASE("reduce kernels: sums in pieces where the layout allows", "[cuda][redu
       // 16-bit columns (a bias gradient under mixed precision) in pieces of 2 values, split or not.
       {"float16 columns 1000x72", {1000, 72}, {0}, DType::Float16, 0, 0, 2},
       {"bfloat16 columns split across blocks 100003x8", {100003, 8}, {0}, DType::BFloat16, 0, 0, 2},
-      // The float64 and 16-bit rows piece kernels spilled registers: the element walk.
+      // 16-bit rows in pieces of 2 values, with a tail and split across blocks; an odd row length
+      // (every other row off a piece's boundary) takes the element walk.
+      {"float16 rows 1000x72", {1000, 72}, {1}, DType::Float16, 0, 0, 2},
+      {"one bfloat16 row of 100001 (a tail of 1), split across blocks", {100001}, {}, DType::BFloat16, 0, 0, 2},
+      {"float16 rows of an odd length 1000x71", {1000, 71}, {1}, DType::Float16, 0, 0, 1},
+      // The float64 piece kernels spilled registers: the element walk.
       {"float64 rows 129x1032", {129, 1032}, {1}, DType::Float64, 0, 0, 1},
       {"float64 columns 129x1032", {129, 1032}, {0}, DType::Float64, 0, 0, 1},
-      {"float16 rows 1000x72", {1000, 72}, {1}, DType::Float16, 0, 0, 1},
       {"bfloat16 columns of an odd count 1000x71", {1000, 71}, {0}, DType::BFloat16, 0, 0, 1},
       {"unaligned rows (one element off)", {257, 4100}, {1}, DType::Float32, 4100, 1, 1},
       {"unaligned columns", {1000, 1024}, {0}, DType::Float32, 1024, 3, 1},
