@@ -11,7 +11,8 @@
 #     compile (under the sanitizers about 1.7x the time of -g1), and backtraces need only lines;
 #   * -O1 under the sanitizers (the asan preset): with ASan and UBSan a kernel file takes about 1.5x
 #     as long to compile at -O2 as at -O1, and these files were a third of that preset's build;
-#   * in the fuzz preset, -O0 and no instrumentation at all: its targets never run a kernel;
+#   * in the fuzz preset (the device's host side alone: kernels/cuda/sources.cmake), -O0 and no
+#     instrumentation at all: its targets never run a kernel;
 #   * ThreadSanitizer's instrumentation without its run-time library (-fsanitize=thread at compile
 #     time only): the emulator's race schedule is that library (cuda_emu/emu_race.hpp). Not in
 #     the sanitizer and fuzz builds, whose AddressSanitizer cannot be combined with it; the race
@@ -43,9 +44,9 @@ function(define_add_emulated_kernels target)
     list(APPEND _options -O1)
   endif()
   if(DEFINE_FUZZ)
-    # The fuzz targets read bytes on the CPU and never launch a kernel: there the emulated kernels
-    # are only linked, so they are compiled unoptimised, without the sanitizers and libFuzzer's
-    # coverage (5x faster to compile; otherwise most of the fuzz preset's build).
+    # The fuzz targets read bytes on the CPU and never launch a kernel: the emulated device's host
+    # side is only linked, so it is compiled unoptimised, without the sanitizers and libFuzzer's
+    # coverage.
     list(APPEND _options -O0 -g0 -fno-sanitize=all)
   endif()
   set_source_files_properties(${_files} TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${_options}")

@@ -49,4 +49,8 @@ void no_cuda_kernel(const char* op) {
   fail(op, "no CUDA kernel in this build (configure with DEFINE_CUDA=ON and run on a GPU)");
 }
 
+void no_emulated_kernel(const char* op) {
+  fail(op, "no emulated CUDA kernel in this build (the fuzz preset's; use the release or nocuda preset)");
+}
+
 }  // namespace define::kernels

@@ -63,6 +63,7 @@ void check_index(const char* op, const Tensor& t);
 void check_dim(const char* op, const Tensor& t, std::int64_t ndim);
 
 [[noreturn]] void no_cuda_kernel(const char* op);
+[[noreturn]] void no_emulated_kernel(const char* op);
 
 }  // namespace define::kernels
 
@@ -80,18 +81,32 @@ void check_dim(const char* op, const Tensor& t, std::int64_t ndim);
 #else
 #define DEFINE_CUDA_ARM(OP, LIKE, FN, ...) ::define::kernels::no_cuda_kernel(OP)
 #endif
-#define DEFINE_EMU_ARM(LIKE, FN, ...)                                         \
-  do {                                                                        \
+// The fuzz preset's build has the emulated device's host side but none of its kernels: its targets
+// never launch one (DEFINE_NO_EMULATED_KERNELS, kernels/cuda/sources.cmake).
+#if defined(DEFINE_NO_EMULATED_KERNELS)
+#define DEFINE_EMU_ARM(OP, LIKE, FN, ...) ::define::kernels::no_emulated_kernel(OP)
+#else
+#define DEFINE_EMU_ARM(OP, LIKE, FN, ...)                                       \
+  do {                                                                          \
     const ::define::cuda_emu::DeviceScope device_scope_((LIKE).device().index); \
-    ::define::kernels::cuda_emu::FN(__VA_ARGS__);                             \
+    ::define::kernels::cuda_emu::FN(__VA_ARGS__);                               \
   } while (0)
+#endif
 
-#define DEFINE_BACKEND_CALL(OP, LIKE, FN, ...)                                    \
-  do {                                                                            \
-    switch (::define::kernels::backend_for(LIKE)) {                               \
-      case ::define::kernels::Backend::Ref: ::define::kernels::ref::FN(__VA_ARGS__); break; \
-      case ::define::kernels::Backend::Cpu: ::define::kernels::cpu::FN(__VA_ARGS__); break; \
-      case ::define::kernels::Backend::Cuda: DEFINE_CUDA_ARM(OP, LIKE, FN, __VA_ARGS__); break; \
-      case ::define::kernels::Backend::Emu: DEFINE_EMU_ARM(LIKE, FN, __VA_ARGS__); break;      \
-    }                                                                             \
+#define DEFINE_BACKEND_CALL(OP, LIKE, FN, ...)      \
+  do {                                              \
+    switch (::define::kernels::backend_for(LIKE)) { \
+      case ::define::kernels::Backend::Ref:         \
+        ::define::kernels::ref::FN(__VA_ARGS__);    \
+        break;                                      \
+      case ::define::kernels::Backend::Cpu:         \
+        ::define::kernels::cpu::FN(__VA_ARGS__);    \
+        break;                                      \
+      case ::define::kernels::Backend::Cuda:        \
+        DEFINE_CUDA_ARM(OP, LIKE, FN, __VA_ARGS__); \
+        break;                                      \
+      case ::define::kernels::Backend::Emu:         \
+        DEFINE_EMU_ARM(OP, LIKE, FN, __VA_ARGS__);  \
+        break;                                      \
+    }                                               \
   } while (0)

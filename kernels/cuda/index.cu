@@ -427,8 +427,8 @@ __global__ void group_starts_kernel(const K* __restrict__ sorted_keys, std::int6
     const bool own = end - begin <= kOwnRun;
     if (own)
       for (std::int64_t v = begin; v < end; ++v) starts[v] = t;
-    for (unsigned shared = __ballot_sync(kFullMask, !own); shared != 0; shared &= shared - 1) {
-      const int owner = __ffs(static_cast<int>(shared)) - 1;
+    for (unsigned long_runs = __ballot_sync(kFullMask, !own); long_runs != 0; long_runs &= long_runs - 1) {
+      const int owner = __ffs(static_cast<int>(long_runs)) - 1;
       const std::int64_t run_begin = __shfl_sync(kFullMask, begin, owner), run_end = __shfl_sync(kFullMask, end, owner),
                          position = __shfl_sync(kFullMask, t, owner);
       for (std::int64_t v = run_begin + lane; v < run_end; v += 32) starts[v] = position;

@@ -1,10 +1,11 @@
 # The CUDA backend's sources, added to define_kernels (included from the top-level CMakeLists.txt).
 #
 # Every kernels/cuda/*.cu file is compiled twice:
-#   * emulator build, always: g++ compiles it as C++ against the CUDA emulator (cuda_emu/), into
-#     namespace cuda_emu. It serves tensors on Device::emu() and is how every kernel is tested on
-#     machines without a GPU. A source file has one LANGUAGE for the whole directory, so the emulator
-#     copies are generated one-line wrappers (<build>/emu_kernels/<name>.cpp: #include "<name>.cu").
+#   * emulator build, always (the fuzz preset: the host side alone, below): g++ compiles it as C++
+#     against the CUDA emulator (cuda_emu/), into namespace cuda_emu. It serves tensors on
+#     Device::emu() and is how every kernel is tested on machines without a GPU. A source file has
+#     one LANGUAGE for the whole directory, so the emulator copies are generated one-line wrappers
+#     (<build>/emu_kernels/<name>.cpp: #include "<name>.cu").
 #   * GPU build, when DEFINE_CUDA is ON: nvcc compiles it for CMAKE_CUDA_ARCHITECTURES into
 #     namespace cuda (object library define_kernels_cuda, linked into define_kernels), with cuBLAS
 #     (loaded on first use, kernels/cuda/cublas_loader.cpp).
@@ -17,8 +18,17 @@ file(GLOB _define_cu CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu)
 target_sources(define_kernels PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda/caching_allocator.cpp
                                       ${PROJECT_SOURCE_DIR}/kernels/cuda/index_error.cpp)
 
+# The fuzz targets read bytes and never launch a kernel: their build keeps the emulated device's host
+# side (device.cu: memory, copies, streams; index_check.cu: the index checks' record) and none of
+# its kernels, whose arms in the ops raise instead (kernels/backend.h). The kernels were the largest
+# part of that build's compile time.
+set(_define_emu_cu ${_define_cu})
+if(DEFINE_FUZZ)
+  set(_define_emu_cu ${PROJECT_SOURCE_DIR}/kernels/cuda/device.cu ${PROJECT_SOURCE_DIR}/kernels/cuda/index_check.cu)
+  target_compile_definitions(define_kernels PUBLIC DEFINE_NO_EMULATED_KERNELS)
+endif()
 set(_define_emu_wrappers)
-foreach(_cu ${_define_cu})
+foreach(_cu ${_define_emu_cu})
   get_filename_component(_name ${_cu} NAME_WE)
   set(_wrapper ${CMAKE_BINARY_DIR}/emu_kernels/${_name}.cpp)
   file(CONFIGURE OUTPUT ${_wrapper} CONTENT "// Generated: the emulator build of kernels/cuda/${_name}.cu\n#include \"kernels/cuda/${_name}.cu\"\n")
