@@ -232,18 +232,17 @@ __device__ __forceinline__ typename Op::acc_t accumulate_walk(const Op& op, cons
 }
 
 // The piece path of sums (the host checked that every piece is aligned): a[c] += component c of
-// pieces[i * stride] for i = p, p + step, ... below end, four pieces (64 bytes of float32) loaded a thread before
-// any is added, where the element walk above has four 4-byte loads in flight.
-template <typename Op, int kVec>
-__device__ __forceinline__ void add_pieces(typename Op::acc_t (&a)[kVec], const Vec<typename Op::value_t, kVec>* pieces,
-                                           std::int64_t p, std::int64_t end, std::int64_t step, std::int64_t stride) {
+// piece_at(i) for i = p, p + step, ... below end, four pieces (64 bytes of float32) loaded a thread before
+// any is added, where the element walk above has four 4-byte loads in flight. piece_at is called once
+// for each i, in order, so it may step a walk of its own (TwoDimWalk) rather than compute from i.
+template <typename Op, int kVec, typename PieceAt>
+__device__ __forceinline__ void add_pieces(typename Op::acc_t (&a)[kVec], std::int64_t p, std::int64_t end,
+                                           std::int64_t step, PieceAt&& piece_at) {
   using Piece = Vec<typename Op::value_t, kVec>;
-  add_loaded_in_order<4>(
-      p, end, step, [&](std::int64_t i) { return pieces[i * stride]; },
-      [&](const Piece& v) {
+  add_loaded_in_order<4>(p, end, step, piece_at, [&](const Piece& v) {
 #pragma unroll
-        for (int c = 0; c < kVec; ++c) Op::add(a[c], v.v[c]);
-      });
+    for (int c = 0; c < kVec; ++c) Op::add(a[c], v.v[c]);
+  });
 }
 
 // Elements [begin, end) of a contiguous row (begin a multiple of kVec), lane `lane` of `lanes`: the
@@ -258,13 +257,31 @@ __device__ __forceinline__ typename Op::acc_t accumulate_row_pieces(const Op& op
 #pragma unroll
   for (int c = 0; c < kVec; ++c) a[c] = op.identity();
   const std::int64_t whole = end / kVec;
-  add_pieces<Op, kVec>(a, reinterpret_cast<const Vec<typename Op::value_t, kVec>*>(row), begin / kVec + lane, whole,
-                       lanes, 1);
+  const auto* pieces = reinterpret_cast<const Vec<typename Op::value_t, kVec>*>(row);
+  add_pieces<Op, kVec>(a, begin / kVec + lane, whole, lanes, [&](std::int64_t i) { return pieces[i]; });
   Acc acc = a[0];
 #pragma unroll
   for (int c = 1; c < kVec; ++c) acc = Op::combine(acc, a[c]);
   for (std::int64_t r = whole * kVec + lane; r < end; r += lanes) op.accumulate(acc, row + r, r);
   return acc;
+}
+
+// The columns layout's pieces: rows r = begin, begin + step, ... below end of the kVec outputs at base,
+// over one reduced dim or two that do not merge (a bias sum over the batch and time dims of [B, H, T, d]).
+template <typename Op, int kVec>
+__device__ __forceinline__ void add_column_pieces(typename Op::acc_t (&a)[kVec], const typename Op::value_t* base,
+                                                  const OffsetCalc<1>& reduced, std::int64_t begin, std::int64_t end,
+                                                  std::int64_t step) {
+  using Piece = Vec<typename Op::value_t, kVec>;
+  if (reduced.ndim == 1) {
+    const auto* pieces = reinterpret_cast<const Piece*>(base);
+    const std::int64_t stride = reduced.strides[0][0] / kVec;
+    add_pieces<Op, kVec>(a, begin, end, step, [&](std::int64_t r) { return pieces[r * stride]; });
+  } else {
+    TwoDimWalk walk(reduced, begin, step);
+    add_pieces<Op, kVec>(a, begin, end, step,
+                         [&](std::int64_t) { return *reinterpret_cast<const Piece*>(base + walk.next()); });
+  }
 }
 
 // Output o's result: final (one split) or this block's partial.
@@ -370,8 +387,7 @@ __global__ void __launch_bounds__(kReduceThreads)
       if constexpr (kVec == 1)
         acc[0] = accumulate_walk(op, x + off[0], g.reduced, r_begin + part, r_end, parts);
       else
-        add_pieces<Op, kVec>(acc, reinterpret_cast<const Vec<typename Op::value_t, kVec>*>(x + off[0]), r_begin + part,
-                             r_end, parts, g.reduced.strides[0][0] / kVec);
+        add_column_pieces<Op, kVec>(acc, x + off[0], g.reduced, r_begin + part, r_end, parts);
     }
     // One tree per component. The components move down a slot each round: the loop (barriers inside)
     // need not be unrolled for acc to stay in registers (indexed by c, it went to local memory: ptxas
@@ -518,10 +534,11 @@ OffsetCalc<N> offset_calc(const char* op, const std::vector<DimRun>& dims) {
 // Whether a sum can read x in pieces of `vec` elements: x on a 16-byte boundary, the dim that
 // is read contiguously (the reduced one for rows, the last kept one for columns) of stride 1 and every
 // other stride a multiple of vec, so that every piece a thread loads is aligned; for columns the last
-// kept dim whole pieces (a piece's outputs are one run of outputs), and one reduced dim at most.
+// kept dim whole pieces (a piece's outputs are one run of outputs), and two reduced dims at most (the
+// second walked by TwoDimWalk; rows: one, the row).
 bool pieces_fit(const Tensor& x, Layout layout, const std::vector<DimRun>& kept, const std::vector<DimRun>& reduced,
                 std::int64_t vec) {
-  if (reinterpret_cast<std::uintptr_t>(x.raw_data()) % 16 != 0 || reduced.size() > 1) return false;
+  if (reinterpret_cast<std::uintptr_t>(x.raw_data()) % 16 != 0) return false;
   auto strides_whole = [vec](const std::vector<DimRun>& dims, std::size_t skip) {
     for (std::size_t d = 0; d < dims.size(); ++d)
       if (d != skip && dims[d].x_stride % vec != 0) return false;
@@ -529,7 +546,8 @@ bool pieces_fit(const Tensor& x, Layout layout, const std::vector<DimRun>& kept,
   };
   if (layout == Layout::Rows)
     return reduced.size() == 1 && reduced[0].x_stride == 1 && strides_whole(kept, kept.size());
-  return !kept.empty() && kept.back().x_stride == 1 && kept.back().size % vec == 0 &&
+  const bool walkable = reduced.size() <= 1 || (reduced.size() == 2 && reduced[1].size <= INT32_MAX / 2);
+  return walkable && !kept.empty() && kept.back().x_stride == 1 && kept.back().size % vec == 0 &&
          strides_whole(kept, kept.size() - 1) && strides_whole(reduced, reduced.size());
 }
 

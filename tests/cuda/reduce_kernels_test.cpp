@@ -219,8 +219,8 @@ TEST_CASE("reduce kernels: column_sum at odd shapes and layouts", "[cuda][reduce
 // (rows ", 4>", 16 bytes of float32, or ", 2>", 4 bytes of 16-bit values; columns ", 2>", 8 bytes of
 // float32 or 4 of 16-bit values), 1 for the element walk. Each case names the path it must take and is
 // checked against the reference: rows with a tail after the last whole piece, rows split across blocks
-// (chunks of whole pieces), columns split across blocks, two reduced dims that coalesce, and what must
-// take the element walk (float64, unaligned, odd strides).
+// (chunks of whole pieces), columns split across blocks, two reduced dims that coalesce and two that do
+// not (walked by TwoDimWalk), and what must take the element walk (float64, unaligned, odd strides).
 TEST_CASE("reduce kernels: sums in pieces where the layout allows", "[cuda][reduce][family:reduce]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(25);
@@ -265,6 +265,11 @@ TEST_CASE("reduce kernels: sums in pieces where the layout allows", "[cuda][redu
       {"columns 1000x1024", {1000, 1024}, {0}, DType::Float32, 0, 0, 2},
       {"columns split across blocks 100003x8", {100003, 8}, {0}, DType::Float32, 0, 0, 2},
       {"columns, two reduced dims 7x1000x36", {7, 1000, 36}, {0, 1}, DType::Float32, 0, 0, 2},
+      // Two reduced dims that do not merge (a bias sum over the batch and time dims of [B, H, T, d]),
+      // split across blocks or not, float32 and 16-bit.
+      {"columns over batch and time 6x4x100x36", {6, 4, 100, 36}, {0, 2}, DType::Float32, 0, 0, 2},
+      {"columns over batch and time split across blocks 64x2x700x8", {64, 2, 700, 8}, {0, 2}, DType::Float32, 0, 0, 2},
+      {"bfloat16 columns over batch and time 5x3x77x16", {5, 3, 77, 16}, {0, 2}, DType::BFloat16, 0, 0, 2},
       // 16-bit columns (a bias gradient under mixed precision) in pieces of 2 values, split or not.
       {"float16 columns 1000x72", {1000, 72}, {0}, DType::Float16, 0, 0, 2},
       {"bfloat16 columns split across blocks 100003x8", {100003, 8}, {0}, DType::BFloat16, 0, 0, 2},
@@ -379,6 +384,10 @@ TEST_CASE("reduce kernels: bit-identical under forward, reverse and random sched
       {"column_sum", [&] { return kernels::column_sum(cols); }},
       {"sum rows in pieces", [&] { return kernels::sum(pieces, {1}, false); }},
       {"sum columns in pieces (split)", [&] { return kernels::sum(pieces, {0}, false); }},
+      {"sum over batch and time in pieces (split, two reduced dims)",
+       [&] {
+         return kernels::sum(pieces.as_strided({8, 4, 260, 64}, {4 * 260 * 64, 260 * 64, 64, 1}, 0), {0, 2}, false);
+       }},
       {"max rows", [&] { return kernels::max(ties, 1, false).first; }},
       {"argmax rows", [&] { return kernels::argmax(ties, 1, false); }},
       {"max columns", [&] { return kernels::max(ties, 0, false).first; }},
