@@ -13,6 +13,7 @@
 #     as long to compile at -O2 as at -O1, and these files were a third of that preset's build;
 #   * in the fuzz preset (the device's host side alone: kernels/cuda/sources.cmake), -O0 and no
 #     instrumentation at all: its targets never run a kernel;
+#   * no precompiled header (the library's, CMakeLists.txt, is built with other options);
 #   * ThreadSanitizer's instrumentation without its run-time library (-fsanitize=thread at compile
 #     time only): the emulator's race schedule is that library (cuda_emu/emu_race.hpp). Not in
 #     the sanitizer and fuzz builds, whose AddressSanitizer cannot be combined with it; the race
@@ -49,7 +50,8 @@ function(define_add_emulated_kernels target)
     # coverage.
     list(APPEND _options -O0 -g0 -fno-sanitize=all)
   endif()
-  set_source_files_properties(${_files} TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${_options}")
+  set_source_files_properties(${_files} TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${_options}"
+                              SKIP_PRECOMPILE_HEADERS ON)
   target_sources(${target} PRIVATE ${_files})
   target_link_libraries(${target} PRIVATE Boost::context Threads::Threads)
 endfunction()
