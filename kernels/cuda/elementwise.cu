@@ -20,7 +20,9 @@
 // whole pack go through the same kernel one by one. The results are the per-element kernel's.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "kernels/elementwise.h"
@@ -47,32 +49,44 @@ __device__ __forceinline__ T normal_pdf(T x) {
 }
 
 // ---- Comparisons ----
-template <BinaryOp Op, typename T>
-__device__ __forceinline__ bool compare(T a, T b) {
-  if constexpr (Op == BinaryOp::Eq) return a == b;
-  else if constexpr (Op == BinaryOp::Ne) return a != b;
-  else if constexpr (Op == BinaryOp::Lt) return a < b;
-  else if constexpr (Op == BinaryOp::Le) return a <= b;
-  else if constexpr (Op == BinaryOp::Gt) return a > b;
-  else {
-    static_assert(Op == BinaryOp::Ge, "compare: not a comparison");
-    return a >= b;
+// The comparison is a kernel argument, not a template parameter: one uniform branch an element is
+// free in a memory-bound map, and six comparisons as six kernels each (times six dtypes and three
+// kernel forms) were a quarter of this file's kernels and of its compile time.
+template <typename T>
+__device__ __forceinline__ bool compare(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::Eq:
+      return a == b;
+    case BinaryOp::Ne:
+      return a != b;
+    case BinaryOp::Lt:
+      return a < b;
+    case BinaryOp::Le:
+      return a <= b;
+    case BinaryOp::Gt:
+      return a > b;
+    default:
+      return a >= b;  // BinaryOp::Ge: the host side passes comparisons only
   }
 }
 
 // Element against a double scalar, compared in double as the reference does: converting the
 // element is exact for float types, converting the scalar to T might not be (x < 2.5 on ints).
-template <BinaryOp Op>
 struct CompareScalar {
+  BinaryOp op;
   double s;
   template <typename T>
-  __device__ T operator()(T v) const { return compare<Op>(static_cast<double>(v), s) ? T(1) : T(0); }
+  __device__ T operator()(T v) const {
+    return compare(op, static_cast<double>(v), s) ? T(1) : T(0);
+  }
 };
 
-template <BinaryOp Op>
 struct CompareElements {
+  BinaryOp op;
   template <typename T>
-  __device__ T operator()(T a, T b) const { return compare<Op>(a, b) ? T(1) : T(0); }
+  __device__ T operator()(T a, T b) const {
+    return compare(op, a, b) ? T(1) : T(0);
+  }
 };
 
 // ---- Unary math (float types) ----
@@ -177,6 +191,9 @@ __global__ void __launch_bounds__(kBlockSize)
   });
 }
 
+// where and masked_fill move values without reading them: T is an unsigned integer of the
+// values' size (ValueBits), so float32 and int32 (and float64 and int64, float16 and bfloat16) share
+// one kernel.
 template <bool kIndex32, typename C, typename T>
 __global__ void __launch_bounds__(kBlockSize)
     where_kernel(T* out, const C* cond, const T* a, const T* b, std::int64_t n, bool flat, OffsetCalc<4> calc) {
@@ -186,12 +203,17 @@ __global__ void __launch_bounds__(kBlockSize)
   });
 }
 
+// masked_fill's value as a kernel argument: 32 or 64 bits (a 16-bit kernel argument makes sm_61's
+// ptxas spill in the 64-bit index form).
+template <typename T>
+using FillArg = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+
 template <bool kIndex32, typename M, typename T>
-__global__ void __launch_bounds__(kBlockSize) masked_fill_kernel(T* out, const T* x, const M* mask, compute_t<T> value,
+__global__ void __launch_bounds__(kBlockSize) masked_fill_kernel(T* out, const T* x, const M* mask, FillArg<T> value,
                                                                  std::int64_t n, bool flat, OffsetCalc<3> calc) {
   EMU_CHECK_LAUNCH_BOUNDS(kBlockSize);
   for_each_element<kIndex32, 3>(n, flat, calc, [&](const auto& off) {
-    out[off[0]] = load_value(mask[off[2]]) != compute_t<M>(0) ? store_value<T>(value) : x[off[1]];
+    out[off[0]] = static_cast<T>(load_value(mask[off[2]]) != compute_t<M>(0) ? value : FillArg<T>(x[off[1]]));
   });
 }
 
@@ -292,16 +314,7 @@ BinaryOp scalar_comparison(UnaryOp op) {
 
 template <typename T>
 void compare_scalar(const Tensor& x, const Tensor& out, UnaryOp op, double s) {
-  const char* name = op_name(op);
-  switch (scalar_comparison(op)) {
-    case BinaryOp::Eq: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Eq>{s});
-    case BinaryOp::Ne: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Ne>{s});
-    case BinaryOp::Lt: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Lt>{s});
-    case BinaryOp::Le: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Le>{s});
-    case BinaryOp::Gt: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Gt>{s});
-    case BinaryOp::Ge: return launch_unary<T>(name, x, out, CompareScalar<BinaryOp::Ge>{s});
-    default: break;
-  }
+  launch_unary<T>(op_name(op), x, out, CompareScalar{scalar_comparison(op), s});
 }
 
 template <typename T>
@@ -338,16 +351,8 @@ void unary_math(const Tensor& x, const Tensor& out, UnaryOp op, double p0, doubl
 
 template <typename T>
 void compare_binary(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op) {
-  const char* name = op_name(op);
-  switch (op) {
-    case BinaryOp::Eq: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Eq>{});
-    case BinaryOp::Ne: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Ne>{});
-    case BinaryOp::Lt: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Lt>{});
-    case BinaryOp::Le: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Le>{});
-    case BinaryOp::Gt: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Gt>{});
-    case BinaryOp::Ge: return launch_binary<T>(name, a, b, out, CompareElements<BinaryOp::Ge>{});
-    default: fail(name, "internal: not a comparison");
-  }
+  if (!is_comparison(op)) fail(op_name(op), "internal: not a comparison");
+  launch_binary<T>(op_name(op), a, b, out, CompareElements{op});
 }
 
 template <typename T>
@@ -403,42 +408,63 @@ void binary(const Tensor& a, const Tensor& b, const Tensor& out, BinaryOp op, do
   }
 }
 
+// The unsigned integer of a value's size: what where and masked_fill move.
+template <std::size_t kBytes>
+using ValueBits =
+    std::conditional_t<kBytes == 2, std::uint16_t, std::conditional_t<kBytes == 4, std::uint32_t, std::uint64_t>>;
+
+// Runs f.template operator()<Bits>() with the unsigned integer of dtype's size.
+template <typename F>
+void dispatch_value_bits(DType dtype, const char* name, F&& f) {
+  switch (dtype_size(dtype)) {
+    case 2:
+      return f.template operator()<ValueBits<2>>();
+    case 4:
+      return f.template operator()<ValueBits<4>>();
+    case 8:
+      return f.template operator()<ValueBits<8>>();
+    default:
+      fail(name, "dtype {} is not supported", dtype_name(dtype));
+  }
+}
+
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   const TensorIterator it("where", {out, cond, a, b});
   const auto calc = make_offset_calc<4>("where", it);
   DEFINE_DISPATCH_ALL(cond.dtype(), "where", [&] {
     using C = scalar_t;
-    DEFINE_DISPATCH_ALL(a.dtype(), "where", [&] {
+    dispatch_value_bits(a.dtype(), "where", [&]<typename T>() {
       dispatch_index_width(it, [&]<bool kIndex32>() {
-        launch_checked("where", where_kernel<kIndex32, C, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
-                       out.data<scalar_t>(), cond.data<C>(), a.data<scalar_t>(), b.data<scalar_t>(), it.numel(),
-                       all_flat(it), calc);
+        launch_checked("where", where_kernel<kIndex32, C, T>, grid_for(it.numel()), kBlockSize, 0,
+                       static_cast<T*>(out.raw_data()), cond.data<C>(), static_cast<const T*>(a.raw_data()),
+                       static_cast<const T*>(b.raw_data()), it.numel(), all_flat(it), calc);
       });
     });
   });
 }
 
-// masked_fill's value as the kernel takes it: rounded once to T from the double (as a cast rounds)
-// and carried in T's compute type, which holds a 16-bit value exactly. A 16-bit kernel argument
-// makes sm_61's ptxas spill in the 64-bit index form.
+// masked_fill's value as the kernel takes it: the bits of the double rounded once to x's dtype (as
+// a cast rounds), widened to the kernel argument's 32 or 64 bits.
 template <typename T>
-compute_t<T> fill_value(double v) {
-  if constexpr (is_float16_v<T>)
-    return static_cast<float>(T(v));
-  else
-    return static_cast<T>(v);
+std::uint64_t fill_bits(double v) {
+  const T t = static_cast<T>(v);
+  ValueBits<sizeof(T)> bits;
+  std::memcpy(&bits, &t, sizeof(T));
+  return bits;
 }
 
 void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double value) {
   const TensorIterator it("masked_fill", {out, x, mask});
   const auto calc = make_offset_calc<3>("masked_fill", it);
+  std::uint64_t bits = 0;
+  DEFINE_DISPATCH_ALL(x.dtype(), "masked_fill", [&] { bits = fill_bits<scalar_t>(value); });
   DEFINE_DISPATCH_ALL(mask.dtype(), "masked_fill", [&] {
     using M = scalar_t;
-    DEFINE_DISPATCH_ALL(x.dtype(), "masked_fill", [&] {
+    dispatch_value_bits(x.dtype(), "masked_fill", [&]<typename T>() {
       dispatch_index_width(it, [&]<bool kIndex32>() {
-        launch_checked("masked_fill", masked_fill_kernel<kIndex32, M, scalar_t>, grid_for(it.numel()), kBlockSize, 0,
-                       out.data<scalar_t>(), x.data<scalar_t>(), mask.data<M>(), fill_value<scalar_t>(value),
-                       it.numel(), all_flat(it), calc);
+        launch_checked("masked_fill", masked_fill_kernel<kIndex32, M, T>, grid_for(it.numel()), kBlockSize, 0,
+                       static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), mask.data<M>(),
+                       static_cast<FillArg<T>>(bits), it.numel(), all_flat(it), calc);
       });
     });
   });
