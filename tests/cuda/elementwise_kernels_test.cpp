@@ -212,7 +212,9 @@ TEST_CASE("cuda elementwise: integer comparisons are exact", "[cuda][elementwise
     const Tensor col = kernels::cast(rand_int({37, 1}, 5, {.dtype = DType::Int64}, gen), dt);
     const Tensor ea = to_test_device(a), erow = to_test_device(row_base).as_strided({41}, {2}, 0),
                  ecol = to_test_device(col);
-    for (const auto& [bop, uop] : ops) {
+    for (const auto& op_pair : ops) {
+      const BinaryOp bop = op_pair.first;  // (captured below: not a structured binding, for clang before 16)
+      const UnaryOp uop = op_pair.second;
       const std::string name = std::string(kernels::op_name(bop)) + " " + std::string(dtype_name(dt));
       const Tensor r1 = kernels::binary(bop, ea, erow);
       CHECK(r1.dtype() == dt);

@@ -351,7 +351,9 @@ TEST_CASE("flash attention kernels: the query-row decoding kernel, short and lon
       {{1, 1, 1, 5000, 128, 100}, true},            // d 128, 64 splits (the merge's second lane slot)
       {{3, 1, 1, 200, 41, 41, false, true}, true},  // d 41: element loads; the last batch fully masked
   };
-  for (const auto& [s, split] : cases) {
+  for (const Case& c : cases) {
+    const Problem& s = c.s;  // (not a structured binding: clang before 16 cannot capture one)
+    const bool split = c.split;
     const Inputs in(s, 8);
     const Inputs dev = in.on_device();
 #if !defined(__SANITIZE_ADDRESS__)
@@ -496,8 +498,11 @@ TEST_CASE("flash attention kernels: the tensor-core forward and backward for 16-
       {1, 2, 33, 47, 128, 128},
       {1, 3, 19, 100, 24, 40, false, false, 0.2},  // dropout
   };
-  for (const auto& [dtype, arch, tol] :
-       {std::tuple{DType::Float16, 75, 1.5e-3}, std::tuple{DType::BFloat16, 80, 1.2e-2}}) {
+  for (const auto& format : {std::tuple{DType::Float16, 75, 1.5e-3}, std::tuple{DType::BFloat16, 80, 1.2e-2}}) {
+    // (Not structured bindings: dtype is captured below, which clang before 16 cannot do with one.)
+    const DType dtype = std::get<0>(format);
+    const int arch = std::get<1>(format);
+    const double tol = std::get<2>(format);
     const EmuDeviceScope scope({.arch = arch});
     for (const Problem& s : problems) {
       const Inputs in(s);

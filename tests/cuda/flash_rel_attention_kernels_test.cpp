@@ -185,7 +185,9 @@ TEST_CASE("flash relative attention kernels: the query-row decoding kernel, wind
       {{3, 1, 1, 200, 41, 41}, true},        // d 41: element loads
       {{1, 1, 1, 3000, 128, 100, 0}, true},  // d 128, dv not a multiple of 8
   };
-  for (const auto& [s, split] : cases) {
+  for (const Case& c : cases) {
+    const Problem& s = c.s;  // (not a structured binding: clang before 16 cannot capture one)
+    const bool split = c.split;
     const Inputs in(s, 3);
     const Inputs dev = in.on_device();
 #if !defined(__SANITIZE_ADDRESS__)

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/factory.h"
@@ -134,7 +135,9 @@ TEST_CASE("reduce kernels: sum_of_squares matches the reference", "[cuda][reduce
       {"1x1 (one element: the column kernel)", rand_uniform({1, 1}, -1, 1, {}, gen)},
       {"float64 129x1031", rand_uniform({129, 1031}, -1, 1, {.dtype = DType::Float64}, gen)},
   };
-  for (const auto& [name, x] : cases) {
+  for (const auto& named : cases) {
+    const std::string& name = named.first;  // (captured below: not a structured binding, for clang before 16)
+    const Tensor& x = named.second;
     const double tol = x.dtype() == DType::Float64 ? 1e-12 : 1e-6;
     const Tensor got = kernels::sum_of_squares(to_test_device(x));
     CHECK(got.shape() == Shape{});
@@ -346,7 +349,9 @@ TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][re
   const Tensor x = rand_uniform({33, 5, 257}, -1, 1, {}, gen);
   for (std::int64_t dim : {0, 1, 2}) {
     for (bool keepdim : {false, true}) {
-      const auto [v, idx] = reference([&] { return kernels::max(x, dim, keepdim); });
+      // (Not structured bindings: idx is captured below, which clang before 16 cannot do with one.)
+      const std::pair<Tensor, Tensor> max_result = reference([&] { return kernels::max(x, dim, keepdim); });
+      const Tensor &v = max_result.first, &idx = max_result.second;
       const Tensor grad = rand_uniform(v.shape(), -1, 1, {}, gen);
       INFO("dim " << dim << " keepdim " << keepdim);
       const Tensor got = kernels::max_backward(to_test_device(grad), to_test_device(idx), x.shape(), dim, keepdim);

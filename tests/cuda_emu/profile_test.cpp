@@ -90,7 +90,8 @@ TEST_CASE("emu profile: lanes that skip an instruction are not in its request", 
 TEST_CASE("emu profile: shared-memory wavefronts count bank conflicts", "[emu][profile]") {
   DeviceBuffer<float> y(32);
   // stride s words: the 32 lanes fall in 32 / gcd(s, 32) banks, gcd(s, 32) words in each.
-  for (const auto& [stride, ways] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}, {3, 1}, {8, 8}, {32, 32}}) {
+  for (const auto& [stride_, ways] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}, {3, 1}, {8, 8}, {32, 32}}) {
+    const int stride = stride_;  // captured below: clang before 16 cannot capture a structured binding
     CAPTURE(stride);
     const cuda_emu::KernelProfile p = profile_one([&] { emu_test::shared_stride(y.get(), stride); });
     CHECK(p.static_smem == 32 * 32 * 4);

@@ -265,7 +265,10 @@ TEST_CASE("beam_search: greedy, exhaustive and batched agree with direct computa
     // Generable tokens: unk (1) and 4..12 -> 10 non-eos choices; at most 2 tokens before eos, and
     // at least min_len: 1 + 10 + 100 = 111 sequences with min_len 0, 110 with 1 (no empty one), all
     // of which a beam of 128 keeps.
-    for (const auto& [lenpen, min_len] : {std::pair{0.0, 1}, std::pair{1.0, 1}, std::pair{2.0, 1}, std::pair{1.0, 0}}) {
+    for (const auto& setting : {std::pair{0.0, 1}, std::pair{1.0, 1}, std::pair{2.0, 1}, std::pair{1.0, 0}}) {
+      // (Not structured bindings: both are captured below, which clang before 16 cannot do with one.)
+      const double lenpen = setting.first;
+      const int min_len = setting.second;
       INFO("lenpen " << lenpen << ", min_len " << min_len);
       const auto hyps = beam_search(
           m, src,

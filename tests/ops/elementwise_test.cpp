@@ -180,7 +180,7 @@ TEST_CASE("ops: comparisons, where, masked_fill", "[ops][harness][elementwise][f
   std::vector<OpCase> cases;
   const std::vector<double> left = {1, 2, 3, 4, 5, 6}, right = {1, 3, 2, 4, 6, 5};
   for (const auto& [name, f] : cmps) {
-    auto fwd = [f](V x) { return f(x[0], x[1]); };
+    auto fwd = [f = f](V x) { return f(x[0], x[1]); };
     cases.push_back({.name = name + "/broadcast_float", .inputs = {uniform({3, 1}), uniform({1, 4})}, .forward = fwd,
                      .gradcheck = false});
     cases.push_back({.name = name + "/ties_float", .inputs = {fixed_float({2, 3}, left), fixed_float({2, 3}, right)},
@@ -236,7 +236,7 @@ TEST_CASE("ops: odd sizes and layouts", "[ops][harness][elementwise][family:elem
       {"abs", [](const Tensor& a) { return abs(a); }, u},
   };
   for (const auto& [name, f, in] : unary_ops) {
-    auto fwd = [f](V x) { return f(x[0]); };
+    auto fwd = [f = f](V x) { return f(x[0]); };
     cases.push_back({.name = name + "/size_1", .inputs = {in({1})}, .forward = fwd});
     cases.push_back({.name = name + "/size_31", .inputs = {in({31})}, .forward = fwd});
     cases.push_back({.name = name + "/size_257", .inputs = {in({257})}, .forward = fwd});
@@ -251,7 +251,7 @@ TEST_CASE("ops: odd sizes and layouts", "[ops][harness][elementwise][family:elem
       {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, p, u},
   };
   for (const auto& [name, f, lhs, rhs] : binary_ops) {
-    auto fwd = [f](V x) { return f(x[0], x[1]); };
+    auto fwd = [f = f](V x) { return f(x[0], x[1]); };
     cases.push_back({.name = name + "/size_1", .inputs = {lhs({1}), rhs({1})}, .forward = fwd});
     cases.push_back({.name = name + "/size_31", .inputs = {lhs({31}), rhs({31})}, .forward = fwd});
     cases.push_back({.name = name + "/size_257", .inputs = {lhs({257}), rhs({257})}, .forward = fwd});

@@ -186,9 +186,11 @@ TEST_CASE("lstm_layer: CPU recurrence bit-identical for 1, 2 and 3 threads", "[l
   // Each shape runs with a team (over 2^18 multiply-adds a step). H = 97: the threads copy each
   // step's input (under 2^23 multiply-adds a step) and backward panels 2-4 packets wide; H = 33:
   // one-packet panels (3 packets over 2 or 3 threads); B 64, H 200: no copies.
-  const auto [T, B, H] = GENERATE(std::tuple<std::int64_t, std::int64_t, std::int64_t>{9, 8, 97},
-                                  std::tuple<std::int64_t, std::int64_t, std::int64_t>{4, 64, 33},
-                                  std::tuple<std::int64_t, std::int64_t, std::int64_t>{2, 64, 200});
+  const auto shape = GENERATE(std::tuple<std::int64_t, std::int64_t, std::int64_t>{9, 8, 97},
+                              std::tuple<std::int64_t, std::int64_t, std::int64_t>{4, 64, 33},
+                              std::tuple<std::int64_t, std::int64_t, std::int64_t>{2, 64, 200});
+  // (Not structured bindings: they are captured below, which clang before 16 cannot do with one.)
+  const std::int64_t T = std::get<0>(shape), B = std::get<1>(shape), H = std::get<2>(shape);
   CAPTURE(T, B, H);
   Generator gen(14);
   const Tensor w_hh = rand_uniform({4 * H, H}, -0.3, 0.3, {}, gen), b = rand_uniform({4 * H}, -0.3, 0.3, {}, gen);

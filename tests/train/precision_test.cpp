@@ -187,12 +187,15 @@ namespace {
 std::vector<double> track_run(const fs::path& run, const std::string& text, bool translation) {
   fs::remove_all(run);
   Config cfg = Config::from_text(text, "<test>");
+  const std::string precision = cfg.section("train").get_string("precision", "fp32");
+  // The float32 baseline trains on the CPU, whose float32 training the emulated GPU's matches (the
+  // determinism and emulated-device tests), in a fraction of the emulator's time.
+  if (precision == "fp32") cfg.set("train.device=cpu");
   const std::uint64_t casts_before = autocast::lowered_casts();
   if (translation) train::train_translation_model(cfg, run.string(), false);
   else train::train_language_model(cfg, run.string(), false);
   CHECK(test::events(run, "overflow").empty());
   // In fp16 / bf16 the GEMMs really got 16-bit inputs (the weights of 100 steps at least).
-  const std::string precision = cfg.section("train").get_string("precision", "fp32");
   if (precision == "fp32") CHECK(autocast::lowered_casts() == casts_before);
   else CHECK(autocast::lowered_casts() >= casts_before + 100);
   return logged_losses(run);
@@ -213,8 +216,9 @@ std::string nmt_config(const fs::path& data, const std::string& precision) {
 
 TEST_CASE("precision: fp16 and bf16 training tracks fp32 for the DeFINE LSTM LM, Transformer-XL and the "
           "translation Transformer", "[train][precision][slow]") {
-  // 9 runs of 100 steps on the emulated GPU, about a minute: the asan preset leaves this one out
-  // (CMakePresets.json); the planted-overflow and collapse cases below run there.
+  // 6 runs of 100 steps on the emulated GPU (fp16 and bf16) and 3 on the CPU (the fp32 baselines),
+  // over a minute: the asan preset leaves this one out (CMakePresets.json); the planted-overflow and
+  // collapse cases below run there.
   const fs::path root = test::fresh_root("define_precision_track_test", 41, 300, 20);
   const fs::path parallel = test::fresh_parallel_root("define_precision_track_nmt_test");
   const EmuDeviceScope hopper({.arch = 90});  // sm_90: fp16 and bf16 both allowed
