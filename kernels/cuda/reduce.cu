@@ -18,8 +18,8 @@
 //            each thread owns one output, `256 / lanes` threads per output walk interleaved
 //            rows, and a shared-memory tree combines them.
 // When the outputs alone give few blocks, the reduced range is also cut into `splits` chunks
-// (blockIdx.y); each block writes a partial result and a second kernel combines the partials of
-// each output in chunk order.
+// (blockIdx.y); each block writes a partial result, and the block that finishes last among those
+// with its blockIdx.x combines their partials in chunk order (finish_split, below): one launch.
 //
 // Memory-level parallelism: each thread of a sum walks its elements four at a time into four
 // independent accumulators (combined in a fixed order at the end), so four loads per thread are in
@@ -35,7 +35,8 @@
 // Determinism: every choice (layout, lanes, splits) depends on the shapes, the strides and the
 // device's multiprocessor count alone (the count only on GPUs with more than 64), and
 // every combination happens in a fixed order (per-thread loops in index order, shuffle trees,
-// warps in order, chunks in order); no atomics. Results are bitwise identical from run to run and
+// warps in order, chunks in order); no floating-point atomics (an integer ticket only says which
+// block combines the chunks, not their order). Results are bitwise identical from run to run and
 // whatever the schedule. Sums accumulate in SumAcc (kernels/cuda/float_sum.cuh): float32 in float
 // with compensation rather than in double, which GeForce cards run at 1/32 rate. With plain float
 // accumulators (same structure) the 1e5-1e6-element sums of tests/cuda/reduce_kernels_test.cpp were
@@ -55,6 +56,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/float16.cuh"
 #include "kernels/cuda/float_sum.cuh"
+#include "kernels/cuda/last_block.cuh"
 #include "kernels/cuda/load_ahead.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
@@ -76,6 +78,9 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr std::int64_t kTargetBlocks = 512;
 // ... but never so finely that a thread adds fewer than this many elements.
 constexpr std::int64_t kMinElementsPerThread = 32;
+// Loads in flight a thread while the last block of a split combines the partials (L2 hits: the other
+// blocks have just written them).
+constexpr int kFinishAhead = 8;
 
 // ----------------------------------------------------------------------------------------------
 // Reduction operators: the accumulator, how an element enters it, how two combine, how one moves
@@ -154,7 +159,7 @@ struct ReduceGeometry {
   std::int64_t outputs;   // output elements
   std::int64_t length;    // input elements reduced into each output
   std::int64_t chunk;     // reduced elements per split (blockIdx.y)
-  int splits;             // > 1: blocks write partials, reduce_partials_kernel finishes
+  int splits;             // > 1: blocks write partials, the last block of each blockIdx.x combines them
   int lanes;              // rows: threads per output; columns: outputs (pieces of outputs) per block
   OffsetCalc<2> kept;     // output index -> {offset in x, offset in the output}
   OffsetCalc<1> reduced;  // reduced index -> offset in x
@@ -302,14 +307,68 @@ __device__ __forceinline__ typename Op::acc_t warp_reduce(typename Op::acc_t acc
   return acc;
 }
 
+// The parts of a block's `lanes` outputs (thread part * lanes + col holds part `part` of output col)
+// combined by a tree in shared memory, in a fixed order; part 0 gets the result. Each thread writes
+// only its own slot, and a slot is read by another thread only between two barriers, so the next tree
+// can overwrite slots without a trailing barrier. Every thread of the block calls it.
+template <typename Op>
+__device__ __forceinline__ typename Op::acc_t combine_parts(Aligned<typename Op::acc_t>* slots, typename Op::acc_t acc,
+                                                            int part, int parts, int lanes) {
+  slots[threadIdx.x].v = acc;
+  __syncthreads();
+  for (int half = parts / 2; half > 0; half /= 2) {
+    if (part < half) slots[threadIdx.x].v = Op::combine(slots[threadIdx.x].v, slots[threadIdx.x + half * lanes].v);
+    __syncthreads();
+  }
+  return slots[threadIdx.x].v;
+}
+
+// A split reduction's finish, in the launch that wrote the partials (kernels/cuda/last_block.cuh).
+// The splits blocks that share a blockIdx.x share its outputs [first, first + count); the last of
+// them to finish combines the group's partials, chunk after chunk in order, and writes the results.
+// It reads them from L2, where the other blocks just wrote them, kFinishAhead loads in flight a
+// thread. Every thread of the block calls it.
+template <typename Op>
+__device__ __forceinline__ void finish_split(const Op& op, const ReduceGeometry& g, const typename Op::acc_t* partial,
+                                             unsigned* tickets, std::int64_t first, std::int64_t count,
+                                             Aligned<typename Op::acc_t>* slots) {
+  using Acc = typename Op::acc_t;
+  if (!last_of_group(tickets, blockIdx.x, static_cast<unsigned>(g.splits))) return;
+  // `lanes` neighbouring outputs a round (a power of two that holds them, up to a block), the other
+  // threads of the block over their partials: a thread combines every parts-th chunk of its output,
+  // then the parts combine by the shared-memory tree.
+  int lanes = 1;
+  while (lanes < count && lanes < kReduceThreads) lanes *= 2;
+  const int col = static_cast<int>(threadIdx.x) & (lanes - 1);
+  const int part = static_cast<int>(threadIdx.x) / lanes;
+  const int parts = kReduceThreads / lanes;
+  for (std::int64_t done = 0; done < count; done += lanes) {  // block-uniform: barriers inside
+    const bool mine = done + col < count;
+    const std::int64_t o = first + done + col;
+    Acc acc = op.identity();
+    if (mine)
+      add_loaded_in_order<kFinishAhead>(
+          part, g.splits, parts, [&](std::int64_t s) { return load_from_l2(partial + s * g.outputs + o); },
+          [&](const Acc& v) { acc = Op::combine(acc, v); });
+    acc = combine_parts<Op>(slots, acc, part, parts, lanes);
+    if (part == 0 && mine) {
+      std::int64_t off[2];
+      g.kept.get(o, off);
+      op.write(off[1], acc);
+    }
+  }
+}
+
 // Rows layout: g.lanes threads per output walk its reduced index together; kVec > 1: in pieces of kVec
 // elements of a contiguous row (sums).
 template <typename Op, int kVec>
-__global__ void __launch_bounds__(kReduceThreads) reduce_rows_kernel(Op op, const typename Op::value_t* __restrict__ x,
-                                                                     ReduceGeometry g, typename Op::acc_t* partial) {
+__global__ void __launch_bounds__(kReduceThreads)
+    reduce_rows_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g, typename Op::acc_t* partial,
+                       unsigned* tickets) {
   EMU_CHECK_LAUNCH_BOUNDS(kReduceThreads);
   using Acc = typename Op::acc_t;
   EMU_STATIC_SHARED(warp_results, Acc[kReduceThreads / kWarpSize]);
+  EMU_STATIC_SHARED(finish_slots, Aligned<Acc>[kReduceThreads]);
   const int lanes = g.lanes;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
   const int slot = static_cast<int>(threadIdx.x) / lanes;
@@ -341,22 +400,11 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_rows_kernel(Op op, cons
     }
     if (lane == 0 && o < g.outputs) store_result(op, g, partial, o, off[1], acc);
   }
-}
-
-// The parts of a block's `lanes` outputs (thread part * lanes + col holds part `part` of output col)
-// combined by a tree in shared memory, in a fixed order; part 0 gets the result. Each thread writes
-// only its own slot, and a slot is read by another thread only between two barriers, so the next tree
-// can overwrite slots without a trailing barrier. Every thread of the block calls it.
-template <typename Op>
-__device__ __forceinline__ typename Op::acc_t combine_parts(Aligned<typename Op::acc_t>* slots, typename Op::acc_t acc,
-                                                            int part, int parts, int lanes) {
-  slots[threadIdx.x].v = acc;
-  __syncthreads();
-  for (int half = parts / 2; half > 0; half /= 2) {
-    if (part < half) slots[threadIdx.x].v = Op::combine(slots[threadIdx.x].v, slots[threadIdx.x + half * lanes].v);
-    __syncthreads();
+  if (g.splits > 1) {  // one pass of the loop above: a split grid holds every output group
+    const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * outputs_per_block;
+    const std::int64_t left = g.outputs - first;
+    finish_split<Op>(op, g, partial, tickets, first, left < outputs_per_block ? left : outputs_per_block, finish_slots);
   }
-  return slots[threadIdx.x].v;
 }
 
 // Columns layout: thread (part, col) adds rows part, part + parts, ... of output col; the parts
@@ -365,7 +413,7 @@ __device__ __forceinline__ typename Op::acc_t combine_parts(Aligned<typename Op:
 template <typename Op, int kVec>
 __global__ void __launch_bounds__(kReduceThreads)
     reduce_columns_kernel(Op op, const typename Op::value_t* __restrict__ x, ReduceGeometry g,
-                          typename Op::acc_t* partial) {
+                          typename Op::acc_t* partial, unsigned* tickets) {
   EMU_CHECK_LAUNCH_BOUNDS(kReduceThreads);
   using Acc = typename Op::acc_t;
   EMU_STATIC_SHARED(part_results, Aligned<Acc>[kReduceThreads]);
@@ -399,47 +447,10 @@ __global__ void __launch_bounds__(kReduceThreads)
       if (part == 0 && o < g.outputs) store_result(op, g, partial, o + c, off[1] + c * g.out_step, total);
     }
   }
-}
-
-// Combines each output's split partials ([splits][outputs]: an output's partials are a column) and
-// writes the result. A block takes `lanes` neighbouring outputs and kReduceThreads / lanes threads for
-// each; a thread combines every parts-th partial of its output, four loads in flight, and the parts
-// combine by a tree in shared memory: a fixed order, so the result is the same every run. (One thread
-// an output, walking hundreds of partials by itself, left the GPU to two blocks waiting on memory.)
-template <typename Op>
-__global__ void __launch_bounds__(kReduceThreads)
-    reduce_partials_kernel(Op op, const typename Op::acc_t* __restrict__ partial, ReduceGeometry g, int lanes) {
-  EMU_CHECK_LAUNCH_BOUNDS(kReduceThreads);
-  using Acc = typename Op::acc_t;
-  EMU_STATIC_SHARED(part_results, Aligned<Acc>[kReduceThreads]);
-  const int col = static_cast<int>(threadIdx.x) & (lanes - 1);
-  const int part = static_cast<int>(threadIdx.x) / lanes;
-  const int parts = kReduceThreads / lanes;
-  for (std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * lanes; first < g.outputs;
-       first += static_cast<std::int64_t>(gridDim.x) * lanes) {
-    const std::int64_t o = first + col;
-    Acc acc = op.identity();
-    if (o < g.outputs) {
-      // Four loads issued together each round, the last round's past the end skipped (the host
-      // sizes parts so that one round usually covers them all).
-      Acc a[4] = {op.identity(), op.identity(), op.identity(), op.identity()};
-      for (int s = part; s < g.splits; s += 4 * parts) {
-        Acc next[4];
-        EMU_UNROLL
-        for (int u = 0; u < 4; ++u)
-          next[u] = s + u * parts < g.splits ? partial[static_cast<std::int64_t>(s + u * parts) * g.outputs + o]
-                                             : op.identity();
-#pragma unroll
-        for (int u = 0; u < 4; ++u) a[u] = Op::combine(a[u], next[u]);
-      }
-      acc = Op::combine(Op::combine(a[0], a[1]), Op::combine(a[2], a[3]));
-    }
-    acc = combine_parts<Op>(part_results, acc, part, parts, lanes);
-    if (part == 0 && o < g.outputs) {
-      std::int64_t off[2];
-      g.kept.get(o, off);
-      op.write(off[1], acc);
-    }
+  if (g.splits > 1) {  // one pass of the loop above: a split grid holds every output group
+    const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * lanes * kVec;
+    const std::int64_t left = g.outputs - first;
+    finish_split<Op>(op, g, partial, tickets, first, left < lanes * kVec ? left : lanes * kVec, part_results);
   }
 }
 
@@ -607,7 +618,8 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
   const std::int64_t blocks = ceil_div(g.outputs, outputs_per_block);
   const std::int64_t target = std::max<std::int64_t>(kTargetBlocks, 8 * std::int64_t(multiprocessor_count()));
   std::int64_t splits = 1;
-  if (blocks < target)
+  // A split grid holds every output group at once (finish_split's tickets are per blockIdx.x).
+  if (blocks < target && blocks <= kMaxGridBlocks)
     splits = std::max<std::int64_t>(
         1, std::min(ceil_div(target, blocks), ceil_div(g.length, threads_per_output * kMinElementsPerThread)));
   g.chunk = ceil_div(g.length, splits);
@@ -618,35 +630,27 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const Tensor& out, co
   return plan;
 }
 
-// Outputs a block of reduce_partials_kernel takes: enough threads an output that each combines about
-// four partials, but at least a 32-byte sector's worth of neighbouring outputs a warp where there are
-// that many, so its loads use whole sectors.
-template <typename Acc>
-int partial_lanes(const ReduceGeometry& g) {
-  const int sector_outputs = std::max<int>(1, 32 / static_cast<int>(sizeof(Acc)));
-  const int min_lanes = static_cast<int>(std::min<std::int64_t>(sector_outputs, next_pow2(g.outputs)));
-  const int parts =
-      static_cast<int>(std::min<std::int64_t>(next_pow2(ceil_div(g.splits, 4)), kReduceThreads / min_lanes));
-  return kReduceThreads / parts;
-}
-
 template <typename Op>
 void run_reduction(const char* name, const Op& op, const Tensor& x, const ReducePlan& plan) {
   using Acc = typename Op::acc_t;
   const ReduceGeometry& g = plan.geometry;
   Tensor workspace;  // partials of split reductions, [splits][outputs]
   Acc* partial = nullptr;
+  unsigned* tickets = nullptr;
   if (g.splits > 1) {
     const auto bytes = static_cast<std::int64_t>(sizeof(Acc)) * g.splits * g.outputs;
     workspace = empty({ceil_div(bytes, 8)}, {DType::Float64, x.device()});
     partial = static_cast<Acc*>(workspace.raw_data());
+    tickets = group_tickets();
   }
   const auto* px = x.data<typename Op::value_t>();
   auto launch_layout = [&]<int kRowPiece, int kColumnPiece>() {
     if (plan.layout == Layout::Rows)
-      launch_checked(name, reduce_rows_kernel<Op, kRowPiece>, plan.grid, kReduceThreads, 0, op, px, g, partial);
+      launch_checked(name, reduce_rows_kernel<Op, kRowPiece>, plan.grid, kReduceThreads, 0, op, px, g, partial,
+                     tickets);
     else
-      launch_checked(name, reduce_columns_kernel<Op, kColumnPiece>, plan.grid, kReduceThreads, 0, op, px, g, partial);
+      launch_checked(name, reduce_columns_kernel<Op, kColumnPiece>, plan.grid, kReduceThreads, 0, op, px, g, partial,
+                     tickets);
   };
   if constexpr (Op::walk_unrolled() && std::is_same_v<typename Op::value_t, float>) {
     if (plan.pieces) {
@@ -662,11 +666,6 @@ void run_reduction(const char* name, const Op& op, const Tensor& x, const Reduce
     }
   } else {
     launch_layout.template operator()<1, 1>();
-  }
-  if (g.splits > 1) {
-    const int lanes = partial_lanes<Acc>(g);
-    launch_checked(name, reduce_partials_kernel<Op>, grid_for(g.outputs, lanes), kReduceThreads, 0, op,
-                   static_cast<const Acc*>(partial), g, lanes);
   }
 }
 

@@ -361,6 +361,56 @@ TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][re
   }
 }
 
+// A reduction split across blocks finishes in the launch that splits it (kernels/cuda/reduce.cu,
+// finish_split): one launch whose grid has several chunks a group (blockIdx.y), the last block of each
+// group combining their partials, and the reference's result. Every layout that splits, twice over in
+// opposite orders: the cases differ in split and group counts, so a ticket that a launch left off zero
+// would make the wrong block finish the next one (before the other chunks' partials are in).
+TEST_CASE("reduce kernels: a split reduction finishes in one launch", "[cuda][reduce][family:reduce]") {
+  REQUIRE(kernels::register_devices().emu);
+  Generator gen(26);
+  const Tensor line = rand_uniform({1000003}, -1, 1, {}, gen);
+  const Tensor rows = rand_uniform({3, 100003}, -1, 1, {}, gen);
+  const Tensor cols = rand_uniform({100003, 3}, -1, 1, {}, gen);
+  const Tensor heads = rand_uniform({64, 4, 150, 64}, -1, 1, {}, gen);
+  const Tensor ties = ties_with_nans(50000, 5, 7, {});
+  struct Case {
+    std::string name;
+    const Tensor* x;
+    std::function<Tensor(const Tensor&)> op;
+  };
+  const std::vector<Case> cases = {
+      {"mean of all", &line, [](const Tensor& t) { return kernels::mean(t, {}, false); }},
+      {"sum of rows", &rows, [](const Tensor& t) { return kernels::sum(t, {1}, false); }},
+      {"sum of columns", &cols, [](const Tensor& t) { return kernels::sum(t, {0}, false); }},
+      {"sum over batch and time", &heads,
+       [](const Tensor& t) {
+         return kernels::sum(t, {0, 2}, false);
+       }},
+      {"argmax of a line", &line, [](const Tensor& t) { return kernels::argmax(t, 0, false); }},
+      {"max of columns", &ties, [](const Tensor& t) { return kernels::max(t, 0, false).first; }},
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+      const Case& c = cases[round == 0 ? k : cases.size() - 1 - k];
+      INFO(c.name << ", round " << round);
+      const Tensor x = to_test_device(*c.x);
+      const std::uint64_t before = kernels::emu_kernel_launches();
+#if !defined(__SANITIZE_ADDRESS__)
+      ::cuda_emu::profile_start();
+#endif
+      const Tensor got = c.op(x);
+      CHECK(kernels::emu_kernel_launches() - before == 1);
+#if !defined(__SANITIZE_ADDRESS__)
+      const std::vector<::cuda_emu::KernelProfile> launches = ::cuda_emu::profile_stop();
+      REQUIRE(launches.size() == 1);
+      CHECK(launches[0].grid.y > 1);  // split: several chunks a group
+#endif
+      check_emu_close(got, reference([&] { return c.op(*c.x); }), 1e-6, 1e-6, c.name);
+    }
+  }
+}
+
 TEST_CASE("reduce kernels: bit-identical under forward, reverse and random schedules",
           "[cuda][reduce][family:reduce]") {
   kernels::register_devices();

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "autograd/attention_call.h"
 #include "autograd/ops.h"
 #include "harness/op_harness.h"
 #include "kernels/backend.h"
 #include "kernels/copy.h"
+#include "kernels/devices.h"
 #include "kernels/flash_attention.h"
 #include "support/common.h"
 
@@ -184,6 +186,29 @@ TEST_CASE("flash_attention: equals scaled_dot_product_attention, dropout mask in
       }
     }
   }
+}
+
+// Auto picks the fused kernels on a GPU (here the emulated one) where their tiles hold the head
+// dims, up to 128, and the unfused path past that (DeLighT's single head of d_m / 2 from d_m = 384) and
+// on the CPU.
+TEST_CASE("flash_attention: auto takes the fused kernels for heads up to 128 wide",
+          "[ops][flash_attention][family:flash_attention]") {
+  REQUIRE(kernels::register_devices().emu);
+  const AttentionKernel saved = default_attention_kernel();
+  set_default_attention_kernel(AttentionKernel::Auto);
+  const auto pick = [](std::int64_t d, std::int64_t dv, Device device) {
+    const Tensor q = zeros({1, 1, 2, d}, {.device = device}), v = zeros({1, 1, 3, dv}, {.device = device});
+    return detail::resolve_attention_kernel(AttentionKernel::Auto, q, v);
+  };
+  CHECK(pick(64, 64, Device::emu()) == AttentionKernel::Fused);
+  CHECK(pick(128, 128, Device::emu()) == AttentionKernel::Fused);
+  CHECK(pick(192, 192, Device::emu()) == AttentionKernel::Unfused);
+  CHECK(pick(64, 129, Device::emu()) == AttentionKernel::Unfused);
+  CHECK(pick(512, 512, Device::emu()) == AttentionKernel::Unfused);
+  CHECK(pick(64, 64, Device::cpu()) == AttentionKernel::Unfused);
+  CHECK(detail::resolve_attention_kernel(AttentionKernel::Fused, zeros({1, 1, 2, 512}), zeros({1, 1, 3, 512})) ==
+        AttentionKernel::Fused);  // asked for: the kernels' entry point names the head dim it cannot take
+  set_default_attention_kernel(saved);
 }
 
 TEST_CASE("flash_attention: a fully masked query row gives zeros, lse -inf and no gradient",
