@@ -14,7 +14,7 @@
 
 namespace define::kernels::DEFINE_CUDA_NS {
 
-// The current device's tickets: kMaxGridBlocks counters in device memory (kernels/cuda/device.cu),
+// The current device's tickets: kMaxGridBlocks counters in device memory (kernels/cuda/last_block.cu),
 // zeroed once and kept for the process. They are zero between launches: a group of `members` blocks
 // takes exactly `members` tickets and atomicInc wraps to zero at the last. Launches run one at a time
 // in stream order (define launches kernels on the legacy stream), so no two share them. A group index
