@@ -22,11 +22,14 @@ namespace define::kernels::DEFINE_CUDA_NS {
 unsigned* group_tickets();
 
 // Whether this block took the last ticket of group `group`, of `members` blocks. Every thread of the
-// block calls it after writing its part. The first fence makes this thread's writes visible to the
-// device before its block's ticket is taken; the second keeps the last block's reads after it.
+// block calls it after writing its part. The fence makes this thread's writes visible to the device,
+// and the barrier after it holds thread 0's ticket until every thread of the block has written (its
+// argument is evaluated before the barrier, so the ticket cannot be taken there); the second fence
+// keeps the last block's reads after the ticket.
 __device__ __forceinline__ bool last_of_group(unsigned* tickets, unsigned group, unsigned members) {
   const unsigned wrap = members - 1;
   __threadfence();
+  __syncthreads();
   const bool last = __syncthreads_or(threadIdx.x == 0 && atomicInc(&tickets[group], wrap) == wrap);
   if (last) __threadfence();
   return last;
