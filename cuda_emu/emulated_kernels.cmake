@@ -13,6 +13,13 @@
 #     as long to compile at -O2 as at -O1, and these files were a third of that preset's build;
 #   * in the fuzz preset (the device's host side alone: kernels/cuda/sources.cmake), -O0 and no
 #     instrumentation at all: its targets never run a kernel;
+#   * -ffp-contract=off: every multiply and add rounded as the source writes it. With -march=native
+#     g++ fuses a * b + c into an FMA where its optimiser happens to see the pair, and that changes
+#     with the code around it: two instantiations of one kernel (float inputs, and 16-bit inputs
+#     widened in registers) summed the same terms in the same order and differed by a few ulps,
+#     and an edit elsewhere in a kernel file changed a result it did not touch. (nvcc fuses too, so
+#     the emulator's last bits are not a GPU's; tests compare with tolerances against the references
+#     and bit for bit only between runs of the emulator.)
 #   * no precompiled header (the library's, CMakeLists.txt, is built with other options);
 #   * ThreadSanitizer's instrumentation without its run-time library (-fsanitize=thread at compile
 #     time only): the emulator's race schedule is that library (cuda_emu/emu_race.hpp). Not in
@@ -32,7 +39,7 @@ function(define_add_emulated_kernels target)
   if(_cu)
     set_source_files_properties(${_cu} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX)
   endif()
-  set(_options -Wno-unknown-pragmas $<IF:$<CONFIG:Debug>,-g,-g1> $<$<CONFIG:Debug>:-O1>)
+  set(_options -Wno-unknown-pragmas -ffp-contract=off $<IF:$<CONFIG:Debug>,-g,-g1> $<$<CONFIG:Debug>:-O1>)
   if(NOT DEFINE_SANITIZE AND NOT DEFINE_FUZZ)
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
       # -Wno-tsan: GCC notes that it does not instrument fences (__threadfence); nothing to switch at.
