@@ -29,15 +29,17 @@
 // butterfly); the window sets the first visible key.
 //
 // Split decoding: when the launch has too few blocks to fill the GPU, blockIdx.z takes a share of
-// the keys and the block writes its unnormalised row with its max and sum; the merge kernel
-// combines the shares in a fixed order. The decoding tile of flash_attention.cu (2 to 16 query
-// rows, or dropout) splits the same way and shares the merge.
+// the keys and the block writes its unnormalised row with its max and sum; the last block of a row's
+// splits to finish combines the shares in a fixed order, in the same launch (last_block.cuh). The
+// decoding tile of flash_attention.cu (2 to 16 query rows, or dropout) splits the same way and
+// merges in a kernel of its own.
 #include "kernels/cuda/flash_decode.h"
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/flash_tiles.cuh"
+#include "kernels/cuda/last_block.cuh"
 
 namespace define::kernels::DEFINE_CUDA_NS {
 namespace {
@@ -87,6 +89,7 @@ struct DecodeArgs {
   std::int64_t split_keys;
   float* part_acc;
   float* part_max_sum;
+  unsigned* tickets;  // split decoding: the last block of each blockIdx.x merges its rows' splits
 };
 
 // dst[e] = row[column(x, e)] for columns < width, 0 beyond. kWide: a load a piece (width a multiple
@@ -108,6 +111,89 @@ __device__ __forceinline__ void load_lane(float (&dst)[kLaneElems], const In* __
         dst[p * L::kWidth + e] = c0 + e < width ? static_cast<float>(load_value(row[c0 + e])) : 0.0f;
     }
   }
+}
+
+// Split decoding's merge: M = max_s m_s, L = sum_s l_s exp(m_s - M), out = sum_s acc_s exp(m_s - M) / L,
+// lse = M + log L (zeros and -inf where no split saw a valid key). A warp per (query row b * H + h, i;
+// chunk of 8 output columns): lane z holds splits z and z + 32 (at most 64), their m and l and their
+// 8 columns of acc (two 16-byte loads where dv is a multiple of 8, every lane a different split), so M,
+// L and the columns are warp butterflies. Many warps with wide loads: a warp per row, walking the
+// splits, kept too few bytes in flight (kernel_bench --profile). A butterfly leaves the same bits in
+// every lane (a + b == b + a) and its order is fixed by the lanes: bit-identical under any schedule.
+// out is float, or the 16-bit inputs' type (rounded once). The partial rows are read from L2: the row
+// kernel merges in the launch that wrote them (kernels/cuda/last_block.cuh).
+constexpr int kMergeColumns = 8;
+constexpr std::int64_t kMaxSplits = 64;
+
+// One item of the merge, by a whole warp: query row `row`, output columns [c0, c0 + kMergeColumns).
+template <typename Out>
+__device__ __forceinline__ void merge_splits(const float* part_acc, const float* part_max_sum, Out* out, float* lse,
+                                             std::int64_t rows, int splits, int dv, std::int64_t row, int c0,
+                                             int lane) {
+  const bool wide = dv % kMergeColumns == 0;  // every chunk whole and 32-byte aligned
+  float m[2], max = neg_inf(), total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const std::int64_t z = lane + 32 * i;
+    m[i] = z < splits ? load_from_l2(part_max_sum + 2 * (z * rows + row)) : neg_inf();
+    max = fmaxf(max, m[i]);
+  }
+#pragma unroll
+  for (int x = 16; x > 0; x /= 2) max = fmaxf(max, __shfl_xor_sync(kFullMask, max, x));
+  float o[kMergeColumns];
+#pragma unroll
+  for (int e = 0; e < kMergeColumns; ++e) o[e] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const std::int64_t z = lane + 32 * i;
+    if (z >= splits) continue;
+    // A split without a valid key has m = -inf, weight 0 and acc 0.
+    const float w = m[i] == neg_inf() ? 0.0f : dev_exp(m[i] - max);
+    total += load_from_l2(part_max_sum + 2 * (z * rows + row) + 1) * w;
+    const float* a = part_acc + (z * rows + row) * dv + c0;
+    if (wide) {
+      const Vec16<float> lo = load_from_l2(reinterpret_cast<const Vec16<float>*>(a)),
+                         hi = load_from_l2(reinterpret_cast<const Vec16<float>*>(a + 4));
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        o[e] += lo.v[e] * w;
+        o[4 + e] += hi.v[e] * w;
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kMergeColumns; ++e)
+        if (c0 + e < dv) o[e] += load_from_l2(a + e) * w;
+    }
+  }
+#pragma unroll
+  for (int x = 16; x > 0; x /= 2) {
+    total += __shfl_xor_sync(kFullMask, total, x);
+#pragma unroll
+    for (int e = 0; e < kMergeColumns; ++e) o[e] += __shfl_xor_sync(kFullMask, o[e], x);
+  }
+  const float inv = max != neg_inf() ? 1.0f / total : 0.0f;
+  if (lane < kMergeColumns && c0 + lane < dv) {
+    float mine = o[0];
+#pragma unroll
+    for (int e = 1; e < kMergeColumns; ++e) mine = lane == e ? o[e] : mine;
+    out[row * dv + c0 + lane] = store_value<Out>(mine * inv);
+  }
+  if (lane == 0 && c0 == 0) lse[row] = max != neg_inf() ? max + dev_log(total) : neg_inf();
+}
+
+// The merge as a kernel of its own, for the decoding tile of flash_attention.cu.
+template <typename Out>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_decode_merge_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_max_sum,
+                              Out* __restrict__ out, float* __restrict__ lse, std::int64_t rows, int splits, int dv) {
+  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
+  const int lane = threadIdx.x % 32;
+  const int chunks = (dv + kMergeColumns - 1) / kMergeColumns;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t item = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       item < rows * chunks; item += warps)  // warp-uniform
+    merge_splits<Out>(part_acc, part_max_sum, out, lse, rows, splits, dv, item / chunks,
+                      kMergeColumns * static_cast<int>(item % chunks), lane);
 }
 
 template <int kD, bool kWide, typename In, bool kRel = false>
@@ -258,80 +344,15 @@ __global__ void __launch_bounds__(kFlashThreads) flash_decode_row_kernel(DecodeA
       if (c == 0) a.lse[out_row] = any ? max + dev_log(total) : neg_inf();
     }
   }
-}
 
-// Split decoding's merge: M = max_s m_s, L = sum_s l_s exp(m_s - M), out = sum_s acc_s exp(m_s - M) / L,
-// lse = M + log L (zeros and -inf where no split saw a valid key). A warp per (query row b * H + h, i;
-// chunk of 8 output columns): lane z holds splits z and z + 32 (at most 64), their m and l and their
-// 8 columns of acc (two 16-byte loads where dv is a multiple of 8, every lane a different split), so M,
-// L and the columns are warp butterflies. Many warps with wide loads: a warp per row, walking the
-// splits, kept too few bytes in flight (kernel_bench --profile). A butterfly leaves the same bits in
-// every lane (a + b == b + a) and its order is fixed by the lanes: bit-identical under any schedule.
-// out is float, or the 16-bit inputs' type (rounded once).
-constexpr int kMergeColumns = 8;
-constexpr std::int64_t kMaxSplits = 64;
-
-template <typename Out>
-__global__ void __launch_bounds__(kFlashThreads)
-    flash_decode_merge_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_max_sum,
-                              Out* __restrict__ out, float* __restrict__ lse, std::int64_t rows, int splits, int dv) {
-  EMU_CHECK_LAUNCH_BOUNDS(kFlashThreads);
-  const int lane = threadIdx.x % 32;
-  const int chunks = (dv + kMergeColumns - 1) / kMergeColumns;
-  const bool wide = dv % kMergeColumns == 0;  // every chunk whole and 32-byte aligned
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t item = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-       item < rows * chunks; item += warps) {  // warp-uniform
-    const std::int64_t row = item / chunks;
-    const int c0 = kMergeColumns * static_cast<int>(item % chunks);
-    float m[2], max = neg_inf(), total = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const std::int64_t z = lane + 32 * i;
-      m[i] = z < splits ? part_max_sum[2 * (z * rows + row)] : neg_inf();
-      max = fmaxf(max, m[i]);
-    }
-#pragma unroll
-    for (int x = 16; x > 0; x /= 2) max = fmaxf(max, __shfl_xor_sync(kFullMask, max, x));
-    float o[kMergeColumns];
-#pragma unroll
-    for (int e = 0; e < kMergeColumns; ++e) o[e] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const std::int64_t z = lane + 32 * i;
-      if (z >= splits) continue;
-      // A split without a valid key has m = -inf, weight 0 and acc 0.
-      const float w = m[i] == neg_inf() ? 0.0f : dev_exp(m[i] - max);
-      total += part_max_sum[2 * (z * rows + row) + 1] * w;
-      const float* a = part_acc + (z * rows + row) * dv + c0;
-      if (wide) {
-        const Vec16<float> lo = *reinterpret_cast<const Vec16<float>*>(a),
-                           hi = *reinterpret_cast<const Vec16<float>*>(a + 4);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          o[e] += lo.v[e] * w;
-          o[4 + e] += hi.v[e] * w;
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < kMergeColumns; ++e)
-          if (c0 + e < dv) o[e] += a[e] * w;
-      }
-    }
-#pragma unroll
-    for (int x = 16; x > 0; x /= 2) {
-      total += __shfl_xor_sync(kFullMask, total, x);
-#pragma unroll
-      for (int e = 0; e < kMergeColumns; ++e) o[e] += __shfl_xor_sync(kFullMask, o[e], x);
-    }
-    const float inv = max != neg_inf() ? 1.0f / total : 0.0f;
-    if (lane < kMergeColumns && c0 + lane < dv) {
-      float mine = o[0];
-#pragma unroll
-      for (int e = 1; e < kMergeColumns; ++e) mine = lane == e ? o[e] : mine;
-      out[row * dv + c0 + lane] = store_value<Out>(mine * inv);
-    }
-    if (lane == 0 && c0 == 0) lse[row] = max != neg_inf() ? max + dev_log(total) : neg_inf();
+  // Split decoding: the last of the splits of this block's rows merges them, a warp an item.
+  if (a.split_keys > 0 && last_of_group(a.tickets, blockIdx.x, gridDim.z)) {  // block-uniform
+    const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * a.rows_per_block;
+    const std::int64_t count = a.rows - row0 < a.rows_per_block ? a.rows - row0 : a.rows_per_block;
+    const int chunks = (s.dv + kMergeColumns - 1) / kMergeColumns;
+    for (std::int64_t item = warp; item < count * chunks; item += kRowWarps)  // warp-uniform
+      merge_splits<In>(a.part_acc, a.part_max_sum, a.out, a.lse, a.rows, static_cast<int>(gridDim.z), s.dv,
+                       row0 + item / chunks, kMergeColumns * static_cast<int>(item % chunks), lane);
   }
 }
 
@@ -378,8 +399,8 @@ void launch_row_decode(const char* op, const Tensor& k, const Tensor& v, DecodeA
   a.split_keys = ceil_div(ceil_div(keys, step), splits) * step;
   a.part_acc = part_acc.data<float>();
   a.part_max_sum = part_max_sum.data<float>();
+  a.tickets = group_tickets();
   launch_checked(op, kernel, grid, kFlashThreads, 0, a);
-  launch_merge(op, a.part_acc, a.part_max_sum, a.out, a.lse, a.rows, splits, static_cast<int>(v.size(3)));
 }
 
 template <typename In>
@@ -432,7 +453,7 @@ void rel_row_decode(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
 int flash_decode_splits(std::int64_t blocks, std::int64_t keys, int tile) {
   constexpr std::int64_t kMinTilesPerSplit = 2;
   const std::int64_t target = 4 * static_cast<std::int64_t>(multiprocessor_count());
-  if (blocks >= target) return 1;
+  if (blocks >= target || blocks > kMaxGridBlocks) return 1;  // the row kernel's groups: one ticket each
   const std::int64_t by_keys = ceil_div(keys, tile) / kMinTilesPerSplit;
   const std::int64_t splits = std::min({ceil_div(target, blocks), by_keys, kMaxSplits});
   return splits > 1 ? static_cast<int>(splits) : 1;

@@ -3,7 +3,8 @@
 // the parts in a fixed order (the same whichever block it is, so results stay bit-identical from run
 // to run) and writes the result. A kernel of its own did that before, and its launch was most of
 // its time (the performance model's fixed 2.5-4 us a launch, against 20 us for the whole sum over the
-// batch and time dims on an H200). Used by the split reductions (reduce.cu).
+// batch and time dims on an H200). Used by the split reductions (reduce.cu) and split decoding
+// (flash_decode.cu).
 //
 // Included by kernel files after common.cuh.
 #pragma once
