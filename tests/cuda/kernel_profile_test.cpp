@@ -87,7 +87,7 @@ const std::vector<Claim>& claims() {
             "lanes of each outcome form their own requests (nvcc selects, then stores once); without dropout 92%")
           .loads_ahead(3),
       Claim("rel_attention rows").loads_ahead(3),
-      {"rel_attention unshift"},
+      Claim("rel_attention unshift").loads_ahead(3),
       {"embedding forward"},
       {"embedding backward", 0.64, 0.8, true, 0.5,
        "rows of 400 floats (1,600 bytes) gathered by index: partial sectors at both ends of each row"},
