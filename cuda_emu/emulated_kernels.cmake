@@ -18,8 +18,8 @@
 #     with the code around it: two instantiations of one kernel (float inputs, and 16-bit inputs
 #     widened in registers) summed the same terms in the same order and differed by a few ulps,
 #     and an edit elsewhere in a kernel file changed a result it did not touch. (nvcc fuses too, so
-#     the emulator's last bits are not a GPU's; tests compare with tolerances against the references
-#     and bit for bit only between runs of the emulator.)
+#     the emulator's last bits are not a GPU's; tests compare with tolerances against the references,
+#     bit for bit only between runs and paths of the emulator or where no product is rounded.)
 #   * no precompiled header (the library's, CMakeLists.txt, is built with other options);
 #   * ThreadSanitizer's instrumentation without its run-time library (-fsanitize=thread at compile
 #     time only): the emulator's race schedule is that library (cuda_emu/emu_race.hpp). Not in
