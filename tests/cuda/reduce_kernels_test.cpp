@@ -362,11 +362,11 @@ TEST_CASE("reduce kernels: max backward scatters like the reference", "[cuda][re
 }
 
 // A reduction split across blocks finishes in the launch that splits it (kernels/cuda/reduce.cu,
-// finish_split, on the tickets of kernels/cuda/last_block.cuh and last_block.cu): one launch whose grid has
-// several chunks a group (blockIdx.y), the last block of each group combining their partials, and the
-// reference's result. Every layout that splits, twice over in
-// opposite orders: the cases differ in split and group counts, so a ticket that a launch left off zero
-// would make the wrong block finish the next one (before the other chunks' partials are in).
+// finish_split, on the tickets of kernels/cuda/last_block.cuh and last_block.cu): one launch whose grid
+// has several chunks a group (blockIdx.y), the last block of each group combining their partials, and
+// the reference's result. Every layout that splits, twice over in opposite orders: the cases differ in
+// split and group counts, so a ticket that a launch left off zero would make the wrong block finish the
+// next one (before the other chunks' partials are in).
 TEST_CASE("reduce kernels: a split reduction finishes in one launch", "[cuda][reduce][family:reduce]") {
   REQUIRE(kernels::register_devices().emu);
   Generator gen(26);
